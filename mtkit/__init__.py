@@ -1,0 +1,34 @@
+"""mtkit: a machine translation toolkit around the Transformer of Vaswani et al. (2017).
+
+The Python API is small on purpose:
+
+    import mtkit
+    mtkit.PRESETS["base"].model          # the paper's base architecture (a ModelConfig)
+    model = mtkit.build_model("base", 37000)
+
+Names that need torch are imported on first use, so that `mtkit --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from mtkit.config import PRESETS, ModelConfig, Preset, TrainConfig
+from mtkit.errors import MtkitError
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "build_model": "mtkit.model",
+    "Transformer": "mtkit.model",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'mtkit' has no attribute {name!r}")
+
+
+__all__ = ["PRESETS", "ModelConfig", "MtkitError", "Preset", "TrainConfig", "__version__", *_LAZY]

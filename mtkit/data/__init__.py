@@ -1,0 +1,1 @@
+"""Data: named corpora, downloads, cleaning, SentencePiece vocabulary, binarized arrays, batching."""

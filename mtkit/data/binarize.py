@@ -1,0 +1,112 @@
+"""Token ids on disk as memory-mapped arrays: `PREFIX.bin` (ids) and `PREFIX.idx` (offsets).
+
+`.bin` holds every sentence's ids back to back (uint16 when the vocabulary fits, else
+int32), without BOS/EOS: the batcher adds them. `.idx` holds n+1 int64 offsets into
+`.bin`, so sentence i is bin[idx[i]:idx[i+1]]. Both are opened with numpy.memmap, so
+reading sentence i is O(1) and memory does not grow with corpus size. The id width is
+read off the file sizes, so the pair needs no header.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from mtkit.errors import MtkitError
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    """uint16 when every id fits in 16 bits (halves disk and page-cache use), else int32."""
+    return np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.int32)
+
+
+class BinaryWriter:
+    """Appends sentences to `PREFIX.bin`/`.idx`; both appear only when `close()` succeeds."""
+
+    def __init__(self, prefix: str | os.PathLike, vocab_size: int, buffer_tokens: int = 1 << 20):
+        self.prefix = Path(prefix)
+        self.dtype = id_dtype(vocab_size)
+        self.vocab_size = vocab_size
+        self._tmp_bin = self.prefix.with_name(self.prefix.name + ".bin.tmp")
+        self._tmp_idx = self.prefix.with_name(self.prefix.name + ".idx.tmp")
+        self._bin = open(self._tmp_bin, "wb")
+        self._offsets: list[int] = [0]
+        self._buffer: list[np.ndarray] = []
+        self._buffered = 0
+        self._buffer_tokens = buffer_tokens
+
+    def add(self, ids: Iterable[int] | np.ndarray) -> None:
+        arr = np.asarray(ids, dtype=np.int64)
+        if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
+            raise MtkitError(f"token id out of range [0, {self.vocab_size}) while writing {self.prefix}.bin.")
+        self._buffer.append(arr.astype(self.dtype, copy=False))
+        self._offsets.append(self._offsets[-1] + arr.size)
+        self._buffered += arr.size
+        if self._buffered >= self._buffer_tokens:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            np.concatenate(self._buffer).tofile(self._bin)
+            self._buffer, self._buffered = [], 0
+
+    def close(self) -> None:
+        self._flush()
+        self._bin.close()
+        np.asarray(self._offsets, dtype=np.int64).tofile(self._tmp_idx)
+        # .idx goes last: a reader never sees an index that points past its .bin.
+        os.replace(self._tmp_bin, self.prefix.with_name(self.prefix.name + ".bin"))
+        os.replace(self._tmp_idx, self.prefix.with_name(self.prefix.name + ".idx"))
+
+    def abort(self) -> None:
+        self._bin.close()
+        for tmp in (self._tmp_bin, self._tmp_idx):
+            tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> "BinaryWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class IndexedDataset:
+    """Read-only view of one binarized split of one language; sentence i in O(1)."""
+
+    def __init__(self, prefix: str | os.PathLike):
+        self.prefix = Path(prefix)
+        bin_path = self.prefix.with_name(self.prefix.name + ".bin")
+        idx_path = self.prefix.with_name(self.prefix.name + ".idx")
+        for path in (bin_path, idx_path):
+            if not path.is_file():
+                raise MtkitError(f"binarized data {path} is missing; run `mtkit bpe` on the data directory first.")
+        self.offsets = np.memmap(idx_path, dtype=np.int64, mode="r") if idx_path.stat().st_size else np.zeros(1, np.int64)
+        n_tokens = int(self.offsets[-1])
+        n_bytes = bin_path.stat().st_size
+        if n_tokens == 0:
+            self.dtype = np.dtype(np.uint16)
+        elif n_bytes == 2 * n_tokens or n_bytes == 4 * n_tokens:
+            self.dtype = np.dtype(np.uint16) if n_bytes == 2 * n_tokens else np.dtype(np.int32)
+        else:
+            raise MtkitError(f"{bin_path} ({n_bytes} bytes) does not match {idx_path} ({n_tokens} tokens); rebuild it with `mtkit bpe`.")
+        self.ids = np.memmap(bin_path, dtype=self.dtype, mode="r") if n_tokens else np.zeros(0, self.dtype)
+        self.sizes = np.diff(self.offsets).astype(np.int64)  # tokens per sentence, without BOS/EOS
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"sentence {i} out of range for {len(self)} sentences in {self.prefix}")
+        i %= len(self)
+        return np.asarray(self.ids[self.offsets[i]:self.offsets[i + 1]], dtype=np.int64)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.offsets[-1])

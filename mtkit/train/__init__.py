@@ -1,0 +1,1 @@
+"""Training (paper section 5): schedule, loss, and the training loop."""
