@@ -1,0 +1,43 @@
+"""The command line's shape: six subcommands with help and examples; the README and CI agree."""
+
+import re
+from pathlib import Path
+
+import mtkit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMMANDS = ["prepare", "bpe", "train", "average", "translate", "score"]
+
+
+def test_help_lists_the_six_subcommands(cli):
+    result = cli("--help")
+    assert result.returncode == 0
+    for command in COMMANDS:
+        assert re.search(rf"^\W*{command}\s", result.stdout, re.M), command
+
+
+def test_every_subcommand_has_help_with_an_example(cli):
+    for command in COMMANDS:
+        result = cli(command, "--help")
+        assert result.returncode == 0, result.stderr
+        assert f"mtkit {command}" in result.stdout and "Example" in result.stdout
+
+
+def test_version(cli):
+    result = cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"mtkit {mtkit.__version__}"
+
+
+def test_unknown_command_is_a_usage_error_without_traceback(cli):
+    result = cli("transmogrify")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+    assert len(blocks) >= 2, "the README starts with two set-up commands"
+    test_command = blocks[1].strip()
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert test_command in ci_lines
