@@ -78,24 +78,24 @@ def _list_corpora() -> None:
 @app.command()
 def prepare(
     name: Optional[str] = typer.Argument(None, help="A corpus of `--list` (e.g. wmt14-en-de, multi30k-en-de), or 'custom'."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. [default: data/NAME]"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. \\[default: data/NAME]"),
     mirror: Optional[Path] = typer.Option(None, "--mirror", help="A directory holding the archives, put there by hand "
                                           "(no network is used); a missing one is named with its URL."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Download cache. [default: $MTKIT_CACHE, else the user's "
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Download cache. \\[default: $MTKIT_CACHE, else the user's "
                                          "cache dir, e.g. ~/.cache/mtkit]"),
     list_: bool = typer.Option(False, "--list", help="Show the named corpora, their sizes and contents, and exit."),
     dedup: bool = typer.Option(False, "--dedup", help="Also drop repeated training pairs (after normalisation)."),
     max_words: Optional[int] = typer.Option(None, "--max-words", min=0, help="Drop training pairs with a side longer "
-                                            "than this many words; 0: no limit. [default: 250; Multi30k: 0]"),
+                                            "than this many words; 0: no limit. \\[default: 250; Multi30k: 0]"),
     max_ratio: Optional[float] = typer.Option(None, "--max-ratio", min=0, help="Drop training pairs whose word counts "
-                                              "differ by more than this factor; 0: no limit. [default: 1.5; Multi30k: 0]"),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for cleaning. [default: all cores]"),
+                                              "differ by more than this factor; 0: no limit. \\[default: 1.5; Multi30k: 0]"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for cleaning. \\[default: all cores]"),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Fetch every file from BASE_URL/<file name> "
                                            "instead of its origin (a private HTTP mirror)."),
     retries: int = typer.Option(5, "--retries", min=0, help="Retries of a dropped download, each resuming where it stopped."),
     force: bool = typer.Option(False, "--force", help="Redo the work even if DIR/prepare.json says it is done."),
-    src_lang: Optional[str] = typer.Option(None, "--src-lang", help="custom: source language code [default: from the file suffix]"),
-    tgt_lang: Optional[str] = typer.Option(None, "--tgt-lang", help="custom: target language code [default: from the file suffix]"),
+    src_lang: Optional[str] = typer.Option(None, "--src-lang", help="custom: source language code \\[default: from the file suffix]"),
+    tgt_lang: Optional[str] = typer.Option(None, "--tgt-lang", help="custom: target language code \\[default: from the file suffix]"),
     train_src: Optional[Path] = typer.Option(None, "--train-src", help="custom: training source text (.gz is fine)."),
     train_tgt: Optional[Path] = typer.Option(None, "--train-tgt", help="custom: training target text."),
     valid_src: Optional[Path] = typer.Option(None, "--valid-src", help="custom: validation source text."),
@@ -151,12 +151,12 @@ def prepare(
 def bpe(
     data_dir: Path = typer.Argument(..., help="A directory written by `mtkit prepare` (holding raw/)."),
     vocab_size: Optional[int] = typer.Option(None, "--vocab-size", min=16, help="Pieces in the joint vocabulary. "
-                                             "[default: 37000 wmt14-en-de, 32000 wmt14-en-fr, 8000 multi30k; "
+                                             "\\[default: 37000 wmt14-en-de, 32000 wmt14-en-fr, 8000 multi30k; "
                                              "custom: 8000 / 16000 / 32000 under 100k / 1M / above training pairs]"),
     sample: int = typer.Option(2_000_000, "--sample", min=2, help="At most this many training sentences (both "
                                "languages together) are drawn, seeded, to learn from."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads for encoding; the result does "
-                                          "not depend on it. [default: all cores]"),
+                                          "not depend on it. \\[default: all cores]"),
     seed: int = typer.Option(1, "--seed", help="Seed of the sentence sample."),
     force: bool = typer.Option(False, "--force", help="Relearn and re-encode even if bpe.json says it is up to date."),
 ) -> None:

@@ -18,6 +18,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +153,8 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
         raise MtkitError(f"{data_dir} does not exist; run `mtkit prepare NAME --out {data_dir}` first.")
     corpus, src, tgt = _languages(data_dir)
     raw = data_dir / "raw"
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
     files: dict[str, dict] = {}
     for split in SPLITS:
         for lang in (src, tgt):
@@ -161,6 +164,7 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
             elif split == "train":
                 raise MtkitError(f"{path} is missing; run `mtkit prepare` first.")
     splits = [s for s in SPLITS if f"{s}.{src}" in files and f"{s}.{tgt}" in files]
+    timings["fingerprint_s"] = time.perf_counter() - t0
     for split in splits:
         a, b = files[f"{split}.{src}"]["lines"], files[f"{split}.{tgt}"]["lines"]
         if a != b:
@@ -189,7 +193,6 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
         except ValueError:
             prev = {}
     model_path = data_dir / "spm.model"
-    timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ learn (or reuse)
     model_bytes = model_path.read_bytes() if model_path.is_file() else b""
@@ -214,22 +217,29 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
             log(f"learning a joint BPE model of {vocab_size} pieces ({why}) from {opts.sample // 2 * 2} of "
                 f"{total_sentences} training sentences (seed {opts.seed})")
         model_bytes = train_bpe(sentences, vocab_size)
+        _give_back_freed_memory()
         used = taken[0]
         sample_info = {"sentences": used, "of": total_sentences}
         _atomic_write(model_path, model_bytes)
         vocab = Vocab.from_bytes(model_bytes)
         _atomic_write(data_dir / "spm.vocab", "".join(f"{vocab.sp.id_to_piece(i)}\t{vocab.sp.get_score(i):g}\n"
                                                      for i in range(len(vocab))).encode("utf-8"))
-        timings["learn_s"] = round(time.perf_counter() - t0, 3)
+        timings["learn_s"] = time.perf_counter() - t0
     vocab = Vocab.from_bytes(model_bytes)
     model_sha = hashlib.sha256(model_bytes).hexdigest()
 
     # ------------------------------------------------------------------ encode (or reuse)
     bin_dir = data_dir / "bin"
     bin_dir.mkdir(exist_ok=True)
+    bar = None
+    if opts.progress:
+        from tqdm import tqdm
+
+        tqdm.monitor_interval = 0
+        bar = tqdm(total=sum(files[f"{s}.{lang}"]["lines"] for s in splits for lang in (src, tgt)), unit=" sentences",
+                   unit_scale=True, desc="encoding", file=sys.stderr, leave=False, dynamic_ncols=True)
     out_splits: dict[str, dict] = {}
     prev_splits = prev.get("splits", {}) if prev.get("model", {}).get("sha256") == model_sha else {}
-    t0 = time.perf_counter()
     for split in splits:
         entry: dict = {"sentences": files[f"{split}.{src}"]["lines"], "tokens": {}, "files": {}}
         for lang in (src, tgt):
@@ -242,14 +252,17 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
                 entry["files"][lang] = old["files"][lang]
             else:
                 log(f"encoding {raw / key}")
-                entry["tokens"][lang] = encode_file(vocab, raw / key, prefix, threads)
+                entry["tokens"][lang] = encode_file(vocab, raw / key, prefix, threads, timings,
+                                                    bar.update if bar is not None else None)
                 entry["files"][lang] = {"bin": f"bin/{key}.bin", "idx": f"bin/{key}.idx",
                                         "bin_bytes": (bin_dir / f"{key}.bin").stat().st_size,
                                         "idx_bytes": (bin_dir / f"{key}.idx").stat().st_size}
             entry.setdefault("inputs", {})[lang] = files[key]["sha256"]
         entry["dtype"] = id_dtype(len(vocab)).name
         out_splits[split] = entry
-    timings["encode_s"] = round(time.perf_counter() - t0, 3)
+    if bar is not None:
+        bar.close()
+    timings = {k: round(v, 3) for k, v in timings.items()}
 
     record = {
         "format": FORMAT,
@@ -271,6 +284,18 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
     return record
 
 
+def _give_back_freed_memory() -> None:
+    """SentencePiece's trainer frees its sentences when done, but glibc keeps the pages: return
+    them to the system, so that encoding does not carry learning's peak with it."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (e.g. musl): nothing to do
+            pass
+
+
 def _bin_intact(prefix: Path, info: dict | None) -> bool:
     if not info:
         return False
@@ -281,12 +306,34 @@ def _bin_intact(prefix: Path, info: dict | None) -> bool:
     return True
 
 
-def encode_file(vocab, path: Path, prefix: Path, threads: int) -> int:
-    """Encode a raw text file line by line into PREFIX.bin/.idx; returns the token count."""
+def encode_file(vocab, path: Path, prefix: Path, threads: int, timings: dict[str, float] | None = None,
+                progress: Callable[[int], object] | None = None) -> int:
+    """Encode a raw text file line by line into PREFIX.bin/.idx; returns the token count.
+
+    `timings` accumulates seconds spent reading+decoding, in SentencePiece, and writing arrays.
+    """
+    t = timings if timings is not None else {}
+    clock = time.perf_counter
     with BinaryWriter(prefix, len(vocab)) as writer:
-        for lines in _lines(path, ENCODE_BATCH):
-            writer.add_many(vocab.encode_batch(lines, threads=threads))
-        return writer.num_tokens
+        lines_iter = _lines(path, ENCODE_BATCH)
+        while True:
+            t0 = clock()
+            lines = next(lines_iter, None)
+            t1 = clock()
+            if lines is None:
+                break
+            ids = vocab.encode_batch(lines, threads=threads)
+            t2 = clock()
+            writer.add_many(ids)
+            t3 = clock()
+            t["read_s"] = t.get("read_s", 0.0) + t1 - t0
+            t["encode_s"] = t.get("encode_s", 0.0) + t2 - t1
+            t["binarize_s"] = t.get("binarize_s", 0.0) + t3 - t2
+            if progress is not None:
+                progress(len(lines))
+        t0 = clock()
+    t["binarize_s"] = t.get("binarize_s", 0.0) + clock() - t0  # the final flush and renames
+    return writer.num_tokens
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

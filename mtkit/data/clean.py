@@ -223,28 +223,28 @@ def _split(blob: bytes, n: int) -> list[bytes]:
     return lines
 
 
-def _decode(lines_blob: bytes, n: int) -> tuple[list[str | None], bool]:
-    """The chunk's lines as text; None for a line that is not UTF-8."""
+def _decode(lines_blob: bytes, n: int) -> list[str | None]:
+    """The chunk's lines as text (split at '\n' only); None for a line that is not UTF-8."""
     try:
         text = lines_blob.decode("utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError:  # rare: find the bad lines one by one
         out: list[str | None] = []
         for line in _split(lines_blob, n):
             try:
                 out.append(line.decode("utf-8"))
             except UnicodeDecodeError:
                 out.append(None)
-        return out, True
-    lines = text.split("\n")
+        return out
+    lines: list[str | None] = text.split("\n")  # type: ignore[assignment]
     if len(lines) == n + 1 and lines[-1] == "":
         lines.pop()
-    return lines, False  # type: ignore[return-value]
+    return lines
 
 
 def clean_chunk(job: _Job) -> _Result:
     cfg = job.config
-    srcs, bad_s = _decode(job.src, job.n)
-    tgts, bad_t = _decode(job.tgt, job.n)
+    srcs = _decode(job.src, job.n)
+    tgts = _decode(job.tgt, job.n)
     if len(srcs) != job.n or len(tgts) != job.n:  # the reader split lines the same way: cannot happen
         raise RuntimeError(f"chunk of {job.n} pairs split into {len(srcs)}/{len(tgts)} lines")
     norm_s = normalizer(job.src_lang).normalize if cfg.normalize else str.strip
@@ -366,13 +366,17 @@ class Cleaner:
         return stats
 
 
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
+
+
 def check_parallel(src_path: Path, tgt_path: Path, src_label: str, tgt_label: str) -> int:
     """The common line count of two aligned files; an error naming both files and counts otherwise."""
     from mtkit.data.extract import count_lines
 
     n_src, n_tgt = count_lines(src_path, src_label), count_lines(tgt_path, tgt_label)
     if n_src != n_tgt:
-        raise MtkitError(f"{src_label} has {n_src} lines but {tgt_label} has {n_tgt}: "
+        raise MtkitError(f"{src_label} has {_lines(n_src)} but {tgt_label} has {_lines(n_tgt)}: "
                          f"the two sides of a parallel text must have the same number of lines.")
     if n_src == 0:
         raise MtkitError(f"{src_label} and {tgt_label} are empty.")

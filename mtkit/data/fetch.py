@@ -1,9 +1,10 @@
 """Resumable, checksummed downloads into a cache; an offline mirror directory instead of the network.
 
 Only the standard library (urllib): a download goes to `NAME.part` in the cache, resumes
-with an HTTP Range request after a dropped connection (up to `retries` times, waiting
-`backoff * 2**k` seconds), and becomes `NAME` only once its size and sha256 (md5 where
-only that is published) are right. A mismatch deletes the file and raises: a bad file is
+with an HTTP Range request after a dropped connection, a timeout or a 5xx answer (up to
+`retries` times, waiting `backoff * 2**k` seconds), and becomes `NAME` only once its size
+and sha256 (md5 where only that is published) are right. An unknown host or a refused
+connection fails at once: that is no network, and retrying would only make the user wait. A mismatch deletes the file and raises: a bad file is
 never used. A file without a published checksum has its sha256 recorded on first
 download; later runs check against that record, and prepare.json says it was recorded,
 not verified.
@@ -20,6 +21,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import sys
 import time
 import urllib.error
@@ -276,6 +278,10 @@ class Fetcher:
             raise MtkitError(f"cannot download {source.filename}: {source.url} answered HTTP {exc.code} {exc.reason}.") from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, (socket.gaierror, ConnectionRefusedError)):
+                # No network (or no server there): waiting and retrying will not help.
+                raise MtkitError(f"cannot download {source.filename} from {source.url} ({reason}); without network, "
+                                 f"fetch it elsewhere and pass its directory as --mirror DIR.") from None
             raise _Retry(str(reason) or type(exc).__name__) from None
         with response:
             if have and response.status == 206:
@@ -328,5 +334,6 @@ def _progress_bar(enabled: bool, name: str, total: int | None, initial: int):
         return None
     from tqdm import tqdm
 
+    tqdm.monitor_interval = 0  # no monitor thread: cleaning forks worker processes later
     return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
                 file=sys.stderr, leave=False, dynamic_ncols=True)

@@ -14,7 +14,8 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -64,7 +65,6 @@ def prepare(name: str, options: PrepareOptions | None = None, *, registry: Regis
             registry = registry.override(base_url=opts.base_url)
         corpus = registry.get(name)
     out = Path(opts.out) if opts.out else default_out(corpus.name)
-    out.mkdir(parents=True, exist_ok=True)
     clean = CleanConfig(max_words=corpus.max_words if opts.max_words is None else opts.max_words,
                         max_ratio=corpus.max_ratio if opts.max_ratio is None else opts.max_ratio, dedup=opts.dedup)
 
@@ -88,6 +88,7 @@ def prepare(name: str, options: PrepareOptions | None = None, *, registry: Regis
                 raise MtkitError(f"{path} does not exist.")
 
     settings = _settings(corpus, clean, fetched, local)
+    out.mkdir(parents=True, exist_ok=True)
     if not opts.force:
         previous = _up_to_date(out, settings)
         if previous is not None:
@@ -96,6 +97,7 @@ def prepare(name: str, options: PrepareOptions | None = None, *, registry: Regis
             return previous
 
     tmp = Path(tempfile.mkdtemp(prefix=".prepare-", dir=out))
+    timings: dict[str, float] = {}
     try:
         paths = _stage(corpus, fetched, tmp / "staged", local, log)
         result_dir = tmp / "raw"
@@ -106,7 +108,7 @@ def prepare(name: str, options: PrepareOptions | None = None, *, registry: Regis
             if not parts:
                 continue
             if split == "train":
-                splits[split] = _write_train(corpus, parts, paths, result_dir, tmp, opts, clean, log)
+                splits[split] = _write_train(corpus, parts, paths, result_dir, tmp, opts, clean, log, timings)
             else:
                 splits[split] = _write_eval(corpus, split, parts, paths, result_dir, log)
         record = {
@@ -123,6 +125,7 @@ def prepare(name: str, options: PrepareOptions | None = None, *, registry: Regis
             "cleaning": clean.describe(corpus.src, corpus.tgt),
             "splits": splits,
             "files": {f"raw/{p.name}": {"bytes": p.stat().st_size} for p in sorted(result_dir.iterdir())},
+            "timings": timings,
         }
         _publish(result_dir, out, record)
         record["reused"] = False
@@ -227,8 +230,9 @@ def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Mapp
             lines[lang] = read_sgml(path, labels[lang]) if member.fmt == "sgml" else read_text_lines(path, labels[lang])
         n_src, n_tgt = len(lines[corpus.src]), len(lines[corpus.tgt])
         if n_src != n_tgt:
-            raise MtkitError(f"{labels[corpus.src]} has {n_src} {'segments' if part.member(corpus.src).fmt == 'sgml' else 'lines'} "
-                             f"but {labels[corpus.tgt]} has {n_tgt}: the two sides of a parallel text must have the same number of lines.")
+            unit = "segment" if part.member(corpus.src).fmt == "sgml" else "line"
+            raise MtkitError(f"{labels[corpus.src]} has {n_src} {unit}{'s' * (n_src != 1)} but {labels[corpus.tgt]} "
+                             f"has {n_tgt}: the two sides of a parallel text must have the same number of lines.")
         if n_src == 0:
             raise MtkitError(f"{labels[corpus.src]} and {labels[corpus.tgt]} are empty.")
         for lang in texts:
@@ -241,24 +245,28 @@ def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Mapp
 
 
 def _write_train(corpus: Corpus, parts: tuple[Part, ...], paths: Mapping, result: Path, tmp: Path,
-                 opts: PrepareOptions, clean: CleanConfig, log: Log) -> dict:
+                 opts: PrepareOptions, clean: CleanConfig, log: Log, timings: dict[str, float]) -> dict:
     local = corpus.family == "custom"
     src, tgt = corpus.src, corpus.tgt
     total = CleanStats()
     records = []
     # Count everything first: a mismatch in the last part should not wait for the first to be cleaned.
+    t0 = time.perf_counter()
     sizes = []
     for part in parts:
         ms, mt = part.member(src), part.member(tgt)
         sizes.append(check_parallel(paths[(ms.source, ms.path)], paths[(mt.source, mt.path)],
                                     _label(ms, local), _label(mt, local)))
+    timings["count_s"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
     dedup = clean.dedup
     out_dir = tmp / "undeduped" if dedup else result
     out_dir.mkdir(exist_ok=True)
-    bar = _bar(opts.progress, sum(sizes), "cleaning train")
-    try:
-        with Cleaner(src, tgt, clean, workers=opts.workers) as cleaner, \
-                open(out_dir / f"train.{src}", "wb") as fs, open(out_dir / f"train.{tgt}", "wb") as ft:
+    # The worker pool is forked before any progress bar exists: no thread is alive at fork time.
+    with Cleaner(src, tgt, clean, workers=opts.workers) as cleaner, \
+            open(out_dir / f"train.{src}", "wb") as fs, open(out_dir / f"train.{tgt}", "wb") as ft:
+        bar = _bar(opts.progress, sum(sizes), "cleaning train")
+        try:
             for part, n in zip(parts, sizes):
                 ms, mt = part.member(src), part.member(tgt)
                 log(f"cleaning {part.name} ({n} pairs)")
@@ -267,15 +275,18 @@ def _write_train(corpus: Corpus, parts: tuple[Part, ...], paths: Mapping, result
                                     progress=bar.update if bar is not None else None)
                 total.add(stats)
                 records.append({"name": part.name, src: _label(ms, local), tgt: _label(mt, local), **stats.record()})
-            hashes = cleaner.hashes
-    finally:
-        if bar is not None:
-            bar.close()
+        finally:
+            if bar is not None:
+                bar.close()
+        hashes = cleaner.hashes
+    timings["clean_s"] = round(time.perf_counter() - t0, 3)
     if dedup:
+        t0 = time.perf_counter()
         dropped = dedup_files(out_dir / f"train.{src}", out_dir / f"train.{tgt}",
                               result / f"train.{src}", result / f"train.{tgt}", hashes)
         total.dropped["duplicate"] += dropped
         total.kept -= dropped
+        timings["dedup_s"] = round(time.perf_counter() - t0, 3)
     if total.kept == 0:
         raise MtkitError(f"no training pair of {corpus.name} is left after cleaning "
                          f"(dropped: {', '.join(f'{k} {v}' for k, v in total.dropped.items() if v)}).")
@@ -293,22 +304,22 @@ def _bar(enabled: bool, total: int, desc: str):
 
     from tqdm import tqdm
 
+    tqdm.monitor_interval = 0  # no monitor thread: the cleaning workers may be forked later
     return tqdm(total=total, unit=" pairs", unit_scale=True, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
 def _publish(result: Path, out: Path, record: dict) -> None:
-    """Move the finished files into out/raw (one rename each), then write prepare.json."""
+    """Swap the finished directory in as out/raw (two renames), then write prepare.json.
+
+    At every moment out/raw is the old complete set, or nothing, or the new complete set;
+    prepare.json is removed first and written last, so it never describes other files.
+    The old raw/ goes into the temporary directory, which the caller deletes.
+    """
     raw = out / "raw"
-    raw.mkdir(exist_ok=True)
-    new = {p.name for p in result.iterdir()}
-    # prepare.json goes first out of the way: while files are being swapped, no stale record
-    # describes them; it is rewritten last, when all files are in place.
     (out / "prepare.json").unlink(missing_ok=True)
-    for stale in raw.iterdir():
-        if stale.is_file() and stale.name not in new:
-            stale.unlink()
-    for name in sorted(new):
-        os.replace(result / name, raw / name)
+    if raw.exists():
+        os.replace(raw, result.with_name("raw.old"))
+    os.replace(result, raw)
     tmp = out / "prepare.json.tmp"
     tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, out / "prepare.json")

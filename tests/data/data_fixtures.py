@@ -125,3 +125,45 @@ def serve(fixture: WmtFixture, server) -> None:
 def gz(path: Path, text: str) -> Path:
     path.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
     return path
+
+
+def make_tar(path: Path, members: dict[str, bytes]) -> Path:
+    """A plain (uncompressed) tar, as training-giga-fren.tar is."""
+    with tarfile.open(path, "w") as tf:
+        for name, data in members.items():
+            add_text(tf, name, data)
+    return path
+
+
+def build_wmt14_fr(root: Path) -> WmtFixture:
+    """Small archives in the shapes of WMT14 En-Fr's: five training corpora, giga-fren as .gz inside a tar."""
+    root.mkdir(parents=True, exist_ok=True)
+
+    def pair(n: int, tag: str) -> tuple[bytes, bytes]:
+        fr = [f"La phrase {tag} numéro {i} est une bonne phrase ." for i in range(n)]
+        en = [f"The {tag} sentence number {i} is a good sentence ." for i in range(n)]
+        return lines(*fr), lines(*en)
+
+    ep, cc, un, nc, giga = pair(5, "europarl"), pair(4, "commoncrawl"), pair(3, "un"), pair(2, "news"), pair(6, "giga")
+    files = {
+        "training-parallel-europarl-v7.tgz": make_tgz(root / "training-parallel-europarl-v7.tgz", {
+            "training/europarl-v7.fr-en.fr": ep[0], "training/europarl-v7.fr-en.en": ep[1]}),
+        "training-parallel-commoncrawl.tgz": make_tgz(root / "training-parallel-commoncrawl.tgz", {
+            "commoncrawl.fr-en.fr": cc[0], "commoncrawl.fr-en.en": cc[1]}),
+        "training-parallel-un.tgz": make_tgz(root / "training-parallel-un.tgz", {
+            "un/undoc.2000.fr-en.fr": un[0], "un/undoc.2000.fr-en.en": un[1]}),
+        "training-parallel-nc-v9.tgz": make_tgz(root / "training-parallel-nc-v9.tgz", {
+            "training/news-commentary-v9.fr-en.fr": nc[0], "training/news-commentary-v9.fr-en.en": nc[1]}),
+        "training-giga-fren.tar": make_tar(root / "training-giga-fren.tar", {
+            "giga-fren.release2.fixed.fr.gz": gzip.compress(giga[0], mtime=0),
+            "giga-fren.release2.fixed.en.gz": gzip.compress(giga[1], mtime=0)}),
+        "dev.tgz": make_tgz(root / "dev.tgz", {
+            "dev/newstest2013.fr": lines("Bonjour .", "Au revoir ."), "dev/newstest2013.en": lines("Hello .", "Goodbye .")}),
+        "test-full.tgz": make_tgz(root / "test-full.tgz", {
+            "test-full/newstest2014-fren-src.en.sgm": sgml("en", "newstest2014", ["Hello &amp; welcome"], "src"),
+            "test-full/newstest2014-fren-ref.fr.sgm": sgml("fr", "newstest2014", ["Bonjour &amp; bienvenue"], "ref"),
+            "test-full/newstest2014-fren-src.fr.sgm": sgml("fr", "newstest2014", ["Bonjour (src.fr)"], "src"),
+            "test-full/newstest2014-fren-ref.en.sgm": sgml("en", "newstest2014", ["Hello (ref.en)"], "ref"),
+        }),
+    }
+    return WmtFixture(root, files, {"train_in": 5 + 4 + 3 + 2 + 6, "valid": 2, "test": 1})

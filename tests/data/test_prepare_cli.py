@@ -54,7 +54,7 @@ def test_unequal_line_counts_name_both_files_and_counts(cli, tmp_path):
     assert f"{tmp_path / 'train.en'} has 3 lines but {tmp_path / 'train.de'} has 2" in line
     assert not (tmp_path / "out" / "raw").exists()
     line = _one_error_line(_custom(cli, tmp_path, (b"a\n", b"x\n"), (b"v\n", b"w\nz\n")))
-    assert f"{tmp_path / 'valid.en'} has 1 lines but {tmp_path / 'valid.de'} has 2" in line
+    assert f"{tmp_path / 'valid.en'} has 1 line but {tmp_path / 'valid.de'} has 2" in line
 
 
 def test_empty_files_are_an_error(cli, tmp_path):

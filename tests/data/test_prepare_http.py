@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tarfile
 
 import pytest
 
-from data_fixtures import build_wmt14_de, make_tgz, serve
+from data_fixtures import build_wmt14_de, build_wmt14_fr, make_tgz, serve
 from mtkit.data.clean import normalize
 from mtkit.data.corpora import default_registry
 from mtkit.data.fetch import RECORDED, VERIFIED, Fetcher
@@ -112,7 +113,23 @@ def test_checksum_mismatch_is_refused_and_the_file_deleted(tmp_path, wmt, archiv
     group = tmp_path / "cache" / "wmt"
     assert not (group / "training-parallel-nc-v9.tgz").exists()
     assert not (group / "training-parallel-nc-v9.tgz.part").exists()
-    assert not (tmp_path / "out" / "raw").exists() and not (tmp_path / "out" / "prepare.json").exists()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_rerun_keeps_the_previous_output(tmp_path, wmt, archive_server):
+    fixture, registry = wmt
+    prepare("wmt14-en-de", _opts(tmp_path), registry=registry)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out" / "raw").iterdir()}
+    bad = fixture.dir / "bad.tgz"
+    make_tgz(bad, {"training/news-commentary-v9.de-en.de": b"a\nb\n", "training/news-commentary-v9.de-en.en": b"a\n"})
+    (archive_server.root / "training-parallel-nc-v9.tgz").write_bytes(bad.read_bytes())
+    sums = fixture.checksums()
+    sums["training-parallel-nc-v9.tgz"]["sha256"] = hashlib.sha256(bad.read_bytes()).hexdigest()
+    registry = default_registry().override(base_url=archive_server.url, sources=sums)
+    with pytest.raises(MtkitError, match="de-en.en in .* has 1 line but .*de-en.de in .* has 2 lines"):
+        prepare("wmt14-en-de", _opts(tmp_path, force=True), registry=registry)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out" / "raw").iterdir()} == before
+    assert [p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")] == []
 
 
 def test_unknown_checksum_is_recorded_then_checked(tmp_path, wmt, archive_server):
@@ -143,8 +160,7 @@ def test_path_traversal_member_is_refused(tmp_path, archive_server):
                                          r"land outside"):
         prepare("wmt14-en-de", _opts(tmp_path), registry=registry)
     assert not list(tmp_path.rglob("evil.txt"))
-    assert not (tmp_path / "out" / "raw").exists()
-    assert [p.name for p in (tmp_path / "out").iterdir()] == []  # no staging left behind
+    assert [p.name for p in (tmp_path / "out").iterdir()] == []  # no raw/, no staging left behind
 
 
 def test_cli_refuses_files_that_do_not_match_the_real_checksums(tmp_path, wmt, archive_server, cli):
@@ -188,3 +204,21 @@ def test_mirror_serves_the_files_without_network(tmp_path, wmt):
     record = prepare("wmt14-en-de", _opts(tmp_path, mirror=fixture.dir), registry=offline)
     assert {s["origin"] for s in record["sources"]} == {"mirror"}
     assert record["splits"]["train"]["kept"] == fixture.expect["train_in"] - 4
+
+
+def test_wmt14_en_fr_and_fr_en_with_giga_fren_inside_a_plain_tar(tmp_path, archive_server):
+    fixture = build_wmt14_fr(tmp_path / "archives")
+    serve(fixture, archive_server)
+    registry = default_registry().override(base_url=archive_server.url, sources=fixture.checksums())
+    record = prepare("wmt14-en-fr", _opts(tmp_path), registry=registry)
+    train = record["splits"]["train"]
+    assert train["pairs_in"] == train["kept"] == fixture.expect["train_in"]
+    assert [p["name"] for p in train["parts"]] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9", "giga-fren"]
+    out = tmp_path / "out" / "raw"
+    assert _read(out / "train.fr")[-1] == "La phrase giga numéro 5 est une bonne phrase ."
+    assert _read(out / "test.en") == ["Hello & welcome"] and _read(out / "test.fr") == ["Bonjour & bienvenue"]
+    rev = prepare("wmt14-fr-en", PrepareOptions(out=tmp_path / "rev", cache=tmp_path / "cache", retries=0,
+                                                workers=1), registry=registry)
+    assert {s["origin"] for s in rev["sources"]} == {"cache"}
+    assert _read(tmp_path / "rev" / "raw" / "test.fr") == ["Bonjour (src.fr)"]
+    assert _read(tmp_path / "rev" / "raw" / "test.en") == ["Hello (ref.en)"]
