@@ -50,16 +50,22 @@ from mtkit.errors import MtkitError
 RULES = ("invalid_utf8", "empty", "too_long", "ratio", "duplicate")
 MAX_EXAMPLES = 20
 
-try:  # the regex parser of the standard library (sre_parse before 3.11)
+try:  # the regex parser of the standard library (sre_parse before 3.11); private, so only an optimisation
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
     from re._constants import LITERAL, MAX_REPEAT, MIN_REPEAT, SUBPATTERN  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
-    from sre_constants import LITERAL, MAX_REPEAT, MIN_REPEAT, SUBPATTERN  # type: ignore[no-redef]
+    try:
+        import sre_parse as _sre_parse  # type: ignore[no-redef]
+        from sre_constants import LITERAL, MAX_REPEAT, MIN_REPEAT, SUBPATTERN  # type: ignore[no-redef]
+    except ImportError:
+        _sre_parse = None  # type: ignore[assignment]
 
 
 def _required_chars(pattern: str) -> list[str]:
-    """Characters that every match of `pattern` contains (literals outside any optional part)."""
+    """Characters that every match of `pattern` contains (literals outside any optional part).
+
+    An empty list (apply the rule to every line) if the parser is not there or changed shape.
+    """
     out: list[str] = []
 
     def walk(items) -> None:
@@ -71,7 +77,10 @@ def _required_chars(pattern: str) -> list[str]:
             elif op in (MAX_REPEAT, MIN_REPEAT) and av[0] >= 1:
                 walk(av[2])
 
-    walk(_sre_parse.parse(pattern))
+    try:
+        walk(_sre_parse.parse(pattern))
+    except Exception:  # noqa: BLE001 - a private API: any surprise means "no shortcut"
+        return []
     return out
 
 
