@@ -1,0 +1,337 @@
+"""The registry of named corpora: where each file comes from, which archive members to read, checksums.
+
+A corpus is data, not code: its `Source`s (files to fetch, with sha256/md5 where they are
+published) and, for each split, the `Part`s that make it up (one parallel text each, a
+`Member` per language). A reverse direction (`wmt14-de-en`) is the same corpus with the
+languages swapped: it names the same files, so it reuses the same downloads. The only
+thing that differs by direction is the newstest2014 SGML pair (`-src.en`/`-ref.de` for
+En->De, `-src.de`/`-ref.en` for De->En), exactly as sacreBLEU reads it.
+
+Facts (URLs, sizes, sha256, members) are those of ../shared/data/WMT14-SOURCES.md and of
+the Multi30k README next to the data. Tests and private mirrors point the registry at
+another server with `Registry.override(base_url=...)`: every file is then fetched from
+`base_url/<file name>`, the same flat layout a `--mirror` directory has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping
+
+from mtkit.errors import MtkitError
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One file to fetch. `filename` is its name in the cache and in a `--mirror` directory."""
+
+    filename: str
+    url: str
+    sha256: str | None = None
+    md5: str | None = None
+    size: int | None = None  # exact bytes, when published
+    about: str = ""  # a human size for `--list` when the exact one is unknown ("2.3 GB")
+    group: str = "misc"  # cache sub-directory: keeps equal file names of different origins apart
+
+    @property
+    def kind(self) -> str:
+        """How to open it: 'tar' (also .tgz), 'zip', 'gz' (one compressed text) or 'text'."""
+        name = self.filename.lower()
+        if name.endswith((".tgz", ".tar.gz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")):
+            return "tar"
+        if name.endswith(".zip"):
+            return "zip"
+        if name.endswith(".gz"):
+            return "gz"
+        return "text"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One language side of a part: a file, or a member of an archive file.
+
+    `path` is the member's name inside the archive (None for a plain or gzipped file,
+    which is the text itself). A member whose name ends in .gz is decompressed on reading
+    (giga-fren keeps gzip files inside a plain tar). `fmt` is 'text' (one sentence a
+    line) or 'sgml' (WMT test sets: one `<seg id="N">...</seg>` a line, XML-escaped).
+    """
+
+    source: str
+    path: str | None = None
+    fmt: str = "text"
+
+    def describe(self) -> str:
+        return f"{self.path} in {self.source}" if self.path else self.source
+
+
+@dataclass(frozen=True)
+class Part:
+    """One parallel text within a split (e.g. Europarl v7 within train), a Member per language."""
+
+    name: str
+    sides: tuple[tuple[str, Member], ...]
+    note: str = ""  # for `--list`, e.g. "3003 lines"
+
+    def member(self, lang: str) -> Member:
+        for code, member in self.sides:
+            if code == lang:
+                return member
+        raise KeyError(lang)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    src: str
+    tgt: str
+    description: str
+    splits: tuple[tuple[str, tuple[Part, ...]], ...]
+    sources: tuple[Source, ...]
+    vocab_size: int  # the default of `mtkit bpe`
+    pairs: str = ""  # training pairs, for `--list` ("4.5M")
+    family: str = ""  # the forward name this one reverses, or its own name
+    # Length filters of the cleaning step (0 = off). On for web-crawled and parliament text;
+    # off for Multi30k, curated caption translations where German compounds make 3% of
+    # the pairs exceed a 1.5 word ratio although they are good translations (and the
+    # canonical 29,000 training pairs are what every Multi30k result uses).
+    max_words: int = 250
+    max_ratio: float = 1.5
+
+    def parts(self, split: str) -> tuple[Part, ...]:
+        return dict(self.splits).get(split, ())
+
+    def source(self, filename: str) -> Source:
+        for src in self.sources:
+            if src.filename == filename:
+                return src
+        raise KeyError(filename)
+
+    def download_size(self) -> str:
+        """Sum of the file sizes for `--list`: 'about' when some are only known roughly."""
+        total, rough, unknown = 0.0, False, 0
+        for s in self.sources:
+            if s.size is not None:
+                total += s.size
+            elif s.about:
+                number, unit = s.about.split()
+                total += float(number) * {"kB": 1e3, "MB": 1e6, "GB": 1e9}[unit]
+                rough = True
+            else:
+                unknown += 1
+        text = ("about " if rough else "") + _human(int(total))
+        if unknown:
+            text += f" + {unknown} file{'s' if unknown > 1 else ''} of unpublished size"
+        return text
+
+    def contents(self, split: str) -> str:
+        return " + ".join(f"{part.name} ({part.note})" if part.note else part.name for part in self.parts(split))
+
+
+def _human(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _part(name: str, note: str = "", **sides: Member) -> Part:
+    return Part(name, tuple(sides.items()), note)
+
+
+def _reverse(corpus: Corpus, name: str, test: tuple[Part, ...] | None = None) -> Corpus:
+    splits = tuple((split, test if (split == "test" and test is not None) else parts) for split, parts in corpus.splits)
+    return dataclasses.replace(corpus, name=name, src=corpus.tgt, tgt=corpus.src, splits=splits,
+                               description=corpus.description.replace(f"{corpus.src}->{corpus.tgt}",
+                                                                      f"{corpus.tgt}->{corpus.src}"),
+                               family=corpus.name)
+
+
+# --------------------------------------------------------------------------- WMT14
+STATMT = "http://www.statmt.org"
+EUROPARL = Source("training-parallel-europarl-v7.tgz", f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz",
+                  sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7", size=657_632_379,
+                  group="wmt")
+COMMONCRAWL = Source("training-parallel-commoncrawl.tgz", f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz",
+                     sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5", size=918_311_367,
+                     group="wmt")
+NC9 = Source("training-parallel-nc-v9.tgz", f"{STATMT}/wmt14/training-parallel-nc-v9.tgz",
+             sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485", size=80_418_416, group="wmt")
+UN = Source("training-parallel-un.tgz", f"{STATMT}/wmt13/training-parallel-un.tgz", about="2.3 GB", group="wmt")
+GIGA = Source("training-giga-fren.tar", f"{STATMT}/wmt10/training-giga-fren.tar", about="2.3 GB", group="wmt")
+DEV = Source("dev.tgz", f"{STATMT}/wmt14/dev.tgz", group="wmt")
+TEST_FULL = Source("test-full.tgz", f"{STATMT}/wmt14/test-full.tgz", md5="a8cd784e006feb32ac6f3d9ec7eb389a",
+                   group="wmt")
+
+
+def _wmt14(src: str, tgt: str) -> Corpus:
+    """The forward corpus en->{de,fr}; the archives' member names use the pair 'de-en' / 'fr-en'."""
+    other = tgt  # "de" or "fr"
+    pair = f"{other}-en"
+
+    def side(source: Source, prefix: str) -> dict[str, Member]:
+        return {lang: Member(source.filename, f"{prefix}.{lang}") for lang in ("en", other)}
+
+    train = [
+        _part("europarl-v7", **side(EUROPARL, f"training/europarl-v7.{pair}")),
+        _part("commoncrawl", **side(COMMONCRAWL, f"commoncrawl.{pair}")),
+    ]
+    sources = [EUROPARL, COMMONCRAWL, NC9]
+    if other == "fr":
+        train.append(_part("un", **side(UN, f"un/undoc.2000.{pair}")))
+        train.append(_part("news-commentary-v9", **side(NC9, f"training/news-commentary-v9.{pair}")))
+        train.append(_part("giga-fren", **{lang: Member(GIGA.filename, f"giga-fren.release2.fixed.{lang}.gz")
+                                           for lang in ("en", "fr")}))
+        sources += [UN, GIGA]
+    else:
+        train.append(_part("news-commentary-v9", **side(NC9, f"training/news-commentary-v9.{pair}")))
+    sources += [DEV, TEST_FULL]
+    valid = [_part("newstest2013", "3000", **{lang: Member(DEV.filename, f"dev/newstest2013.{lang}") for lang in ("en", other)})]
+    what = {"de": "Europarl v7 + CommonCrawl + News Commentary v9 (the paper's En-De set)",
+            "fr": "Europarl v7 + CommonCrawl + UN + News Commentary v9 + Gigaword fr-en (the paper's 36M)"}[other]
+    return Corpus(
+        name=f"wmt14-{src}-{tgt}", src=src, tgt=tgt,
+        description=f"WMT14 {src}->{tgt}: train {what}; valid newstest2013 (3000); test newstest2014 full (3003, SGML)",
+        splits=(("train", tuple(train)), ("valid", tuple(valid)), ("test", _newstest2014(src, tgt))),
+        sources=tuple(sources), vocab_size={"de": 37000, "fr": 32000}[other],
+        pairs={"de": "4.5M", "fr": "36M"}[other], family=f"wmt14-{src}-{tgt}")
+
+
+def _newstest2014(src: str, tgt: str) -> tuple[Part, ...]:
+    """newstest2014 'full' as sacreBLEU reads it: the source side from -src.SRC, the target from -ref.TGT."""
+    other = tgt if src == "en" else src
+    prefix = f"test-full/newstest2014-{other}en"
+    return (_part("newstest2014", "full, 3003, SGML", **{src: Member(TEST_FULL.filename, f"{prefix}-src.{src}.sgm", "sgml"),
+                                     tgt: Member(TEST_FULL.filename, f"{prefix}-ref.{tgt}.sgm", "sgml")}),)
+
+
+# --------------------------------------------------------------------------- Multi30k
+MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
+MULTI30K_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data/task1/raw"
+_MULTI30K_FILES = {  # file -> (sha256 of the .gz, bytes), from ../shared/data/multi30k-en-de/README.md
+    "train.en.gz": ("d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f", 568_929),
+    "train.de.gz": ("726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6", 637_044),
+    "val.en.gz": ("14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28", 21_650),
+    "val.de.gz": ("f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a", 24_681),
+    "test_2016_flickr.en.gz": ("611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9", 21_077),
+    "test_2016_flickr.de.gz": ("9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8", 22_890),
+}
+MULTI30K_SOURCES = tuple(Source(name, f"{MULTI30K_URL}/{name}", sha256=sha, size=size, group=f"multi30k-{MULTI30K_COMMIT[:7]}")
+                         for name, (sha, size) in _MULTI30K_FILES.items())
+
+
+def _multi30k() -> Corpus:
+    def part(name: str, stem: str, note: str) -> Part:
+        return _part(name, note, en=Member(f"{stem}.en.gz"), de=Member(f"{stem}.de.gz"))
+
+    return Corpus(
+        name="multi30k-en-de", src="en", tgt="de",
+        description="Multi30k task 1 en->de (image captions; research use): train 29000, valid 1014, "
+                    "test_2016_flickr 1000",
+        splits=(("train", (part("train", "train", "29000"),)), ("valid", (part("val", "val", "1014"),)),
+                ("test", (part("test_2016_flickr", "test_2016_flickr", "1000"),))),
+        sources=MULTI30K_SOURCES, vocab_size=8000, pairs="29k", family="multi30k-en-de", max_words=0, max_ratio=0)
+
+
+# --------------------------------------------------------------------------- the registry
+@dataclass
+class Registry:
+    """Named corpora; `get` fails with the list of known names."""
+
+    corpora: dict[str, Corpus] = field(default_factory=dict)
+
+    def add(self, corpus: Corpus) -> "Registry":
+        self.corpora[corpus.name] = corpus
+        return self
+
+    def names(self) -> list[str]:
+        return list(self.corpora)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.corpora
+
+    def __iter__(self) -> Iterator[Corpus]:
+        return iter(self.corpora.values())
+
+    def get(self, name: str) -> Corpus:
+        if name not in self.corpora:
+            known = ", ".join(self.names() + ["custom"])
+            raise MtkitError(f"unknown corpus '{name}'; known corpora: {known} (`mtkit prepare --list` describes them).")
+        return self.corpora[name]
+
+    def override(self, base_url: str | None = None,
+                 sources: Mapping[str, Mapping[str, object]] | None = None) -> "Registry":
+        """A copy fetching from `base_url/<file name>` and/or with some Source fields replaced.
+
+        `sources` maps a file name to new field values, e.g. {"dev.tgz": {"sha256": "..."}}:
+        how a test serves its own small archives in the real corpora's shapes, and how a
+        private mirror with re-packed files would be described.
+        """
+        sources = dict(sources or {})
+        unknown = set(sources) - {s.filename for c in self for s in c.sources}
+        if unknown:
+            raise MtkitError(f"no corpus uses the file(s) {', '.join(sorted(unknown))}.")
+
+        def fix(src: Source) -> Source:
+            if base_url:
+                src = dataclasses.replace(src, url=f"{base_url.rstrip('/')}/{src.filename}")
+            if src.filename in sources:
+                src = dataclasses.replace(src, **sources[src.filename])
+            return src
+
+        return Registry({name: dataclasses.replace(c, sources=tuple(fix(s) for s in c.sources))
+                         for name, c in self.corpora.items()})
+
+
+def default_registry() -> Registry:
+    reg = Registry()
+    for other in ("de", "fr"):
+        fwd = _wmt14("en", other)
+        reg.add(fwd)
+        reg.add(_reverse(fwd, f"wmt14-{other}-en", _newstest2014(other, "en")))
+    m30k = _multi30k()
+    reg.add(m30k)
+    reg.add(_reverse(m30k, "multi30k-de-en"))
+    return reg
+
+
+def custom_corpus(src: str, tgt: str, files: Mapping[str, tuple[str, str]], name: str | None = None) -> Corpus:
+    """A corpus of the user's own aligned files: {split: (src_path, tgt_path)}.
+
+    Each path is its own Source with a `file://`-free url (the path itself): nothing is
+    fetched or cached; `prepare` reads the files where they are.
+    """
+    if src == tgt:
+        raise MtkitError(f"source and target language are both '{src}'; give two different language codes.")
+    sources: list[Source] = []
+    splits = []
+    for split in SPLITS:
+        if split not in files:
+            continue
+        src_path, tgt_path = files[split]
+        for path in (src_path, tgt_path):
+            if not any(s.filename == path for s in sources):
+                sources.append(Source(path, url=path, group="local"))
+        splits.append((split, (_part(split, **{src: Member(src_path), tgt: Member(tgt_path)}),)))
+    return Corpus(name=name or f"custom-{src}-{tgt}", src=src, tgt=tgt, description="the user's own aligned files",
+                  splits=tuple(splits), sources=tuple(sources), vocab_size=0, pairs="", family="custom")
+
+
+def members_by_source(corpus: Corpus) -> dict[str, set[str]]:
+    """Which members each archive must yield for this corpus (for a streaming single pass)."""
+    wanted: dict[str, set[str]] = {}
+    for _, parts in corpus.splits:
+        for part in parts:
+            for _, member in part.sides:
+                if member.path is not None:
+                    wanted.setdefault(member.source, set()).add(member.path)
+    return wanted
+
+
+def iter_members(corpus: Corpus) -> Iterable[tuple[str, Part, str, Member]]:
+    for split, parts in corpus.splits:
+        for part in parts:
+            for lang, member in part.sides:
+                yield split, part, lang, member

@@ -1,0 +1,203 @@
+"""Safe, streaming reads from archives, plain-text line counts and SGML test sets.
+
+The WMT archives are gigabytes: only the members a corpus needs are read, in one
+sequential pass over the (gzip) stream, and copied out to a staging directory (pairing
+two sides line by line needs both open at once, which a compressed tar stream cannot
+give). Every member seen on the way is checked: a name that is absolute, climbs out with
+`..`, or a link or device entry, makes the whole archive refused, with two independent
+checks: our own, and Python's `tarfile.data_filter` where it exists (3.11.4+, 3.10.12+).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from mtkit.errors import MtkitError
+
+CHUNK = 1 << 20
+
+
+def unsafe_member(name: str) -> str | None:
+    """Why a member name would land outside the extraction directory, or None if it would not."""
+    if not name or "\x00" in name:
+        return "an empty or NUL-containing name"
+    norm = name.replace("\\", "/")
+    if norm.startswith("/") or re.match(r"^[A-Za-z]:", norm):
+        return "an absolute path"
+    if ".." in PurePosixPath(norm).parts:
+        return "a '..' component"
+    return None
+
+
+def _refuse(archive: Path, name: str, why: str) -> MtkitError:
+    return MtkitError(f"{archive.name} holds a member '{name}' that would land outside the extraction directory "
+                      f"({why}); refusing to read from this archive.")
+
+
+def _check_tar_member(archive: Path, member: tarfile.TarInfo, dest: Path) -> None:
+    why = unsafe_member(member.name)
+    if why is None and (member.issym() or member.islnk()):
+        target = member.linkname
+        base = PurePosixPath(member.name).parent if member.issym() else PurePosixPath(".")
+        if unsafe_member(target) or ".." in (base / target).parts:
+            why = f"a link to '{target}'"
+    if why is None and (member.ischr() or member.isblk() or member.isfifo()):
+        why = "a device or pipe entry"
+    if why is None and hasattr(tarfile, "data_filter"):  # the standard library's own judgement, too
+        try:
+            tarfile.data_filter(member, str(dest))
+        except tarfile.FilterError as exc:
+            why = str(exc)
+    if why is not None:
+        raise _refuse(archive, member.name, why)
+
+
+def _inside(dest: Path, name: str) -> Path:
+    out = (dest / name).resolve()
+    if os.path.commonpath([str(out), str(dest.resolve())]) != str(dest.resolve()):
+        raise MtkitError(f"member '{name}' would land outside {dest}; refusing it.")
+    return out
+
+
+def _copy_out(stream: BinaryIO, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "wb") as f:
+        shutil.copyfileobj(stream, f, CHUNK)
+    os.replace(tmp, out)
+
+
+def _norm(name: str) -> str:
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def stage_members(archive: Path, kind: str, wanted: set[str], dest: Path) -> dict[str, Path]:
+    """Copy the `wanted` members of a tar or zip archive under `dest`, in one pass; {member: path}.
+
+    Stops reading as soon as all are found. A wanted member that is missing is an error
+    naming it and the archive.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    found: dict[str, Path] = {}
+    try:
+        if kind == "tar":
+            with tarfile.open(archive, mode="r|*") as tf:
+                for member in tf:
+                    _check_tar_member(archive, member, dest)
+                    name = _norm(member.name)
+                    if name in wanted and name not in found:
+                        if not member.isfile():
+                            raise MtkitError(f"{name} in {archive.name} is not a regular file.")
+                        stream = tf.extractfile(member)
+                        assert stream is not None
+                        found[name] = out = _inside(dest, name)
+                        _copy_out(stream, out)
+                        if len(found) == len(wanted):
+                            break
+        elif kind == "zip":
+            with zipfile.ZipFile(archive) as zf:
+                infos = zf.infolist()
+                for info in infos:
+                    why = unsafe_member(info.filename)
+                    if why:
+                        raise _refuse(archive, info.filename, why)
+                for info in infos:
+                    name = _norm(info.filename)
+                    if name in wanted and name not in found and not info.is_dir():
+                        found[name] = out = _inside(dest, name)
+                        with zf.open(info) as stream:
+                            _copy_out(stream, out)
+        else:
+            raise ValueError(kind)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, gzip.BadGzipFile, OSError) as exc:
+        if isinstance(exc, MtkitError):
+            raise
+        raise MtkitError(f"{archive} is not a readable {kind} archive ({exc}); delete it and run again to fetch it afresh.") from None
+    missing = sorted(wanted - set(found))
+    if missing:
+        raise MtkitError(f"{archive.name} has no member {', '.join(missing)}.")
+    return found
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """A binary line stream; .gz files are decompressed on the fly."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb", buffering=CHUNK)
+
+
+def count_lines(path: Path, label: str | None = None) -> int:
+    """Lines in a file (a last line without '\\n' counts), at disk speed."""
+    n, last = 0, b"\n"
+    try:
+        with open_binary(path) as f:
+            while block := f.read(CHUNK):
+                n += block.count(b"\n")
+                last = block[-1:]
+    except (OSError, EOFError) as exc:
+        raise MtkitError(f"cannot read {label or path}: {exc}") from None
+    return n + (last != b"\n")
+
+
+def decode_strict(data: bytes, label: str) -> str:
+    """UTF-8 text, or an error naming the file and the line of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise MtkitError(f"{label}: line {line} is not valid UTF-8 ({exc.reason} at byte {column} of the line).") from None
+
+
+_SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg\s*>", re.S | re.I)
+_ENTITY = re.compile(r"&(amp|lt|gt|quot|apos|#[0-9]+|#[xX][0-9a-fA-F]+);")
+_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+
+
+def _unescape(match: re.Match) -> str:
+    name = match.group(1)
+    if name[0] == "#":
+        code = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
+        try:
+            return chr(code)
+        except (ValueError, OverflowError):
+            return match.group(0)
+    return _NAMED[name]
+
+
+def unescape_xml(text: str) -> str:
+    """The five XML entities and numeric references, nothing else (html.unescape would also
+    turn '&para' or '&copy' written as plain text into symbols)."""
+    return _ENTITY.sub(_unescape, text) if "&" in text else text
+
+
+def read_sgml(path: Path, label: str) -> list[str]:
+    """The segments of a WMT SGML file, in order, unescaped and stripped."""
+    with open_binary(path) as f:
+        text = decode_strict(f.read(), label)
+    segs = [" ".join(unescape_xml(m.group(1)).split()) for m in _SEG.finditer(text)]
+    if not segs:
+        raise MtkitError(f"{label} holds no <seg> element; is it an SGML test set?")
+    return segs
+
+
+def read_text_lines(path: Path, label: str) -> list[str]:
+    """All lines of a small text file (dev and test sets), strictly UTF-8, newline and CR removed."""
+    with open_binary(path) as f:
+        data = f.read()
+    text = decode_strict(data, label)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]

@@ -1,0 +1,102 @@
+"""Cleaning: the fast normaliser equals sacremoses', each rule drops what it should, workers change nothing."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from pathlib import Path
+
+import pytest
+from sacremoses import MosesPunctNormalizer
+
+from mtkit.data.clean import CleanConfig, Cleaner, PunctNormalizer, dedup_files, normalize, remove_non_printing
+
+# Every character some normalisation rule looks for, and the neighbours its patterns need.
+TRIGGERS = list("\r()%:;`'\"„“”–—´‘’‚…«»,.!?º0123456789 nCcm<") + ["\u00a0", "  ", "''", "´´", "nº", "ºC"]
+PLAIN = list("abcXYZ äöüß") + ["word", "Haus", "c'est", "l'été"]
+
+
+def _random_texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    pool = TRIGGERS * 3 + PLAIN
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(0, 30))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("lang", ["en", "de", "fr", "cs"])
+def test_fast_normalizer_equals_sacremoses_on_adversarial_text(lang):
+    fast, ref = PunctNormalizer(lang), MosesPunctNormalizer(lang=lang)
+    for text in _random_texts(3000, seed=hash(lang) % 1000):
+        assert fast.normalize(text) == ref.normalize(text), repr(text)
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_fast_normalizer_equals_sacremoses_on_multi30k(multi30k, lang):
+    fast, ref = PunctNormalizer(lang), MosesPunctNormalizer(lang=lang)
+    with gzip.open(multi30k / f"train.{lang}.gz", "rt", encoding="utf-8") as f:
+        lines = f.read().split("\n")[:5000]
+    assert [fast.normalize(x) for x in lines] == [ref.normalize(x) for x in lines]
+
+
+def test_non_printing_characters_become_spaces():
+    assert remove_non_printing("plain text") == "plain text"
+    assert remove_non_printing("a\tb\x00c\u200bd") == "a b c d"  # controls and a format character
+    assert remove_non_printing("\ufeffstart  end\u2028x") == "start end x"  # BOM, line separator
+    assert normalize("„Hallo“ – sagte\ter …", "de") == '"Hallo" - sagte er ...'
+
+
+def _clean(tmp_path: Path, src: list[bytes], tgt: list[bytes], config=CleanConfig(), workers=1, chunk=3):
+    a, b = tmp_path / "in.en", tmp_path / "in.de"
+    a.write_bytes(b"".join(x + b"\n" for x in src))
+    b.write_bytes(b"".join(x + b"\n" for x in tgt))
+    oa, ob = tmp_path / "out.en", tmp_path / "out.de"
+    with Cleaner("en", "de", config, workers=workers, chunk_pairs=chunk) as cleaner, open(oa, "wb") as fa, \
+            open(ob, "wb") as fb:
+        stats = cleaner.run(a, b, fa, fb)
+        hashes = cleaner.hashes
+    return stats, oa.read_text().splitlines(), ob.read_text().splitlines(), hashes
+
+
+def test_each_rule_counts_what_it_drops(tmp_path):
+    words = lambda n, w="w": " ".join([w] * n).encode()  # noqa: E731
+    src = [b"ok one", b"", b"   ", words(251), words(250), words(3), words(2), b"bad \xff byte", b"ok one"]
+    tgt = [b"gut eins", b"leer", b"leer", words(5), words(250), words(2), words(4), b"kaputt", b"gut eins"]
+    stats, en, de, _ = _clean(tmp_path, src, tgt)
+    assert stats.pairs_in == 9
+    assert stats.dropped == {"invalid_utf8": 1, "empty": 2, "too_long": 1, "ratio": 1, "duplicate": 0}
+    # 250 words is allowed, 251 is not; 3/2 = 1.5 is allowed, 4/2 = 2 is not.
+    assert en == ["ok one", words(250).decode(), "w w w", "ok one"]
+    assert de == ["gut eins", words(250).decode(), "w w", "gut eins"]
+    assert stats.kept == 4
+    assert stats.invalid_utf8_at == [f"{tmp_path / 'in.en'}:8"]
+
+
+def test_length_limits_can_be_switched_off(tmp_path):
+    src, tgt = [b"a b c d e f", b" ".join([b"x"] * 300)], [b"eins", b"y"]
+    stats, en, _, _ = _clean(tmp_path, src, tgt, CleanConfig(max_words=0, max_ratio=0))
+    assert stats.kept == 2 and stats.dropped["ratio"] == stats.dropped["too_long"] == 0
+
+
+def test_dedup_keeps_first_occurrences(tmp_path):
+    src = [b"a", b"b", b"a", b"a", b"c"]
+    tgt = [b"x", b"y", b"x", b"z", b"x"]
+    stats, en, de, hashes = _clean(tmp_path, src, tgt, CleanConfig(dedup=True))
+    out_en, out_de = tmp_path / "d.en", tmp_path / "d.de"
+    dropped = dedup_files(tmp_path / "out.en", tmp_path / "out.de", out_en, out_de, hashes)
+    assert dropped == 1
+    assert list(zip(out_en.read_text().split(), out_de.read_text().split())) == [
+        ("a", "x"), ("b", "y"), ("a", "z"), ("c", "x")]
+
+
+def test_worker_processes_give_the_same_output(tmp_path, multi30k):
+    with gzip.open(multi30k / "val.en.gz", "rb") as f:
+        en = f.read().split(b"\n")[:-1]
+    with gzip.open(multi30k / "val.de.gz", "rb") as f:
+        de = f.read().split(b"\n")[:-1]
+    en[5] = b"\xc3("  # invalid
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = _clean(tmp_path / "a", en, de, workers=1, chunk=100)
+    two = _clean(tmp_path / "b", en, de, workers=2, chunk=100)
+    assert one[1:3] == two[1:3]
+    assert one[0].dropped == two[0].dropped and one[0].kept == two[0].kept
+    assert two[0].invalid_utf8_at == [f"{tmp_path / 'b' / 'in.en'}:6"]

@@ -1,0 +1,155 @@
+"""`mtkit prepare` / `mtkit bpe` from the command line: bad input, custom corpora, Multi30k end to end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mtkit.data.bpe import open_split
+from mtkit.data.vocab import Vocab
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _one_error_line(r) -> str:
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("mtkit: error:")]
+    assert len(errors) == 1, r.stderr
+    return errors[0]
+
+
+def _custom(cli, tmp_path, train=(b"a b\n", b"x y\n"), valid=(b"v\n", b"w\n"), *extra):
+    ts = _write(tmp_path / "train.en", train[0])
+    tt = _write(tmp_path / "train.de", train[1])
+    vs = _write(tmp_path / "valid.en", valid[0])
+    vt = _write(tmp_path / "valid.de", valid[1])
+    return cli("prepare", "custom", "--train-src", ts, "--train-tgt", tt, "--valid-src", vs, "--valid-tgt", vt,
+               "--out", tmp_path / "out", *extra)
+
+
+def test_unknown_corpus_lists_the_known_ones(cli):
+    line = _one_error_line(cli("prepare", "wmt19-en-de"))
+    assert "unknown corpus 'wmt19-en-de'" in line
+    for name in ("wmt14-en-de", "wmt14-de-en", "wmt14-en-fr", "wmt14-fr-en", "multi30k-en-de", "multi30k-de-en", "custom"):
+        assert name in line
+
+
+def test_list_shows_every_corpus(cli):
+    r = cli("prepare", "--list")
+    assert r.returncode == 0
+    for name in ("wmt14-en-de", "wmt14-fr-en", "multi30k-de-en", "custom", "newstest2014", "37000", "4.5M"):
+        assert name in r.stdout
+
+
+def test_unequal_line_counts_name_both_files_and_counts(cli, tmp_path):
+    line = _one_error_line(_custom(cli, tmp_path, (b"a\nb\nc\n", b"x\ny\n")))
+    assert f"{tmp_path / 'train.en'} has 3 lines but {tmp_path / 'train.de'} has 2" in line
+    assert not (tmp_path / "out" / "raw").exists()
+    line = _one_error_line(_custom(cli, tmp_path, (b"a\n", b"x\n"), (b"v\n", b"w\nz\n")))
+    assert f"{tmp_path / 'valid.en'} has 1 line but {tmp_path / 'valid.de'} has 2" in line
+
+
+def test_empty_files_are_an_error(cli, tmp_path):
+    line = _one_error_line(_custom(cli, tmp_path, (b"", b"")))
+    assert f"{tmp_path / 'train.en'} and {tmp_path / 'train.de'} are empty" in line
+    line = _one_error_line(_custom(cli, tmp_path, (b"a\n", b"x\n"), (b"", b"")))
+    assert "valid.en and" in line and "are empty" in line
+
+
+def test_invalid_utf8_training_lines_are_skipped_and_counted(cli, tmp_path):
+    r = _custom(cli, tmp_path, (b"good one\nbad \xff\ngood two\n", b"gut eins\nschlecht\ngut zwei\n"))
+    assert r.returncode == 0, r.stderr
+    assert "1 training pair(s) with invalid UTF-8 were skipped" in r.stderr
+    record = json.loads((tmp_path / "out" / "prepare.json").read_text())
+    train = record["splits"]["train"]
+    assert train["dropped"]["invalid_utf8"] == 1 and train["kept"] == 2
+    assert train["invalid_utf8_at"] == [f"{tmp_path / 'train.en'}:2"]
+    assert (tmp_path / "out" / "raw" / "train.en").read_text() == "good one\ngood two\n"
+
+
+def test_invalid_utf8_in_dev_or_test_is_an_error_with_file_and_line(cli, tmp_path):
+    line = _one_error_line(_custom(cli, tmp_path, (b"a\n", b"x\n"), (b"ok\nok\nbad \xe9 here\n", b"1\n2\n3\n")))
+    assert f"{tmp_path / 'valid.en'}: line 3 is not valid UTF-8" in line
+    assert not (tmp_path / "out" / "raw").exists()
+
+
+def test_custom_options_are_checked(cli, tmp_path):
+    assert "--train-src/--valid-src/--test-src" in _one_error_line(
+        cli("prepare", "multi30k-en-de", "--train-src", "x"))
+    assert "needs --train-src and --train-tgt" in _one_error_line(cli("prepare", "custom"))
+    ts = _write(tmp_path / "corpus_a", b"a\n")
+    tt = _write(tmp_path / "corpus_b", b"b\n")
+    line = _one_error_line(cli("prepare", "custom", "--train-src", ts, "--train-tgt", tt, "--valid-src", ts,
+                               "--valid-tgt", tt, "--out", tmp_path / "o"))
+    assert "cannot tell the language of" in line and "--src-lang" in line
+
+
+def test_custom_corpus_prepare_and_bpe(cli, tmp_path):
+    rows = [(f"the house number {i} is small .", f"das Haus Nummer {i} ist klein .") for i in range(300)]
+    train = ("".join(a + "\n" for a, _ in rows).encode(), "".join(b + "\n" for _, b in rows).encode())
+    r = _custom(cli, tmp_path, train, (b"the house is small .\n", b"das Haus ist klein .\n"), "--src-lang", "en",
+                "--tgt-lang", "de")
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    assert "at least" in _one_error_line(cli("bpe", out, "--vocab-size", "120"))  # 256 byte pieces + characters
+    r = cli("bpe", out, "--vocab-size", "320")
+    assert r.returncode == 0, r.stderr
+    info = json.loads((out / "bpe.json").read_text())
+    assert info["settings"]["vocab_size"] == 320 and set(info["splits"]) == {"train", "valid"}
+    line = _one_error_line(cli("bpe", out, "--vocab-size", "100000"))
+    assert "cannot learn a vocabulary of 100000" in line and "at most" in line
+    assert "run `mtkit prepare" in _one_error_line(cli("bpe", tmp_path / "nowhere"))
+
+
+@pytest.mark.slow
+def test_multi30k_prepare_and_bpe_round_trip(cli, tmp_path, multi30k):
+    env = {"MTKIT_CACHE": str(tmp_path / "cache")}
+    out = tmp_path / "m30"
+    r = cli("prepare", "multi30k-en-de", "--mirror", multi30k, "--out", out, env=env)
+    assert r.returncode == 0, r.stderr
+    counts = {split: len((out / "raw" / f"{split}.en").read_bytes().splitlines()) for split in ("train", "valid", "test")}
+    assert counts == {"train": 29000, "valid": 1014, "test": 1000}
+    for split, lang, stem in (("valid", "de", "val"), ("test", "en", "test_2016_flickr")):
+        # Dev and test are written byte for byte as published.
+        assert (out / "raw" / f"{split}.{lang}").read_bytes() == gzip.open(multi30k / f"{stem}.{lang}.gz").read()
+
+    r = cli("bpe", out, env=env)
+    assert r.returncode == 0, r.stderr
+    info = json.loads((out / "bpe.json").read_text())
+    assert info["settings"]["vocab_size"] == 8000 and info["model"]["pieces"] == 8000
+    vocab = Vocab.load(out / "spm.model")
+    for split in ("train", "valid", "test"):
+        src, tgt = open_split(out, split)
+        assert len(src) == len(tgt) == info["splits"][split]["sentences"] == counts[split]
+        assert src.dtype == np.uint16 and src.num_tokens == info["splits"][split]["tokens"]["en"]
+        for lang, ds in (("en", src), ("de", tgt)):
+            lines = (out / "raw" / f"{split}.{lang}").read_text(encoding="utf-8").split("\n")[:-1]
+            decoded = [vocab.decode(ds[i]) for i in range(len(ds))]
+            # What holds exactly: decoding gives SentencePiece's normalised text (NFKC, single spaces) ...
+            assert decoded == [vocab.normalize(line) for line in lines]
+            # ... which for this text is the text itself but for whitespace: runs of spaces (dev/test
+            # are not Moses-normalised) and non-breaking spaces become one plain space.
+            differ = [(a, b) for a, b in zip(decoded, lines) if a != b]
+            assert all(" ".join(b.split()) == a for a, b in differ)
+            assert len(differ) < 0.01 * len(lines)
+            assert not any(1 in ds[i] for i in range(len(ds)))  # byte fallback: no <unk> at all
+
+    # Same settings: everything reused. New settings: relearned.
+    r = cli("bpe", out, env=env)
+    assert r.returncode == 0 and "reused" in r.stderr
+    assert json.loads((out / "bpe.json").read_text())["reused_model"] is True
+    model = (out / "spm.model").read_bytes()
+    r = cli("bpe", out, "--vocab-size", "4000", env=env)
+    assert r.returncode == 0 and "learned" in r.stderr
+    assert Vocab.load(out / "spm.model").sp.get_piece_size() == 4000
+    # Determinism: back to the old settings, with other threads: the very same model bytes.
+    r = cli("bpe", out, "--threads", "1", env=env)
+    assert r.returncode == 0 and (out / "spm.model").read_bytes() == model
