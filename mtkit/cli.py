@@ -143,7 +143,7 @@ def prepare(
             summary.append(f"train {info['kept']} pairs (of {info['pairs_in']}; dropped: {dropped})")
         else:
             summary.append(f"{split} {info['lines']}")
-    err.print(f"[green]prepared[/] {escape(str(out_dir))}/raw ({record['src']}->{record['tgt']}): {escape('; '.join(summary))}")
+    err.print(f"[green]prepared[/] {escape(str(out_dir))}/raw ({record['src_lang']}->{record['tgt_lang']}): {escape('; '.join(summary))}")
     err.print(f"next: mtkit bpe {escape(str(out_dir))}")
 
 

@@ -78,7 +78,7 @@ def _languages(data_dir: Path) -> tuple[str | None, str, str]:
     if prep.is_file():
         try:
             info = json.loads(prep.read_text())
-            return info.get("corpus"), info["src"], info["tgt"]
+            return info.get("corpus"), info["src_lang"], info["tgt_lang"]
         except (ValueError, KeyError):
             raise MtkitError(f"{prep} is not a valid prepare.json; run `mtkit prepare` again.") from None
     if not raw.is_dir():
@@ -258,6 +258,7 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
                                         "bin_bytes": (bin_dir / f"{key}.bin").stat().st_size,
                                         "idx_bytes": (bin_dir / f"{key}.idx").stat().st_size}
             entry.setdefault("inputs", {})[lang] = files[key]["sha256"]
+        entry["src_tokens"], entry["tgt_tokens"] = entry["tokens"][src], entry["tokens"][tgt]
         entry["dtype"] = id_dtype(len(vocab)).name
         out_splits[split] = entry
     if bar is not None:
@@ -267,8 +268,9 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
     record = {
         "format": FORMAT,
         "corpus": corpus,
-        "src": src,
-        "tgt": tgt,
+        "src_lang": src,
+        "tgt_lang": tgt,
+        "vocab_size": len(vocab),
         "mtkit_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "settings": settings,
@@ -351,5 +353,5 @@ def open_split(data_dir: str | os.PathLike, split: str) -> tuple[IndexedDataset,
         raise MtkitError(f"{data_dir / 'bpe.json'} is missing or unreadable; run `mtkit bpe {data_dir}` first.") from None
     if split not in info.get("splits", {}):
         raise MtkitError(f"{data_dir} has no binarized '{split}' split (it has: {', '.join(info.get('splits', {}))}).")
-    return (IndexedDataset(data_dir / "bin" / f"{split}.{info['src']}"),
-            IndexedDataset(data_dir / "bin" / f"{split}.{info['tgt']}"))
+    return (IndexedDataset(data_dir / "bin" / f"{split}.{info['src_lang']}"),
+            IndexedDataset(data_dir / "bin" / f"{split}.{info['tgt_lang']}"))

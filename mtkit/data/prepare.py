@@ -114,8 +114,8 @@ def prepare(name: str, options: PrepareOptions | None = None, *, registry: Regis
         record = {
             "format": FORMAT,
             "corpus": corpus.name,
-            "src": corpus.src,
-            "tgt": corpus.tgt,
+            "src_lang": corpus.src,
+            "tgt_lang": corpus.tgt,
             "description": corpus.description,
             "mtkit_version": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
