@@ -45,7 +45,7 @@ class MetricsLog:
             self.bar = tqdm(total=max_steps, initial=start_step, file=sys.stderr, unit="upd", dynamic_ncols=True,
                             smoothing=0.05, desc="train")
 
-    def event(self, event: str, quiet_on_tty: bool = False, **values: Any) -> None:
+    def event(self, event: str, quiet_on_tty: bool = False, level: int = logging.INFO, **values: Any) -> None:
         """One record: metrics.jsonl always; a log line unless a live bar already shows it."""
         if not self.enabled:
             return
@@ -57,10 +57,10 @@ class MetricsLog:
             self.bar.set_postfix(shown, refresh=False)
             return
         text = " | ".join(f"{k} {_fmt(k, v)}" for k, v in values.items())
-        if self.bar is not None:
+        if self.bar is not None and level <= logging.INFO:
             self.bar.write(f"{event} | {text}", file=sys.stderr)
         else:
-            logger.info("%s | %s", event, text)
+            logger.log(level, "%s | %s", event, text)
 
     def advance(self, steps: int = 1) -> None:
         if self.bar is not None:

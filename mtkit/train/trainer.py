@@ -293,7 +293,9 @@ class Trainer:
         try:
             sums = accumulate(self.ddp, self.train_split, group, world.size / max(tokens, 1), self.precision,
                               cfg.label_smoothing, world.device)
-        except torch.OutOfMemoryError:
+        except (torch.OutOfMemoryError, RuntimeError) as exc:
+            if not isinstance(exc, torch.OutOfMemoryError) and "can't allocate memory" not in str(exc):
+                raise
             raise MtkitError(f"out of memory on a batch at step {p.step + 1}; lower --max-tokens (now {cfg.max_tokens},"
                              f" e.g. {cfg.max_tokens // 2}) and raise --update-freq to keep the effective batch."
                              ) from None
@@ -302,7 +304,8 @@ class Trainer:
         if not math.isfinite(loss):
             self.optimizer.zero_grad(set_to_none=True)
             p.nonfinite += 1
-            logger.warning("non-finite loss at update %d (%d in a row); update skipped", p.step + 1, p.nonfinite)
+            self.log.event("nonfinite", level=logging.WARNING, step=p.step + 1, in_a_row=p.nonfinite,
+                           action="update skipped")
             if p.nonfinite >= cfg.max_nonfinite:
                 raise MtkitError(f"the loss was NaN or infinite for {p.nonfinite} updates in a row at step {p.step}; "
                                  f"lower --lr-scale (now {cfg.lr_scale}), set --clip-norm (e.g. 1.0), raise --warmup, "

@@ -110,7 +110,9 @@ def test_a_nonfinite_loss_skips_the_update_and_many_in_a_row_stop_the_run(toy_da
     with caplog.at_level(logging.WARNING):
         result = in_process_run(toy_data, tmp_path / "one", max_steps=4, save_every_steps=0)
     assert result.step == 4 and calls["n"] == 5  # 5 updates of one batch, one of them skipped
-    assert "non-finite loss at update 3 (1 in a row); update skipped" in caplog.text
+    assert "nonfinite | step 3 | in_a_row 1 | action update skipped" in caplog.text
+    records = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["event"] == "nonfinite"] == [3]
     assert all(torch.isfinite(p).all() for p in result.model.parameters())
 
     monkeypatch.setattr(trainer, "label_smoothed_sums", lambda *a: tuple(x * float("nan") for x in real(*a)))
@@ -118,10 +120,16 @@ def test_a_nonfinite_loss_skips_the_update_and_many_in_a_row_stop_the_run(toy_da
         in_process_run(toy_data, tmp_path / "many", max_steps=10, max_nonfinite=3)
 
 
-def test_bf16_autocast_trains_on_cpu(toy_data, tmp_path) -> None:
-    result = in_process_run(toy_data, tmp_path / "bf16", max_steps=3, precision="bf16", save_every_steps=0)
-    assert result.step == 3 and all(p.dtype == torch.float32 for p in result.model.parameters())
+def test_bf16_autocast_trains_on_cpus_with_bf16_instructions(toy_data, tmp_path, monkeypatch) -> None:
+    from mtkit.train import precision
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)  # exercise the path on any CPU
+    result = in_process_run(toy_data, tmp_path / "bf16", max_steps=2, precision="bf16", save_every_steps=0)
+    assert result.step == 2 and all(p.dtype == torch.float32 for p in result.model.parameters())
     assert checkpoint.load(tmp_path / "bf16" / "checkpoint_last.pt")["train_config"]["precision"] == "bf16"
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    with pytest.raises(MtkitError, match="bf16 is about 20x slower than fp32 on this CPU"):
+        in_process_run(toy_data, tmp_path / "slow", max_steps=2, precision="bf16")
 
 
 def test_patience_stops_early(toy_data, tmp_path, monkeypatch) -> None:
@@ -137,3 +145,12 @@ def test_patience_stops_early(toy_data, tmp_path, monkeypatch) -> None:
     assert (result.stopped, result.step, result.best) == ("patience", 10, 4.0)
     best = checkpoint.load(tmp_path / "patient" / "checkpoint_best.pt")
     assert best["step"] == 4 and best["progress"]["best"] == 4.0
+
+
+def test_out_of_memory_names_the_max_tokens_to_lower(toy_data, tmp_path, monkeypatch) -> None:
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(trainer, "accumulate", oom)
+    with pytest.raises(MtkitError, match=r"out of memory .* lower --max-tokens \(now 512, e.g. 256\)"):
+        in_process_run(toy_data, tmp_path / "oom", max_steps=2)
