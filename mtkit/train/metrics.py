@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 logger = logging.getLogger(__name__)
 
 FORMATS = {"loss": "{:.3f}", "nll": "{:.3f}", "ppl": "{:.2f}", "lr": "{:.3g}", "tokens_per_s": "{:,.0f}",
@@ -71,3 +73,19 @@ class MetricsLog:
             self.bar.close()
         if self.file is not None:
             self.file.close()
+
+
+class Window:
+    """Sums between two log lines (host numbers only: they arrive with the update's one sync)."""
+
+    def __init__(self) -> None:
+        self.loss = self.nll = self.seconds = 0.0
+        self.tgt = self.real = self.padded = self.updates = 0
+
+    def add(self, loss: float, nll: float, tgt: int, real_and_padded: np.ndarray, seconds: float) -> None:
+        if math.isfinite(loss):
+            self.loss, self.nll, self.tgt = self.loss + loss, self.nll + nll, self.tgt + tgt
+        self.real += int(real_and_padded[0])
+        self.padded += int(real_and_padded[1])
+        self.seconds += seconds
+        self.updates += 1

@@ -27,14 +27,14 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import ModelConfig, TrainConfig, config_diff, config_from_dict
-from mtkit.data.batching import BatchPlan, epoch_order, padding_efficiency, plan_batches, shard_all
+from mtkit.data.batching import epoch_order, padding_efficiency, plan_batches, shard_all
 from mtkit.data.dataset import ParallelSplit, open_data
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.model import Transformer
 from mtkit.train import distributed as dist
 from mtkit.train.loss import label_smoothed_sums
-from mtkit.train.metrics import MetricsLog
+from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.precision import Precision
 from mtkit.train.schedule import inverse_sqrt_lr
 from mtkit.train.validation import is_better, score_of, validate
@@ -244,11 +244,14 @@ class Trainer:
         if p.step >= cfg.max_steps or (cfg.max_epochs and p.epoch >= cfg.max_epochs):
             logger.info("nothing to do: the run is at step %d, epoch %d", p.step, p.epoch)
             return "max_steps" if p.step >= cfg.max_steps else "max_epochs"
-        window = _Window()
+        window = Window()
         last_save, last_valid, saved_step = time.monotonic(), -1, p.step
         stopped = ""
         while not stopped:
             batches, tgt_tokens, counts = self._epoch(p.epoch)
+            if p.batch >= len(batches):  # a resumed position past this epoch's end: start the next one
+                p.epoch, p.batch = p.epoch + 1, 0
+                continue
             while True:
                 start = time.monotonic()
                 lo, hi = p.batch, min(p.batch + cfg.update_freq, len(batches))
@@ -263,7 +266,7 @@ class Trainer:
                 self.log.advance(int(applied))
                 if applied and p.step % cfg.log_every == 0:
                     self._report_train(window)
-                    window = _Window()
+                    window = Window()
                 new_best = False
                 if applied and p.step % cfg.valid_every == 0:
                     new_best, last_valid = self._validate(), p.step
@@ -357,7 +360,7 @@ class Trainer:
         if self.resumed_from is not None:
             self.log.event("resume", step=p.step, epoch=p.epoch + 1, batch=p.batch)
 
-    def _report_train(self, w: "_Window") -> None:
+    def _report_train(self, w: Window) -> None:
         cfg, p = self.cfg, self.progress
         nll = w.nll / max(w.tgt, 1)
         s_per_update = w.seconds / max(w.updates, 1)
@@ -366,22 +369,6 @@ class Trainer:
                        lr=inverse_sqrt_lr(p.step, self.model_cfg.d_model, cfg.warmup, cfg.lr_scale),
                        tokens_per_s=w.real / max(w.seconds, 1e-9), pad_eff=w.real / max(w.padded, 1),
                        s_per_update=s_per_update, eta_h=round((cfg.max_steps - p.step) * s_per_update / 3600, 3))
-
-
-class _Window:
-    """Sums between two log lines (host numbers only: they arrive with the update's one sync)."""
-
-    def __init__(self) -> None:
-        self.loss = self.nll = self.seconds = 0.0
-        self.tgt = self.real = self.padded = self.updates = 0
-
-    def add(self, loss: float, nll: float, tgt: int, real_and_padded: np.ndarray, seconds: float) -> None:
-        if math.isfinite(loss):
-            self.loss, self.nll, self.tgt = self.loss + loss, self.nll + nll, self.tgt + tgt
-        self.real += int(real_and_padded[0])
-        self.padded += int(real_and_padded[1])
-        self.seconds += seconds
-        self.updates += 1
 
 
 def _check_vocab(data, vocab: Vocab, model_cfg: ModelConfig) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -44,8 +45,6 @@ KILLER = textwrap.dedent("""
 
 def run_killed(*args: str, **env: str) -> subprocess.CompletedProcess:
     """The real CLI in a process that SIGKILLs itself at a chosen moment (no cleanup code can run)."""
-    import os
-
     return subprocess.run([sys.executable, "-c", KILLER, *args], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "KILL_AFTER_STEP": "-1", **env})
 
@@ -90,8 +89,6 @@ def test_a_kill_during_a_checkpoint_write_leaves_the_previous_one(toy_data, tmp_
     assert checkpoint.load(run / "checkpoint_last.pt")["step"] == 5
     assert not (run / "checkpoint_10.pt").exists()
     assert list(run.glob(".checkpoint_10.pt.*.tmp"))  # the half-written file never took the real name
-    again = run_cli("train", run.parent / "missing", "--out", run, *args)
-    assert again.returncode == 1 and "does not exist" in again.stderr
     with pytest.raises(MtkitError):
         checkpoint.load(next(run.glob(".checkpoint_10.pt.*.tmp")))
     resumed = run_cli("train", toy_data, "--out", run, *args)

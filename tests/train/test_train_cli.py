@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mtkit import checkpoint
-from mtkit.config import PRESETS, TrainConfig, model_config
+from mtkit.config import PRESETS, model_config
 from mtkit.errors import MtkitError
 from mtkit.train import trainer
 from tests.conftest import run_cli
@@ -75,6 +75,8 @@ def test_a_directory_without_binarized_data_says_to_run_bpe(tmp_path) -> None:
     (tmp_path / "raw").mkdir()
     result = run_cli("train", tmp_path, "--out", tmp_path / "run", "--preset", "tiny")
     assert result.returncode == 1 and "run `mtkit bpe" in result.stderr and "Traceback" not in result.stderr
+    missing = run_cli("train", tmp_path / "nowhere", "--out", tmp_path / "run", "--preset", "tiny")
+    assert missing.returncode == 1 and "nowhere does not exist" in missing.stderr
 
 
 def test_base_and_big_reach_about_25k_tokens_per_update_for_any_world_size() -> None:
