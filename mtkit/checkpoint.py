@@ -8,7 +8,13 @@ An mtkit file is a dict:
     model         the state_dict
     vocab         the SentencePiece model's serialized bytes (or None)
     step          updates done when it was written
-    ... training state (optimizer, scheduler, scaler, RNG, data position) for kind "checkpoint".
+  and for kind "checkpoint" the training state (see mtkit/train/trainer.py, `_payload`):
+    train_config  dataclasses.asdict(TrainConfig), resolved for the world size
+    optimizer     optimizer.state_dict() (Adam moments and step counts)
+    scaler        GradScaler.state_dict() for fp16, else None (the schedule is a pure function of step)
+    rng           one `rng_state()` dict per rank: python, numpy, torch, cuda generators
+    data          {"epoch", "batch", "world_size", "max_tokens", "seed"}: where the next update starts
+    progress      {"best", "bad_valids", "nonfinite", "elapsed"}: early stopping and wall-clock state
 """
 
 from __future__ import annotations
@@ -49,6 +55,92 @@ def atomic_save(obj: Any, path: str | os.PathLike) -> None:
         os.fsync(dir_fd)  # make the rename itself durable
     finally:
         os.close(dir_fd)
+
+
+def save_checkpoint(payload: dict[str, Any], run_dir: str | os.PathLike, keep_last: int) -> Path:
+    """Write `checkpoint_<step>.pt` atomically, point `checkpoint_last.pt` at it, keep the newest `keep_last`.
+
+    `checkpoint_last.pt` becomes a hard link to the new file, swapped in by rename, so the
+    bytes are written once however large the model; where links are not supported it is a
+    second atomic copy. Either way a reader always finds a complete previous or new file.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / f"checkpoint_{payload['step']}.pt"
+    atomic_save(payload, path)
+    link_atomically(path, run_dir / "checkpoint_last.pt", payload)
+    numbered = sorted(run_dir.glob("checkpoint_*.pt"), key=lambda p: _step_of(p.name))
+    numbered = [p for p in numbered if _step_of(p.name) >= 0]
+    for old in numbered[:-keep_last]:
+        old.unlink(missing_ok=True)  # checkpoint_last/best keep their own link to the inode
+    return path
+
+
+def link_atomically(source: Path, target: Path, payload: dict[str, Any] | None = None) -> None:
+    """Make `target` name the same file as `source` in one rename; copy (atomically) if links fail."""
+    tmp = target.with_name(f".{target.name}.link.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        atomic_save(payload if payload is not None else load(source), target)
+
+
+def _step_of(name: str) -> int:
+    stem = name[len("checkpoint_"):-len(".pt")]
+    return int(stem) if stem.isdigit() else -1
+
+
+def remove_stale_temporaries(run_dir: str | os.PathLike) -> list[Path]:
+    """Delete temporary files left by a process killed mid-write (they are never read)."""
+    stale = [p for p in Path(run_dir).glob(".checkpoint*.tmp") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random generator training touches, in types that `torch.load(weights_only=True)` accepts."""
+    import random
+
+    import numpy as np
+
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype("int64")), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what `rng_state` captured, so that dropout masks continue exactly where they stopped."""
+    import random
+
+    import numpy as np
+
+    random.setstate(_as_tuples(state["python"]))
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype("uint32"), n["pos"], n["has_gauss"], n["gauss"]))
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuples(value: Any) -> Any:
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def load_training_state(path: str | os.PathLike) -> dict[str, Any]:
+    """Load a kind "checkpoint" file (training state included) to resume from."""
+    ckpt = load(path)
+    if ckpt.get("kind") != "checkpoint" or "optimizer" not in ckpt:
+        raise MtkitError(f"{path} holds no training state (kind {ckpt.get('kind')!r}); it cannot be resumed.")
+    return ckpt
 
 
 def model_payload(model: torch.nn.Module, config: ModelConfig, vocab: bytes | None, step: int = 0,

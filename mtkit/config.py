@@ -58,6 +58,37 @@ def config_diff(a: Any, b: Any) -> list[str]:
     return [f"{k}: {da.get(k)!r} != {db.get(k)!r}" for k in sorted(set(da) | set(db)) if da.get(k) != db.get(k)]
 
 
+def parse_overrides(items: list[str] | tuple[str, ...], cls: type) -> dict[str, Any]:
+    """`field=value` strings (e.g. from `--set`) typed by the field's default; the config validates the values."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name, text = name.strip().replace("-", "_"), text.strip()
+        if not sep or name not in fields:
+            raise MtkitError(f"--set {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(sorted(fields))}.")
+        default = fields[name].default
+        try:
+            if isinstance(default, bool):
+                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(text)
+                value: Any = text.lower() in ("true", "1", "yes")
+            elif isinstance(default, int) or (default is None and text.lower() != "none"):
+                value = int(text)
+            elif default is None:
+                value = None
+            elif isinstance(default, float):
+                value = float(text)
+            else:
+                value = text
+        except ValueError:
+            kind = "true or false" if isinstance(default, bool) else type(default).__name__ if default is not None \
+                else "an integer or none"
+            raise MtkitError(f"--set {item!r}: {cls.__name__}.{name} must be {kind}.") from None
+        out[name] = value
+    return out
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """The architecture (paper section 3, Table 3). Defaults are the `base` model."""
@@ -103,24 +134,53 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings of section 5 (5.3 optimizer, 5.4 regularization)."""
+    """Optimisation settings of section 5 (5.3 optimizer, 5.4 regularization) and the run's cadence."""
 
     max_tokens: int = 4096  # per batch and side, padding included
-    update_freq: int = 1  # batches accumulated per update
+    update_freq: int = 1  # batches accumulated per update (per rank)
+    # > 0: when --update-freq is not given, update_freq = ceil(update_tokens / (max_tokens x ranks)),
+    # so an update holds about this many tokens per side whatever the world size (5.1: ~25k).
+    update_tokens: int = 0
     lr_scale: float = 1.0  # factor on top of the paper's schedule
     warmup: int = 4000
     label_smoothing: float = 0.1
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     max_steps: int = 100_000
+    max_epochs: int = 0  # 0: no limit
     clip_norm: float = 0.0  # 0: off, as in the paper
     seed: int = 1
+    precision: str = "fp32"
+    valid_every: int = 1000  # updates between validations
+    patience: int = 0  # validations without a new best before stopping; 0: never stop early
+    save_every_steps: int = 0  # 0: off
+    save_every_minutes: float = 10.0  # the paper's cadence; 0: off
+    keep_last: int = 5  # newest checkpoint_<step>.pt kept (the paper averages the last 5 / 20)
+    log_every: int = 100  # updates between log lines (also the only host syncs for metrics)
+    max_nonfinite: int = 10  # non-finite losses in a row that stop the run
 
     def __post_init__(self) -> None:
-        _positive(self, "max_tokens", "update_freq", "warmup", "max_steps")
+        _positive(self, "max_tokens", "update_freq", "warmup", "max_steps", "valid_every", "keep_last",
+                  "log_every", "max_nonfinite")
+        for name in ("update_tokens", "max_epochs", "patience", "save_every_steps"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value >= 0, type(self), name, "0 (off) or a positive integer", value)
         _probability(self, "label_smoothing")
         _check(self.lr_scale > 0, type(self), "lr_scale", "positive", self.lr_scale)
         _check(self.clip_norm >= 0, type(self), "clip_norm", "0 (off) or positive", self.clip_norm)
+        _check(self.save_every_minutes >= 0, type(self), "save_every_minutes", "0 (off) or positive",
+               self.save_every_minutes)
+        _check(self.precision in PRECISION_CHOICES, type(self), "precision",
+               f"one of {', '.join(PRECISION_CHOICES)}", self.precision)
+        _check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), type(self),
+               "adam_betas", "two numbers in [0, 1)", self.adam_betas)
+
+    def for_world(self, world_size: int) -> "TrainConfig":
+        """Resolve `update_tokens` into `update_freq` for this many ranks (section 5.1's ~25k tokens)."""
+        if self.update_tokens <= 0:
+            return self
+        per_update = self.max_tokens * world_size
+        return dataclasses.replace(self, update_freq=max(1, -(-self.update_tokens // per_update)), update_tokens=0)
 
 
 @dataclass(frozen=True)
@@ -138,26 +198,28 @@ PRESETS: dict[str, Preset] = {
         "tiny",
         ModelConfig(d_model=64, d_ff=128, heads=4, encoder_layers=2, decoder_layers=2,
                     max_positions=256),
-        TrainConfig(max_tokens=1024, warmup=200, lr_scale=2.0, max_steps=2000),
+        TrainConfig(max_tokens=1024, warmup=200, lr_scale=2.0, max_steps=2000, valid_every=200,
+                    log_every=10, save_every_minutes=0.0, save_every_steps=500),
         "2+2 layers, 64/128, 4 heads: for tests and smoke runs",
     ),
     "small": Preset(
         "small",
         ModelConfig(d_model=256, d_ff=1024, heads=4, encoder_layers=3, decoder_layers=3,
                     dropout=0.1, max_positions=512),
-        TrainConfig(max_tokens=4096, warmup=1000, lr_scale=2.0, max_steps=20_000),
+        TrainConfig(max_tokens=4096, warmup=1000, lr_scale=2.0, max_steps=20_000, valid_every=500,
+                    log_every=50, patience=10),
         "3+3 layers, 256/1024, 4 heads: Multi30k-sized data on a CPU",
     ),
     "base": Preset(
         "base",
         ModelConfig(),
-        TrainConfig(max_steps=100_000),
+        TrainConfig(max_steps=100_000, update_tokens=25_000),
         "the paper's base model (Table 3): 6+6 layers, 512/2048, 8 heads, 100k steps",
     ),
     "big": Preset(
         "big",
         ModelConfig(d_model=1024, d_ff=4096, heads=16, dropout=0.3),
-        TrainConfig(max_steps=300_000),
+        TrainConfig(max_steps=300_000, update_tokens=25_000, keep_last=20),
         "the paper's big model (Table 3): 6+6 layers, 1024/4096, 16 heads, dropout 0.3, 300k steps",
     ),
 }

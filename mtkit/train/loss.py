@@ -27,6 +27,16 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float) -> Los
     loss and the plain NLL for perplexity; calling cross_entropy twice would normalise the
     (tokens x V) logits twice. Padding positions contribute exactly zero. Float32 throughout.
     """
+    loss, nll_sum = label_smoothed_sums(logits, target, smoothing)
+    return LossSums(loss, nll_sum, int(target.ne(PAD).sum()))
+
+
+def label_smoothed_sums(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """(smoothed loss sum, detached NLL sum) without counting tokens.
+
+    Counting them needs `int(...)`, which waits for the device; the trainer already knows
+    each batch's token count from the data, so it calls this and never stalls a GPU queue.
+    """
     lprobs = F.log_softmax(logits.reshape(-1, logits.size(-1)).float(), dim=-1)  # (N, V)
     flat_target = target.reshape(-1)  # (N,)
     real = flat_target.ne(PAD)
@@ -34,4 +44,4 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float) -> Los
     smooth = -lprobs.mean(dim=-1)  # (N,) = sum over classes of (1/V) * -log p
     loss = ((1.0 - smoothing) * nll + smoothing * smooth).masked_fill(~real, 0.0).sum()
     nll_sum = nll.detach().masked_fill(~real, 0.0).sum()
-    return LossSums(loss, nll_sum, int(real.sum()))
+    return loss, nll_sum

@@ -1,0 +1,91 @@
+"""What the user sees of a run: RUN/metrics.jsonl, log lines, and a live progress line on a terminal.
+
+Every value logged goes to metrics.jsonl (one JSON object a line, with its `event`); the
+same values become a plain log line when stderr is not a terminal, and the postfix of a
+tqdm bar (on stderr) when it is. Only rank 0 reports.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+FORMATS = {"loss": "{:.3f}", "nll": "{:.3f}", "ppl": "{:.2f}", "lr": "{:.3g}", "tokens_per_s": "{:,.0f}",
+           "pad_eff": "{:.1%}", "s_per_update": "{:.3f}", "grad_norm": "{:.3f}"}
+
+
+def _fmt(key: str, value: Any) -> str:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return FORMATS.get(key, "{:.4g}").format(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}" if key in ("params", "tokens", "sentences") else str(value)
+    return str(value)
+
+
+class MetricsLog:
+    """Append-only metrics.jsonl plus logging; a tqdm bar over the steps when stderr is a terminal."""
+
+    def __init__(self, run_dir: Path, enabled: bool, max_steps: int, start_step: int):
+        self.enabled = enabled
+        self.path = run_dir / "metrics.jsonl"
+        self.file = open(self.path, "a", encoding="utf-8") if enabled else None
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=max_steps, initial=start_step, file=sys.stderr, unit="upd", dynamic_ncols=True,
+                            smoothing=0.05, desc="train")
+
+    def event(self, event: str, quiet_on_tty: bool = False, level: int = logging.INFO, **values: Any) -> None:
+        """One record: metrics.jsonl always; a log line unless a live bar already shows it."""
+        if not self.enabled:
+            return
+        record = {"event": event, "time": round(time.time(), 3), **values}
+        self.file.write(json.dumps(record, default=str) + "\n")
+        self.file.flush()
+        if self.bar is not None and quiet_on_tty:
+            shown = {k: _fmt(k, v) for k, v in values.items() if k in ("epoch", "loss", "lr", "tokens_per_s", "pad_eff")}
+            self.bar.set_postfix(shown, refresh=False)
+            return
+        text = " | ".join(f"{k} {_fmt(k, v)}" for k, v in values.items())
+        if self.bar is not None and level <= logging.INFO:
+            self.bar.write(f"{event} | {text}", file=sys.stderr)
+        else:
+            logger.log(level, "%s | %s", event, text)
+
+    def advance(self, steps: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(steps)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.file is not None:
+            self.file.close()
+
+
+class Window:
+    """Sums between two log lines (host numbers only: they arrive with the update's one sync)."""
+
+    def __init__(self) -> None:
+        self.loss = self.nll = self.seconds = 0.0
+        self.tgt = self.real = self.padded = self.updates = 0
+
+    def add(self, loss: float, nll: float, tgt: int, real_and_padded: np.ndarray, seconds: float) -> None:
+        if math.isfinite(loss):
+            self.loss, self.nll, self.tgt = self.loss + loss, self.nll + nll, self.tgt + tgt
+        self.real += int(real_and_padded[0])
+        self.padded += int(real_and_padded[1])
+        self.seconds += seconds
+        self.updates += 1

@@ -1,0 +1,107 @@
+"""One update means the same with any split: accumulation, and two gloo processes under torchrun."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from mtkit import checkpoint
+from mtkit.config import model_config
+from mtkit.data.batching import epoch_batches, plan_batches
+from mtkit.data.dataset import open_data
+from mtkit.model import Transformer
+from mtkit.train.precision import Precision
+from mtkit.train.trainer import accumulate
+from tests.conftest import ROOT, run_cli
+
+
+def grads_after(model: Transformer, split, group: list[np.ndarray], tokens: int) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    accumulate(model, split, group, 1.0 / tokens, Precision("fp32", torch.device("cpu")), 0.1, torch.device("cpu"))
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def test_one_batch_a_plus_b_equals_update_freq_2_over_a_then_b(toy_data) -> None:
+    data = open_data(toy_data)
+    split = data.split("train")
+    torch.manual_seed(0)
+    model = Transformer(model_config("tiny", data.vocab_size))
+    model.eval()  # dropout off: the two ways must see the same function
+    plan = plan_batches(split.src_sizes, split.tgt_sizes, 400, seed=1)
+    a, b = epoch_batches(plan, 0)[:2]
+    tokens = int((split.tgt_sizes[a] + 1).sum() + (split.tgt_sizes[b] + 1).sum())
+    together = grads_after(model, split, [np.concatenate([a, b])], tokens)
+    accumulated = grads_after(model, split, [a, b], tokens)
+    assert set(together) == set(accumulated)
+    for name, grad in together.items():
+        torch.testing.assert_close(accumulated[name], grad, rtol=0, atol=1e-5, msg=name)
+    assert max(g.abs().max().item() for g in together.values()) > 1e-3  # a real gradient, not zeros
+
+
+RANK_SCRIPT = textwrap.dedent("""
+    import os, sys, torch
+    from mtkit.cli import app
+    from mtkit.train import trainer
+    real = trainer.train
+    def keep_weights(*args, **kwargs):
+        result = real(*args, **kwargs)
+        torch.save(result.model.state_dict(), os.path.join(sys.argv[sys.argv.index("--out") + 1],
+                                                           f"rank{os.environ['RANK']}.pt"))
+        return result
+    trainer.train = keep_weights
+    app(sys.argv[1:])
+""")
+
+COMMON = ("--preset", "tiny", "--max-tokens", "400", "--dropout", "0", "--max-steps", "4", "--valid-every", "100",
+          "--save-every-steps", "0", "--device", "cpu", "--threads", "1", "--seed", "2")
+
+
+@pytest.mark.slow
+def test_torchrun_two_gloo_ranks_match_one_process_with_twice_the_update_freq(toy_data, tmp_path) -> None:
+    """2 ranks x update-freq 2 (DDP no_sync on the first batch) = 1 process x update-freq 4.
+
+    The toy data makes 8 batches of 400 tokens, so 4 updates cross an epoch boundary.
+    """
+    single, multi = tmp_path / "single", tmp_path / "multi"
+    one = run_cli("train", toy_data, "--out", single, *COMMON, "--update-freq", "4")
+    assert one.returncode == 0, one.stderr
+    script = tmp_path / "rank_script.py"
+    script.write_text(RANK_SCRIPT)
+    two = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+         "train", str(toy_data), "--out", str(multi), *COMMON, "--update-freq", "2"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "world_size 2" in two.stderr and "update_freq 2" in two.stderr
+
+    reference = checkpoint.load(single / "checkpoint_last.pt")
+    saved = checkpoint.load(multi / "checkpoint_last.pt")
+    assert reference["step"] == saved["step"] == 4 and len(saved["rng"]) == 2
+    assert reference["data"]["epoch"] == saved["data"]["epoch"] == 2
+    rank0 = torch.load(multi / "rank0.pt", weights_only=True)
+    rank1 = torch.load(multi / "rank1.pt", weights_only=True)
+    for name, weight in reference["model"].items():
+        assert torch.equal(rank0[name], rank1[name]), name  # DDP keeps the ranks identical
+        assert torch.equal(saved["model"][name], rank0[name]), name
+        keep = without_key_bias(name, weight.numel())
+        torch.testing.assert_close(rank0[name][keep], weight[keep], rtol=0, atol=1e-5, msg=name)
+
+
+def without_key_bias(name: str, size: int) -> slice | torch.Tensor:
+    """Everything but the key projection's bias: softmax is shift-invariant, so its true gradient is 0.
+
+    What backward computes for it is rounding noise, which differs with the summation order
+    (one batch of 4 vs 2 + 2 all-reduced), and Adam scales any noise up to lr-sized steps.
+    """
+    mask = torch.ones(size, dtype=torch.bool)
+    if name.endswith("qkv_proj.bias"):
+        mask[size // 3:2 * size // 3] = False  # [q | k | v]
+    elif name.endswith("kv_proj.bias"):
+        mask[:size // 2] = False  # [k | v]
+    return mask if mask.dim() and not mask.all() else slice(None)

@@ -1,0 +1,158 @@
+"""`mtkit train` as users meet it: what a run directory holds, what it logs, and one-sentence errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+
+import pytest
+import torch
+
+from mtkit import checkpoint
+from mtkit.config import PRESETS, model_config
+from mtkit.errors import MtkitError
+from mtkit.train import trainer
+from tests.conftest import run_cli
+
+FAST = ("--preset", "tiny", "--device", "cpu", "--threads", "1")
+
+
+@pytest.mark.slow
+def test_a_run_directory_holds_config_metrics_and_complete_checkpoints(toy_data, tmp_path) -> None:
+    run = tmp_path / "run"
+    done = run_cli("train", toy_data, "--out", run, *FAST, "--max-steps", "12", "--save-every-steps", "3",
+                   "--keep-last", "2", "--valid-every", "6", "--log-every", "3", "--set", "d_ff=96", "--dropout", "0.2")
+    assert done.returncode == 0, done.stderr
+    first = done.stderr.splitlines()[0]
+    for words in ("params", "device cpu", "precision fp32", "world_size 1", "effective_batch"):
+        assert words in first
+    config = json.loads((run / "config.json").read_text())
+    assert config["model"]["d_ff"] == 96 and config["model"]["dropout"] == 0.2
+    assert config["train"]["max_steps"] == 12 and config["world_size"] == 1
+    assert sorted(p.name for p in run.glob("checkpoint_*.pt")) == [
+        "checkpoint_12.pt", "checkpoint_9.pt", "checkpoint_best.pt", "checkpoint_last.pt"]
+
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    events = [r["event"] for r in records]
+    assert events[:2] == ["start", "data"] and events[-1] == "done"
+    steps = [r["step"] for r in records if r["event"] == "train"]
+    assert steps == [3, 6, 9, 12]
+    train_line = next(r for r in records if r["event"] == "train")
+    assert {"loss", "nll", "ppl", "lr", "tokens_per_s", "pad_eff", "epoch", "s_per_update", "eta_h"} <= set(train_line)
+    assert [r["step"] for r in records if r["event"] == "valid"] == [6, 12]
+
+    ckpt = checkpoint.load(run / "checkpoint_last.pt")
+    assert ckpt["kind"] == "checkpoint" and ckpt["step"] == 12
+    assert ckpt["vocab"] == (toy_data / "spm.model").read_bytes()
+    assert ckpt["train_config"] == config["train"] | {"adam_betas": tuple(config["train"]["adam_betas"])}
+    assert set(ckpt["rng"][0]) == {"python", "numpy", "torch", "cuda"}
+    assert set(ckpt["data"]) == {"epoch", "batch", "world_size", "max_tokens", "seed"}
+    model = checkpoint.build_from(ckpt)  # the saved config alone rebuilds the model
+    assert model.cfg.d_ff == 96
+    best = checkpoint.load(run / "checkpoint_best.pt")
+    assert best["step"] in (6, 12)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--preset", "huge"), "unknown preset 'huge'; choose one of: tiny, small, base, big"),
+    (("--set", "vocab_size=500"), "vocab_size 500 does not match the data's vocabulary"),
+    (("--set", "colour=blue"), "--set 'colour=blue': expected FIELD=VALUE with FIELD one of"),
+    (("--set", "heads=3"), "ModelConfig.d_model must be divisible by heads=3"),
+    (("--precision", "fp8"), "TrainConfig.precision must be one of fp32, bf16, fp16"),
+    (("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
+    (("--max-tokens", "0"), "TrainConfig.max_tokens must be a positive integer"),
+    (("--device", "tpu"), "unknown --device 'tpu'; use auto, cpu, cuda or cuda:N"),
+])
+def test_bad_input_is_one_sentence_without_traceback(toy_data, tmp_path, args, message) -> None:
+    result = run_cli("train", toy_data, "--out", tmp_path / "run", "--preset", "tiny", "--max-steps", "1", *args)
+    assert result.returncode == 1
+    assert message in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
+
+
+def test_a_directory_without_binarized_data_says_to_run_bpe(tmp_path) -> None:
+    (tmp_path / "raw").mkdir()
+    result = run_cli("train", tmp_path, "--out", tmp_path / "run", "--preset", "tiny")
+    assert result.returncode == 1 and "run `mtkit bpe" in result.stderr and "Traceback" not in result.stderr
+    missing = run_cli("train", tmp_path / "nowhere", "--out", tmp_path / "run", "--preset", "tiny")
+    assert missing.returncode == 1 and "nowhere does not exist" in missing.stderr
+
+
+def test_base_and_big_reach_about_25k_tokens_per_update_for_any_world_size() -> None:
+    for name in ("base", "big"):
+        cfg = PRESETS[name].train
+        for world in (1, 2, 4, 8, 16):
+            resolved = cfg.for_world(world)
+            capacity = resolved.update_freq * resolved.max_tokens * world
+            assert capacity >= 25_000 and (resolved.update_freq == 1 or capacity - cfg.max_tokens * world < 25_000)
+    assert PRESETS["base"].train.for_world(1).update_freq == 7
+    explicit = dataclasses.replace(PRESETS["base"].train, update_freq=3, update_tokens=0)
+    assert explicit.for_world(8).update_freq == 3  # an explicit --update-freq wins
+    assert PRESETS["tiny"].train.for_world(4).update_freq == 1
+
+
+def in_process_run(toy_data, run, **changes) -> trainer.TrainResult:
+    cfg = dataclasses.replace(PRESETS["tiny"].train, **{"max_tokens": 512, "valid_every": 100, "log_every": 1,
+                                                         **changes})
+    data_vocab = json.loads((toy_data / "bpe.json").read_text())["vocab_size"]
+    return trainer.train(toy_data, run, model_config("tiny", data_vocab), cfg, device="cpu")
+
+
+def test_a_nonfinite_loss_skips_the_update_and_many_in_a_row_stop_the_run(toy_data, tmp_path, monkeypatch,
+                                                                            caplog) -> None:
+    real, calls = trainer.label_smoothed_sums, {"n": 0}
+
+    def nan_on_call_3(logits, target, smoothing):
+        calls["n"] += 1
+        loss, nll = real(logits, target, smoothing)
+        return (loss * float("nan"), nll) if calls["n"] == 3 else (loss, nll)
+
+    monkeypatch.setattr(trainer, "label_smoothed_sums", nan_on_call_3)
+    with caplog.at_level(logging.WARNING):
+        result = in_process_run(toy_data, tmp_path / "one", max_steps=4, save_every_steps=0)
+    assert result.step == 4 and calls["n"] == 5  # 5 updates of one batch, one of them skipped
+    assert "nonfinite | step 3 | in_a_row 1 | action update skipped" in caplog.text
+    records = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["event"] == "nonfinite"] == [3]
+    assert all(torch.isfinite(p).all() for p in result.model.parameters())
+
+    monkeypatch.setattr(trainer, "label_smoothed_sums", lambda *a: tuple(x * float("nan") for x in real(*a)))
+    with pytest.raises(MtkitError, match=r"NaN or infinite for 3 updates in a row.*lower --lr-scale"):
+        in_process_run(toy_data, tmp_path / "many", max_steps=10, max_nonfinite=3)
+
+
+def test_bf16_autocast_trains_on_cpus_with_bf16_instructions(toy_data, tmp_path, monkeypatch) -> None:
+    from mtkit.train import precision
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)  # exercise the path on any CPU
+    result = in_process_run(toy_data, tmp_path / "bf16", max_steps=2, precision="bf16", save_every_steps=0)
+    assert result.step == 2 and all(p.dtype == torch.float32 for p in result.model.parameters())
+    assert checkpoint.load(tmp_path / "bf16" / "checkpoint_last.pt")["train_config"]["precision"] == "bf16"
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    with pytest.raises(MtkitError, match="bf16 is about 20x slower than fp32 on this CPU"):
+        in_process_run(toy_data, tmp_path / "slow", max_steps=2, precision="bf16")
+
+
+def test_patience_stops_early(toy_data, tmp_path, monkeypatch) -> None:
+    scores = iter([5.0, 4.0, 4.5, 4.0, 4.2, 3.0])  # new bests at validations 1 and 2, then none
+
+    def fake_validate(*args, **kwargs) -> dict[str, float]:
+        nll = next(scores)
+        return {"loss": nll, "nll": nll, "ppl": 2.0 ** nll, "tokens": 1}
+
+    monkeypatch.setattr(trainer, "validate", fake_validate)
+    result = in_process_run(toy_data, tmp_path / "patient", max_steps=50, valid_every=2, patience=3,
+                            save_every_steps=0)
+    assert (result.stopped, result.step, result.best) == ("patience", 10, 4.0)
+    best = checkpoint.load(tmp_path / "patient" / "checkpoint_best.pt")
+    assert best["step"] == 4 and best["progress"]["best"] == 4.0
+
+
+def test_out_of_memory_names_the_max_tokens_to_lower(toy_data, tmp_path, monkeypatch) -> None:
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(trainer, "accumulate", oom)
+    with pytest.raises(MtkitError, match=r"out of memory .* lower --max-tokens \(now 512, e.g. 256\)"):
+        in_process_run(toy_data, tmp_path / "oom", max_steps=2)
