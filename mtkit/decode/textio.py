@@ -1,0 +1,25 @@
+"""Raw text in: one sentence a line, bytes decoded as UTF-8 with every bad line reported, never fatal."""
+
+from __future__ import annotations
+
+import logging
+from typing import BinaryIO, Iterator
+
+logger = logging.getLogger(__name__)
+
+
+def read_lines(stream: BinaryIO, name: str = "input") -> Iterator[str]:
+    """Lines of a byte stream without their line ending, read lazily so that a pipe is served as it flows.
+
+    A line that is not valid UTF-8 has its bad bytes replaced by U+FFFD and is reported by number,
+    so one stray byte in a large file costs one sentence, not the whole run.
+    """
+    for number, raw in enumerate(stream, 1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
+            logger.warning("%s line %d is not valid UTF-8; the bad bytes were replaced by U+FFFD.", name, number)
+        if number == 1:
+            text = text.removeprefix("\ufeff")  # a byte-order mark is not part of the first sentence
+        yield text.rstrip("\r\n")
