@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "build_model": "mtkit.model",
     "Transformer": "mtkit.model",
+    "Translator": "mtkit.decode.translator",
 }
 
 

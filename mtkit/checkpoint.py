@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
-from mtkit.config import ModelConfig, config_from_dict
+from mtkit.config import ModelConfig, config_diff, config_from_dict
 from mtkit.errors import MtkitError
 
 FORMAT, VERSION = "mtkit", 1
@@ -151,13 +152,17 @@ def model_payload(model: torch.nn.Module, config: ModelConfig, vocab: bytes | No
             "step": step, **extra}
 
 
-def load(path: str | os.PathLike) -> dict[str, Any]:
-    """Load an mtkit file safely on CPU; anything else gets one clear sentence."""
+def load(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
+    """Load an mtkit file safely on CPU; anything else gets one clear sentence.
+
+    mmap=True maps the tensors from the file instead of reading them: parts never touched
+    (an optimizer state, when only weights are needed) cost no memory.
+    """
     path = Path(path)
     if not path.is_file():
         raise MtkitError(f"model file {path} does not exist.")
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as exc:  # pickle, zip and weights-only errors all mean the same to a user
         raise MtkitError(f"{path} is not a readable mtkit model or checkpoint ({type(exc).__name__}).") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
@@ -188,3 +193,68 @@ def build_from(ckpt: dict[str, Any]) -> torch.nn.Module:
             parts.append(f"unexpected weights: {', '.join(unexpected)}")
         raise MtkitError(f"the weights do not fit the saved model config ({'; '.join(parts)}).")
     return model
+
+
+CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.pt")
+
+
+def run_checkpoints(run: str | os.PathLike, last: int) -> list[Path]:
+    """The newest `last` checkpoint_<step>.pt files of a run directory by step, oldest first.
+
+    checkpoint_last.pt and checkpoint_best.pt are copies of numbered ones and never counted.
+    """
+    run = Path(run)
+    if not run.is_dir():
+        raise MtkitError(f"run directory {run} does not exist.")
+    if last < 1:
+        raise MtkitError(f"--last must be a positive number of checkpoints, got {last}.")
+    numbered = sorted((int(m.group(1)), p) for p in run.iterdir() if (m := CHECKPOINT_NAME.fullmatch(p.name)))
+    if not numbered:
+        raise MtkitError(f"{run} holds no checkpoint_<step>.pt files to average.")
+    return [p for _, p in numbered[-last:]]
+
+
+def _tied_keys(state: dict[str, torch.Tensor]) -> dict[str, str]:
+    """Each state_dict key mapped to the first key that holds the very same tensor (shared embeddings, 3.4)."""
+    first: dict[tuple, str] = {}
+    return {key: first.setdefault((t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+                                   t.stride(), t.dtype), key) for key, t in state.items()}
+
+
+def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
+    """A kind "model" file whose weights are the checkpoints' mean (paper section 6.1: last 5 or 20).
+
+    Streams: one checkpoint (memory-mapped) plus a float32 accumulator at a time. Tied weights
+    are averaged once and saved as one tensor under all their keys, so the tie survives a
+    save and load. Checkpoints of different configs or vocabularies are refused.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise MtkitError("no checkpoints to average.")
+    first = load(paths[0], mmap=True)
+    config, vocab, state = config_of(first), first.get("vocab"), first["model"]
+    tied = _tied_keys(state)
+    total = {key: state[key].to(torch.float32, copy=True) for key in set(tied.values())
+             if state[key].is_floating_point()}
+    step = int(first.get("step", 0))
+    for path in paths[1:]:
+        ckpt = load(path, mmap=True)
+        diff = config_diff(config, config_of(ckpt))
+        if diff:
+            raise MtkitError(f"cannot average {paths[0]} and {path}: their model configs differ ({'; '.join(diff)}).")
+        if ckpt.get("vocab") != vocab:
+            raise MtkitError(f"cannot average {paths[0]} and {path}: their SentencePiece vocabularies differ.")
+        if set(ckpt["model"]) != set(state):
+            odd = sorted(set(ckpt["model"]) ^ set(state))
+            raise MtkitError(f"cannot average {paths[0]} and {path}: weights {', '.join(odd)} are in only one of them.")
+        for key, acc in total.items():
+            acc.add_(ckpt["model"][key])
+        step = max(step, int(ckpt.get("step", 0)))
+        del ckpt
+    mean: dict[str, torch.Tensor] = {}
+    for key in tied.values():
+        if key not in mean:  # integer tensors, if any, are taken from the first file
+            mean[key] = total[key].div_(len(paths)).to(state[key].dtype) if key in total else state[key].clone()
+    return {"format": FORMAT, "version": VERSION, "kind": "model", "model_config": dataclasses.asdict(config),
+            "model": {key: mean[tied[key]] for key in state}, "vocab": vocab, "step": step,
+            "averaged_from": [str(p) for p in paths]}

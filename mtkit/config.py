@@ -241,3 +241,33 @@ def model_config(preset: str, vocab_size: int, **overrides: Any) -> ModelConfig:
     if unknown:
         raise MtkitError(f"unknown model field(s) {', '.join(unknown)}; valid fields: {', '.join(sorted(fields))}.")
     return dataclasses.replace(base, vocab_size=vocab_size, **overrides)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Beam search settings of section 6.1: beam 4, length penalty alpha 0.6, max length input + 50.
+
+    The length penalty is GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, Eq. 14);
+    "fairseq" is |Y|^alpha and "none" ranks by the plain sum of log-probabilities. |Y|
+    counts the end-of-sentence token, as tensor2tensor and fairseq do. The longest output
+    for a source of n subword tokens is floor(max_len_a * n + max_len_b) tokens before EOS.
+    """
+
+    beam: int = 4
+    alpha: float = 0.6
+    lenpen: str = "gnmt"
+    max_len_a: float = 1.0
+    max_len_b: int = 50
+    nbest: int = 1  # hypotheses returned per sentence, best first
+
+    def __post_init__(self) -> None:
+        _positive(self, "beam", "nbest")
+        _check(self.lenpen in LENPEN_CHOICES, type(self), "lenpen", f"one of {', '.join(LENPEN_CHOICES)}",
+               self.lenpen)
+        _check(isinstance(self.alpha, (int, float)) and self.alpha >= 0 and self.alpha == self.alpha
+               and self.alpha != float("inf"), type(self), "alpha", "a finite number >= 0", self.alpha)
+        _check(isinstance(self.max_len_a, (int, float)) and 0 <= self.max_len_a < float("inf"), type(self),
+               "max_len_a", "a finite number >= 0", self.max_len_a)
+        _check(isinstance(self.max_len_b, int) and self.max_len_b >= 0, type(self), "max_len_b",
+               "an integer >= 0", self.max_len_b)
+        _check(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)

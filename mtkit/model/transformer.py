@@ -225,7 +225,7 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
-        for table in {self.src_embed.table, self.tgt_embed.table}:
+        for table in dict.fromkeys((self.src_embed.table, self.tgt_embed.table)):  # ordered: same seed, same init
             nn.init.normal_(table.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
             with torch.no_grad():
                 table.weight[PAD].zero_()

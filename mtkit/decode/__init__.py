@@ -1,0 +1,1 @@
+"""Decoding: batched beam search (beam.py) and text-in, text-out translation (translator.py)."""

@@ -1,0 +1,187 @@
+"""Batched beam search with a length penalty (paper section 6.1); beam 1 is greedy search.
+
+Hypotheses are ranked by log P(Y|X) / lp(|Y|), where |Y| counts the end-of-sentence token
+(as tensor2tensor and fairseq count it). All work happens on tensors over the flattened
+(sentences x beams) rows; sentences leave the batch as soon as they are done, and the
+key/value cache shrinks with them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from mtkit.config import BOS, EOS, PAD, DecodeConfig
+from mtkit.model.transformer import DecoderCache, LayerCache, Transformer
+
+NEG_INF = -math.inf
+
+
+def length_penalty(length: Tensor | float, alpha: float, kind: str) -> Tensor | float:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, Eq. 14); fairseq's |Y|^alpha; or 1.
+
+    Non-decreasing in |Y| for alpha >= 0, which the early-stopping bound relies on.
+    """
+    if kind == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    if kind == "fairseq":
+        return length ** alpha
+    if kind == "none":
+        return length * 0.0 + 1.0  # keeps the argument's type: a tensor stays a tensor
+    raise ValueError(f"unknown length penalty {kind!r}")
+
+
+def max_output_lengths(src_lengths: Tensor, config: DecodeConfig, max_positions: int) -> Tensor:
+    """Tokens a sentence may emit before EOS: floor(a * |X| + b), capped so that BOS + output fit the positions."""
+    limit = torch.floor(config.max_len_a * src_lengths.double() + config.max_len_b).long()
+    return limit.clamp(min=0, max=max_positions - 1)
+
+
+def top_candidates(logp: Tensor, lprobs: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The `count` best one-token extensions of each sentence's beams, best first.
+
+    logp (n, k): log-probabilities of the live hypotheses; lprobs (n, k, V): of the next token.
+    Returns (scores, beam, token), each (n, count). All live hypotheses have the same length,
+    so ranking by log-probability is ranking by the length-penalised score.
+    """
+    n, k, V = lprobs.shape
+    scores, flat = (logp.unsqueeze(-1) + lprobs).view(n, k * V).topk(min(count, k * V), dim=1)
+    return scores, torch.div(flat, V, rounding_mode="floor"), flat % V
+
+
+def follow_beams(cache: DecoderCache, rows: Tensor, sentences_changed: bool) -> DecoderCache:
+    """The cache rows of the surviving hypotheses (rows index the flattened sentences x beams).
+
+    Every beam of a sentence has the same cross-attention keys/values and source mask, so
+    while no sentence leaves the batch only the self-attention history is reordered; when
+    one does, `DecoderCache.reorder` selects everything.
+    """
+    if sentences_changed:
+        return cache.reorder(rows)
+    layers = tuple(LayerCache(c.self_k.index_select(0, rows), c.self_v.index_select(0, rows), c.cross_k, c.cross_v)
+                   for c in cache.layers)
+    return DecoderCache(layers, cache.src_mask, cache.length)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One finished output: ids without BOS/EOS, and log P(Y|X) / lp(|Y|)."""
+
+    tokens: list[int]
+    score: float
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Per sentence, its best hypotheses (at most `nbest`, best first) and the decoder steps it took."""
+
+    hypotheses: list[list[Hypothesis]]
+    steps: list[int]
+
+
+@dataclass
+class _Finished:
+    """The best `nbest` finished hypotheses of every sentence, kept as padded tensors."""
+
+    score: Tensor  # (B, K), -inf where empty
+    tokens: Tensor  # (B, K, W)
+    length: Tensor  # (B, K)
+
+    def add(self, sentences: Tensor, score: Tensor, tokens: Tensor) -> None:
+        """Merge new endings (score (n, c), tokens (n, c, t)) of `sentences` into their best K."""
+        K, W = self.score.size(1), self.tokens.size(2)
+        n, c, t = tokens.shape
+        all_score = torch.cat([self.score[sentences], score], dim=1)  # (n, K + c)
+        all_tokens = torch.cat([self.tokens[sentences], F.pad(tokens, (0, W - t))], dim=1)  # (n, K + c, W)
+        all_length = torch.cat([self.length[sentences], self.length.new_full((n, c), t)], dim=1)
+        best_score, pick = all_score.topk(K, dim=1)  # (n, K)
+        self.score[sentences] = best_score
+        self.tokens[sentences] = all_tokens.gather(1, pick.unsqueeze(-1).expand(-1, -1, W))
+        self.length[sentences] = all_length.gather(1, pick)
+
+    def hypotheses(self) -> list[list[Hypothesis]]:
+        score, tokens, length = self.score.tolist(), self.tokens.tolist(), self.length.tolist()
+        return [[Hypothesis(tokens[b][j][:length[b][j]], score[b][j]) for j in range(len(score[b]))
+                 if score[b][j] > NEG_INF] for b in range(len(score))]
+
+
+@torch.inference_mode()
+def beam_search(model: Transformer, src: Tensor, config: DecodeConfig = DecodeConfig(),
+                early_stop: bool = True) -> SearchResult:
+    """Translate a batch of source ids (B, S) = ids + [EOS], right-padded with 0.
+
+    A sentence stops as soon as no live hypothesis can beat its nbest-th finished one
+    (`early_stop`; turning it off runs every sentence to its length limit and gives the
+    same result). Beam 1 is greedy: with no alternatives kept, its first ending ends it.
+    """
+    B, k, K, device = src.size(0), config.beam, config.nbest, src.device
+    if B == 0:
+        return SearchResult([], [])
+    encoded = model.encode(src)
+    # Scores in fp32 at least (fp64 when the model runs in fp64, as some tests do).
+    dtype = torch.float64 if encoded.memory.dtype == torch.float64 else torch.float32
+    limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, model.cfg.max_positions)  # (B,)
+    steps = int(limit.max()) + 1
+    finished = _Finished(torch.full((B, K), NEG_INF, dtype=dtype, device=device), src.new_zeros(B, K, steps),
+                         src.new_zeros(B, K))
+    done_at = [0] * B
+    # 1. Each sentence is encoded once (above); each of its k beams gets a row of the cache.
+    cache = model.init_cache(encoded).reorder(torch.arange(B, device=device).repeat_interleave(k))
+    alive = torch.arange(B, device=device)  # (n,) the sentences still searching
+    tokens = src.new_zeros(B, k, 0)  # (n, k, t) live hypotheses, BOS left out
+    logp = torch.full((B, k), NEG_INF, dtype=dtype, device=device)
+    logp[:, 0] = 0.0  # the k beams start as copies; only the first counts
+    last = src.new_full((B * k, 1), BOS)
+    for t in range(steps):  # t tokens emitted so far
+        n = alive.numel()
+        # 2. One decoder step for every live hypothesis.
+        logits, cache = model.decode_step(last, cache)
+        logits = logits[:, -1]
+        lprobs = F.log_softmax(logits.to(dtype), dim=-1).view(n, k, -1)  # (n, k, V)
+        lprobs[:, :, PAD] = NEG_INF
+        lprobs[:, :, BOS] = NEG_INF
+        # 3. A sentence at its length limit may only end.
+        at_limit = limit[alive] <= t
+        if bool(at_limit.any()):
+            lprobs[at_limit, :, :EOS] = NEG_INF
+            lprobs[at_limit, :, EOS + 1:] = NEG_INF
+        # 4. The 2k best extensions: at most k of them end, so k always remain to go on.
+        cand, beam, token = top_candidates(logp, lprobs, 2 * k)  # (n, 2k) each
+        ends = token.eq(EOS)
+        # 5. Endings that rank among the top k finish, scored with the length penalty of |Y| = t + 1.
+        ending = ends[:, :k] & torch.isfinite(cand[:, :k])
+        if bool(ending.any()):
+            score = (cand[:, :k] / length_penalty(t + 1.0, config.alpha, config.lenpen)).masked_fill(~ending, NEG_INF)
+            ended = tokens.gather(1, beam[:, :k, None].expand(-1, -1, t))  # (n, k, t)
+            finished.add(alive, score, ended)
+        # 6. The k best extensions that do not end are the new live hypotheses.
+        logp, pick = cand.masked_fill(ends, NEG_INF).topk(k, dim=1)  # (n, k)
+        beam, token = beam.gather(1, pick), token.gather(1, pick)
+        tokens = torch.cat([tokens.gather(1, beam[..., None].expand(-1, -1, t)), token[..., None]], dim=2)
+        rows = (torch.arange(n, device=device) * k)[:, None] + beam  # (n, k) rows of the cache
+        # 7. Done: nothing left alive, or (greedy) an ending, or no live hypothesis can win any more.
+        #    Later tokens only lower log P, so the best a live hypothesis can still score is its
+        #    log P over the largest penalty any length left to it allows (|Y| in [t + 2, limit + 1]).
+        done = ~torch.isfinite(logp[:, 0])
+        worst_kept = finished.score[alive, K - 1]
+        if k == 1:
+            done |= torch.isfinite(finished.score[alive, 0])
+        if early_stop:
+            lp_max = torch.maximum(length_penalty(limit[alive].to(logp.dtype) + 1.0, config.alpha, config.lenpen),
+                                   length_penalty(torch.full_like(logp[:, 0], t + 2.0), config.alpha, config.lenpen))
+            done |= worst_kept >= logp[:, 0] / lp_max
+        # 8. Done sentences leave the batch; the cache follows the surviving hypotheses.
+        if bool(done.any()):
+            for b in alive[done].tolist():
+                done_at[b] = t + 1
+            keep = ~done
+            if not bool(keep.any()):
+                break
+            alive, tokens, logp, rows, token = alive[keep], tokens[keep], logp[keep], rows[keep], token[keep]
+        cache = follow_beams(cache, rows.reshape(-1), sentences_changed=bool(done.any()))
+        last = token.reshape(-1, 1)
+    return SearchResult(finished.hypotheses(), done_at)

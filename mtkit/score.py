@@ -1,0 +1,150 @@
+"""Scores for translations: sacreBLEU, chrF and TER (sacrebleu library), and the paper's tokenized BLEU.
+
+The paper's 27.3 / 28.4 are tokenized BLEU with compound splitting, as tensor2tensor's
+get_ende_bleu.sh computes them: Moses tokenizer.perl on both sides, then
+`s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g`, then multi-bleu.perl on the tokens.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from mtkit.errors import MtkitError
+
+# get_ende_bleu.sh's perl substitution; Python's re.sub also scans left to right without overlaps,
+# so "3-D-Film" becomes "3 ##AT##-##AT## D-Film" here exactly as it does there.
+COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+@dataclass(frozen=True)
+class Score:
+    """One corpus-level score: sacrebleu's name for it, the value, its text and its signature."""
+
+    name: str
+    score: float
+    text: str
+    signature: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired bootstrap resampling of one metric: each system's score, bootstrap mean and 95% CI, p-value."""
+
+    name: str
+    baseline: float
+    baseline_mean: float
+    baseline_ci: float
+    system: float
+    system_mean: float
+    system_ci: float
+    p_value: float
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Lines as sacrebleu's command line reads them (trailing whitespace stripped); .gz files too."""
+    path = Path(path)
+    if not path.is_file():
+        raise MtkitError(f"{path} does not exist.")
+    opener = gzip.open if path.suffix == ".gz" else open
+    lines = []
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="\n") as f:
+            for line in f:
+                lines.append(line.rstrip())
+    except UnicodeDecodeError:
+        raise MtkitError(f"{path} is not valid UTF-8 (after line {len(lines)}).") from None
+    return lines
+
+
+def check_lengths(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyp_name: str,
+                  ref_names: Sequence[str]) -> None:
+    """Scores of misaligned files are meaningless: refuse them with both counts."""
+    for ref, name in zip(refs, ref_names):
+        if len(ref) != len(hyps):
+            raise MtkitError(f"{hyp_name} has {len(hyps)} lines but {name} has {len(ref)}; they must be aligned.")
+
+
+def _metrics() -> dict:
+    from sacrebleu.metrics import BLEU, CHRF, TER
+
+    return {"BLEU": BLEU(), "chrF2": CHRF(), "TER": TER()}
+
+
+def corpus_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[Score]:
+    """sacreBLEU, chrF2 and TER with sacrebleu's defaults, each with its signature."""
+    scores = []
+    for metric in _metrics().values():
+        result = metric.corpus_score(list(hyps), [list(r) for r in refs])
+        scores.append(Score(result.name, result.score, result.format(width=2), str(metric.get_signature())))
+    return scores
+
+
+def paper_tokenize(lines: Sequence[str], lang: str) -> list[str]:
+    """Moses tokenization (sacremoses, no HTML escaping) and get_ende_bleu.sh's compound splitting.
+
+    tokenizer.perl escapes & " ' < > to entities by default; an entity maps one token to one
+    token, so BLEU is the same either way, and the unescaped text is easier to read.
+    """
+    from sacremoses import MosesTokenizer
+
+    tokenizer = MosesTokenizer(lang=lang)
+    return [COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokenizer.tokenize(line, return_str=True, escape=False))
+            for line in lines]
+
+
+def paper_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lang: str = "de") -> Score:
+    """The paper's tokenized, compound-split BLEU.
+
+    sacrebleu with tokenize="none" splits on whitespace and smooth_method="none" gives 0 for a
+    zero n-gram count: multi-bleu.perl's arithmetic, including the closest reference length
+    (the shorter one on ties) for the brevity penalty.
+    """
+    from sacrebleu.metrics import BLEU
+
+    metric = BLEU(tokenize="none", smooth_method="none", force=True)
+    result = metric.corpus_score(paper_tokenize(hyps, lang), [paper_tokenize(r, lang) for r in refs])
+    signature = f"{metric.get_signature()}|moses:{lang}+compound-split"
+    return Score("BLEU (tokenized, compound-split)", result.score, result.format(width=2), signature)
+
+
+def paired_bootstrap(hyps: Sequence[str], hyps2: Sequence[str], refs: Sequence[Sequence[str]],
+                     samples: int = 1000) -> list[Comparison]:
+    """Paired bootstrap resampling (Koehn 2004) of system 2 against system 1, through sacrebleu.
+
+    sacrebleu seeds its generator from $SACREBLEU_SEED (12345 by default), so reruns agree.
+    """
+    from sacrebleu.significance import PairedTest
+
+    test = PairedTest([("baseline", list(hyps)), ("system", list(hyps2))], _metrics(),
+                      [list(r) for r in refs], test_type="bs", n_samples=samples)
+    _, results = test()
+    comparisons = []
+    for name, (base, system) in ((k, v) for k, v in results.items() if k != "System"):
+        comparisons.append(Comparison(name, *(float(v) for v in (base.score, base.mean, base.ci, system.score,
+                                                                   system.mean, system.ci, system.p_value))))
+    return comparisons
+
+
+def sacrebleu_references(test_set: str, langpair: str) -> list[list[str]]:
+    """The references of a named test set, through sacrebleu's own downloader and cache ($SACREBLEU)."""
+    from sacrebleu.dataset import DATASETS
+
+    if test_set not in DATASETS:
+        raise MtkitError(f"sacrebleu knows no test set {test_set!r}; for example: wmt14, wmt14/full, wmt13.")
+    pairs = list(DATASETS[test_set].langpairs)
+    if langpair not in pairs:
+        raise MtkitError(f"test set {test_set} has no language pair {langpair!r}; it has: {', '.join(pairs)}.")
+    from sacrebleu.utils import get_reference_files
+
+    try:
+        files = get_reference_files(test_set, langpair)
+    except (Exception, SystemExit) as exc:  # urllib errors, or sacrebleu's own sys.exit on a bad download
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise MtkitError(f"could not get the {test_set} {langpair} references through sacrebleu ({reason}); "
+                         f"check the network, or put them in sacrebleu's cache ($SACREBLEU).") from None
+    return [read_lines(f) for f in files]

@@ -1,0 +1,176 @@
+"""Beam search: its pieces, and invariants against brute force, greedy, one-by-one and no early stopping."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mtkit.config import BOS, EOS, PAD, DecodeConfig
+from mtkit.decode.beam import (beam_search, follow_beams, length_penalty, max_output_lengths,
+                               top_candidates)
+
+
+def sources(n: int, vocab_size: int, seed: int, max_len: int = 9) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, max_len + 1, (n,), generator=g).tolist()
+    return [torch.randint(4, vocab_size, (length,), generator=g).tolist() for length in lengths]
+
+
+def batch(ids: list[list[int]]) -> torch.Tensor:
+    """ids + [EOS], right-padded with PAD: what the translator feeds the search."""
+    src = torch.full((len(ids), max(map(len, ids)) + 1), PAD, dtype=torch.long)
+    for row, sentence in enumerate(ids):
+        src[row, :len(sentence) + 1] = torch.tensor([*sentence, EOS])
+    return src
+
+
+def sequence_logprob(model, src: torch.Tensor, outputs: list[list[int]]) -> list[float]:
+    """log P(Y + [EOS] | X) by teacher forcing without any cache, one source, many outputs."""
+    tgt_in = batch([[BOS, *y] for y in outputs])[:, :-1]  # [BOS] + y, padded (the EOS column dropped)
+    tgt_in[tgt_in.eq(EOS)] = PAD  # only the appended EOS can be there: padding after shorter outputs
+    encoded = model.encode(src.expand(len(outputs), -1))
+    lprobs = F.log_softmax(model.decode(tgt_in, encoded).double(), dim=-1)
+    return [sum(lprobs[i, t, tok].item() for t, tok in enumerate([*y, EOS])) for i, y in enumerate(outputs)]
+
+
+def test_length_penalty_is_the_gnmt_formula_and_never_decreases():
+    assert length_penalty(1.0, 0.6, "gnmt") == pytest.approx(1.0)  # ((5 + 1) / 6)^alpha
+    assert length_penalty(7.0, 0.6, "gnmt") == pytest.approx(2.0 ** 0.6)
+    assert length_penalty(9.0, 0.5, "fairseq") == pytest.approx(3.0)
+    assert length_penalty(9.0, 0.5, "none") == 1.0
+    lengths = torch.arange(1, 200, dtype=torch.float64)
+    for kind, alpha in itertools.product(("gnmt", "fairseq", "none"), (0.0, 0.6, 1.0, 2.0)):
+        lp = length_penalty(lengths, alpha, kind)
+        assert isinstance(lp, torch.Tensor) and lp.shape == lengths.shape
+        assert bool((lp[1:] >= lp[:-1]).all()), (kind, alpha)
+    with pytest.raises(ValueError):
+        length_penalty(3.0, 0.6, "bogus")
+
+
+def test_max_output_length_is_a_times_source_plus_b_within_the_positions():
+    n = torch.tensor([0, 3, 10, 500])
+    assert max_output_lengths(n, DecodeConfig(), 1024).tolist() == [50, 53, 60, 550]
+    assert max_output_lengths(n, DecodeConfig(max_len_a=1.5, max_len_b=2), 1024).tolist() == [2, 6, 17, 752]
+    assert max_output_lengths(n, DecodeConfig(), 256).tolist() == [50, 53, 60, 255]  # BOS needs a position
+
+
+def test_top_candidates_are_the_best_beam_token_pairs():
+    g = torch.Generator().manual_seed(0)
+    logp, lprobs = torch.randn(3, 4, generator=g), torch.randn(3, 4, 7, generator=g)
+    scores, beam, token = top_candidates(logp, lprobs, 8)
+    for s in range(3):
+        everything = sorted(((logp[s, b] + lprobs[s, b, v]).item(), b, v) for b in range(4) for v in range(7))[::-1]
+        assert [(b, v) for _, b, v in everything[:8]] == list(zip(beam[s].tolist(), token[s].tolist()))
+        assert scores[s].tolist() == pytest.approx([x for x, _, _ in everything[:8]])
+
+
+def test_follow_beams_within_sentences_equals_a_full_reorder(make_model):
+    model = make_model(20, seed=0)
+    cache = model.init_cache(model.encode(batch(sources(3, 20, seed=1)))).reorder(torch.arange(3).repeat_interleave(2))
+    _, cache = model.decode_step(torch.full((6, 1), BOS), cache)
+    rows = torch.tensor([1, 1, 2, 3, 5, 4])  # each sentence's rows stay its own
+    fast, full = follow_beams(cache, rows, sentences_changed=False), cache.reorder(rows)
+    for a, b in zip(fast.layers, full.layers):
+        for name in ("self_k", "self_v", "cross_k", "cross_v"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
+@pytest.mark.parametrize("lenpen,alpha", [("gnmt", 0.6), ("gnmt", 2.0), ("fairseq", 1.0), ("none", 0.0)])
+def test_a_wide_beam_finds_the_brute_force_k_best(lenpen, alpha, make_model):
+    V, L, K = 8, 3, 5  # UNK and 4..7 can be emitted: 1 + 5 + 25 + 125 outputs of at most L tokens
+    config = DecodeConfig(beam=160, nbest=K, alpha=alpha, lenpen=lenpen, max_len_a=0.0, max_len_b=L)  # never prunes
+    emittable = [t for t in range(V) if t not in (PAD, BOS, EOS)]
+    outputs = [list(y) for n in range(L + 1) for y in itertools.product(emittable, repeat=n)]
+    lengths = set()
+    for seed in (0, 1):
+        model = make_model(V, seed=seed, share_embeddings="none").double()
+        with torch.no_grad():  # sharper than at initialisation, so that output lengths matter more
+            model.output_proj.weight.mul_(8.0)
+        src = batch(sources(8, V, seed=4))
+        found = beam_search(model, src, config).hypotheses
+        for row in range(src.size(0)):
+            logprobs = sequence_logprob(model, src[row:row + 1], outputs)
+            scores = [lp / length_penalty(len(y) + 1.0, alpha, lenpen) for lp, y in zip(logprobs, outputs)]
+            best = sorted(range(len(outputs)), key=scores.__getitem__, reverse=True)[:K]
+            assert [h.tokens for h in found[row]] == [outputs[i] for i in best]
+            assert [h.score for h in found[row]] == pytest.approx([scores[i] for i in best], abs=1e-9)
+            lengths.update(len(outputs[i]) for i in best)
+    assert len(lengths) > 2, "the K best should have several lengths"
+
+
+def greedy(model, ids: list[int], limit: int) -> list[int]:
+    """The plain greedy loop: re-run the decoder on the whole prefix, take the argmax, stop at EOS."""
+    src, out = batch([ids]), []
+    encoded = model.encode(src)
+    while True:
+        lprobs = F.log_softmax(model.decode(torch.tensor([[BOS, *out]]), encoded)[0, -1], dim=-1)
+        lprobs[[PAD, BOS]] = -math.inf
+        token = EOS if len(out) == limit else int(lprobs.argmax())
+        if token == EOS:
+            return out
+        out.append(token)
+
+
+@pytest.mark.parametrize("alpha", [0.6, 2.0])
+def test_beam_one_is_greedy(alpha, make_model):
+    V = 24
+    model = make_model(V, seed=14, share_embeddings="none").double()  # a model that ends sentences early
+    config = DecodeConfig(beam=1, alpha=alpha, max_len_b=12)  # alpha 2 tempts a search to go on after EOS
+    ids = sources(12, V, seed=6)
+    found = beam_search(model, batch(ids), config).hypotheses
+    for sentence, hypotheses in zip(ids, found):
+        assert hypotheses[0].tokens == greedy(model, sentence, len(sentence) + 12)
+
+
+@pytest.mark.parametrize("beam,nbest", [(4, 1), (5, 3)])
+def test_a_batch_gives_what_each_sentence_gives_alone(beam, nbest, make_model):
+    V = 30
+    model = make_model(V, seed=7).double()
+    config = DecodeConfig(beam=beam, nbest=nbest, max_len_b=10)
+    ids = sources(10, V, seed=8, max_len=15)
+    together = beam_search(model, batch(ids), config).hypotheses
+    for sentence, hypotheses in zip(ids, together):
+        alone = beam_search(model, batch([sentence]), config).hypotheses[0]
+        assert [h.tokens for h in hypotheses] == [h.tokens for h in alone]
+        assert [h.score for h in hypotheses] == pytest.approx([h.score for h in alone], abs=1e-9)
+
+
+@pytest.mark.parametrize("config", [DecodeConfig(max_len_b=20), DecodeConfig(beam=5, nbest=2, max_len_b=20),
+                                    DecodeConfig(alpha=2.0, max_len_b=10),
+                                    DecodeConfig(lenpen="fairseq", alpha=0.3, max_len_b=4)],
+                         ids=["default", "nbest", "alpha2", "fairseq"])
+def test_early_stopping_never_changes_the_result(config, make_model):
+    V, stopped_early = 16, 0
+    for seed in (1, 5):  # random models with a small vocabulary that end sentences early and often
+        model = make_model(V, seed=seed, share_embeddings="none").double()
+        with torch.no_grad():  # a little sharper than at initialisation: a stop rule that ignores the growth
+            model.output_proj.weight.mul_(2.0)  # of the length penalty then changes results (with alpha 2)
+        src = batch(sources(40, V, seed=20 + seed, max_len=12))
+        early = beam_search(model, src, config, early_stop=True)
+        full = beam_search(model, src, config, early_stop=False)
+        assert [[h.tokens for h in hs] for hs in early.hypotheses] == [[h.tokens for h in hs] for hs in full.hypotheses]
+        for a, b in zip(early.hypotheses, full.hypotheses):  # batches shrink differently: last-bit differences
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-9)
+        stopped_early += sum(e < f for e, f in zip(early.steps, full.steps))
+    assert stopped_early >= 10, "the test needs inputs on which early stopping actually stops early"
+
+
+def test_hypotheses_are_ranked_and_within_the_length_limit(make_model):
+    V = 40
+    model = make_model(V, seed=11)
+    ids = sources(8, V, seed=12)
+    config = DecodeConfig(beam=6, nbest=4, max_len_a=0.5, max_len_b=3)
+    result = beam_search(model, batch(ids), config)
+    for sentence, hypotheses in zip(ids, result.hypotheses):
+        assert 1 <= len(hypotheses) <= 4
+        scores = [h.score for h in hypotheses]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in hypotheses}) == len(hypotheses)
+        assert all(len(h.tokens) <= int(0.5 * len(sentence) + 3) for h in hypotheses)
+        assert all(t not in (PAD, BOS, EOS) for h in hypotheses for t in h.tokens)
+    nothing = beam_search(model, batch(ids), DecodeConfig(max_len_a=0.0, max_len_b=0)).hypotheses
+    assert all(hs[0].tokens == [] for hs in nothing)

@@ -1,0 +1,124 @@
+"""Translator: batching by tokens, input order, streaming, odd input lines; and the raw-text reader."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+import torch
+
+import mtkit
+from mtkit.config import DecodeConfig
+from mtkit.data.vocab import Vocab
+from mtkit.decode.textio import open_output, read_lines
+from mtkit.decode.translator import Translator, pack_batches, resolve_dtype
+from mtkit.errors import MtkitError
+
+FAST = DecodeConfig(beam=2, max_len_b=5)
+
+
+@pytest.fixture(scope="module")
+def translator(model_file) -> Translator:
+    return Translator.load(model_file, device="cpu")
+
+
+def test_pack_batches_covers_every_sentence_once_within_the_budget():
+    lengths = [5, 1, 9, 3, 3, 40, 7, 2, 8, 8]
+    batches = pack_batches(lengths, batch_tokens=20)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(flat, reverse=True)
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 20
+    assert [len(b) for b in pack_batches([3] * 10, batch_tokens=9)] == [3, 3, 3, 1]
+
+
+def test_translator_is_exported_lazily_and_loads_a_training_checkpoint(translator, model_file):
+    assert mtkit.Translator is Translator
+    loaded = mtkit.Translator.load(str(model_file), device="cpu")
+    assert loaded.translate(["A dog runs."], beam=2) == translator.translate(["A dog runs."], beam=2)
+
+
+def test_translations_keep_the_input_order_and_empty_lines(translator, multi30k_lines):
+    lines = multi30k_lines["test_2016_flickr.en"][:12]
+    lines[3:3] = ["", "   "]
+    stream = list(translator.translate_stream(lines, FAST, batch_tokens=40, chunk_lines=5))
+    assert [t.line for t in stream] == list(range(1, len(lines) + 1))
+    assert stream[3].text == "" and stream[4].text == ""
+    alone = [translator.translate([line], beam=2, max_len_b=5)[0] for line in lines]
+    assert [t.text for t in stream] == alone
+    assert len(set(alone)) > 5, "a random model that ignores its input would make this test empty"
+
+
+def test_the_first_translations_come_before_the_input_ends(translator):
+    read = []
+
+    def endless():
+        while True:
+            read.append(1)
+            yield "A man rides a bike."
+
+    first = next(iter(translator.translate_stream(endless(), FAST, chunk_lines=3)))
+    assert first.line == 1 and len(read) <= 4
+
+
+def test_an_overlong_line_is_truncated_with_a_warning_naming_it(translator, caplog):
+    long_line = " ".join(["bicycle"] * 60)
+    with caplog.at_level(logging.WARNING):
+        out = translator.translate(["A dog.", long_line], beam=2, max_len_b=3)
+    assert len(out) == 2
+    assert "line 2 has" in caplog.text and "first 31" in caplog.text
+
+
+def test_nbest_hypotheses_are_ranked(translator):
+    [t] = translator.translate_stream(["Two men talk."], DecodeConfig(beam=4, nbest=3, max_len_b=4))
+    scores = [s for _, s in t.hypotheses]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True)
+
+
+def test_a_file_without_a_vocabulary_or_not_from_mtkit_is_one_clear_error(tmp_path, make_model):
+    from mtkit import checkpoint
+
+    model = make_model(10, seed=0)
+    checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, None), tmp_path / "novocab.pt")
+    with pytest.raises(MtkitError, match="no SentencePiece vocabulary"):
+        Translator.load(tmp_path / "novocab.pt", device="cpu")
+    torch.save({"weights": torch.ones(2)}, tmp_path / "other.pt")
+    with pytest.raises(MtkitError, match="not an mtkit model"):
+        Translator.load(tmp_path / "other.pt")
+    with pytest.raises(MtkitError, match="does not exist"):
+        Translator.load(tmp_path / "missing.pt")
+
+
+def test_a_vocabulary_larger_than_the_model_is_refused(spm_bytes, make_model):
+    with pytest.raises(MtkitError, match="more than the model's 50 embeddings"):
+        Translator(make_model(50, seed=0), Vocab.from_bytes(spm_bytes))
+
+
+def test_fp16_needs_cuda():
+    with pytest.raises(MtkitError, match="fp16 needs a CUDA device"):
+        resolve_dtype("fp16", torch.device("cpu"))
+    assert resolve_dtype("bf16", torch.device("cpu")) is torch.bfloat16
+
+
+def test_read_lines_replaces_and_reports_bad_utf8_by_line(caplog):
+    data = "\ufeffeins\r\n".encode() + b"zw\xffei\n" + "drei".encode()
+    with caplog.at_level(logging.WARNING):
+        lines = list(read_lines(io.BytesIO(data), name="in.txt"))
+    assert lines == ["eins", "zw\ufffdei", "drei"]
+    assert "in.txt line 2 is not valid UTF-8" in caplog.text
+    assert "line 1 " not in caplog.text and "line 3" not in caplog.text
+
+
+def test_open_output_leaves_the_old_file_when_writing_fails(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old\n")
+    with pytest.raises(RuntimeError):
+        with open_output(target) as f:
+            f.write(b"half")
+            raise RuntimeError("stop")
+    assert target.read_text() == "old\n" and list(tmp_path.iterdir()) == [target]
+    with open_output(target) as f:
+        f.write(b"new\n")
+    assert target.read_text() == "new\n"

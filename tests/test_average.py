@@ -1,0 +1,97 @@
+"""Checkpoint averaging: the exact mean, ties kept, the newest N by step, and clear refusals."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from mtkit import checkpoint
+from mtkit.errors import MtkitError
+from mtkit.model import build_model
+
+VOCAB = b"opaque SentencePiece bytes: averaging only carries them over"
+
+
+def save_checkpoints(run: Path, steps: list[int], **overrides) -> list[Path]:
+    """Seeded random tiny models saved as training saves them (kind "checkpoint", optimizer state included)."""
+    paths = []
+    for step in steps:
+        torch.manual_seed(step)
+        model = build_model("tiny", 40, **overrides)
+        path = run / f"checkpoint_{step}.pt"
+        checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, VOCAB, step=step, kind="checkpoint",
+                                                        optimizer={"state": {}, "param_groups": []}), path)
+        paths.append(path)
+    shutil.copyfile(paths[-1], run / "checkpoint_last.pt")
+    shutil.copyfile(paths[0], run / "checkpoint_best.pt")
+    return paths
+
+
+def test_the_average_of_two_checkpoints_is_their_exact_mean(tmp_path):
+    a, b = save_checkpoints(tmp_path, [100, 200])
+    wa, wb = checkpoint.load(a)["model"], checkpoint.load(b)["model"]
+    averaged = checkpoint.average([a, b])
+    assert averaged["kind"] == "model" and "optimizer" not in averaged
+    assert averaged["step"] == 200 and averaged["vocab"] == VOCAB
+    assert averaged["averaged_from"] == [str(a), str(b)]
+    assert set(averaged["model"]) == set(wa)
+    for key, value in averaged["model"].items():
+        assert value.dtype == wa[key].dtype
+        assert torch.equal(value, (wa[key] + wb[key]) / 2), key
+
+
+def test_averaging_one_file_returns_it_unchanged_and_keeps_the_embedding_tie(tmp_path):
+    [only] = save_checkpoints(tmp_path, [300])
+    averaged = checkpoint.average([only])
+    original = checkpoint.load(only)["model"]
+    assert all(torch.equal(averaged["model"][k], original[k]) for k in original)
+    checkpoint.atomic_save(averaged, tmp_path / "averaged.pt")
+    loaded = checkpoint.load(tmp_path / "averaged.pt")
+    weights = loaded["model"]
+    assert weights["src_embed.table.weight"].data_ptr() == weights["tgt_embed.table.weight"].data_ptr()
+    model = checkpoint.build_from(loaded)
+    assert model.src_embed.table is model.tgt_embed.table
+    assert torch.equal(model.src_embed.table.weight, original["src_embed.table.weight"])
+
+
+def test_run_checkpoints_are_the_newest_by_step_without_last_or_best(tmp_path):
+    save_checkpoints(tmp_path, [900, 1000, 80, 200])
+    (tmp_path / "checkpoint_x.pt").write_bytes(b"")
+    assert [p.name for p in checkpoint.run_checkpoints(tmp_path, 3)] == [
+        "checkpoint_200.pt", "checkpoint_900.pt", "checkpoint_1000.pt"]
+    assert len(checkpoint.run_checkpoints(tmp_path, 20)) == 4
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MtkitError, match="no checkpoint_<step>.pt"):
+        checkpoint.run_checkpoints(tmp_path / "empty", 1)
+    with pytest.raises(MtkitError, match="does not exist"):
+        checkpoint.run_checkpoints(tmp_path / "missing", 1)
+
+
+def test_different_configs_are_refused_naming_the_fields(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    [a] = save_checkpoints(tmp_path / "a", [1])
+    [b] = save_checkpoints(tmp_path / "b", [2], d_ff=96, dropout=0.2)
+    with pytest.raises(MtkitError, match=r"configs differ \(d_ff: 128 != 96; dropout: 0.1 != 0.2\)"):
+        checkpoint.average([a, b])
+
+
+@pytest.mark.slow
+def test_average_cli_on_a_run_and_on_files(cli, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    paths = save_checkpoints(run, [100, 200, 300])
+    done = cli("average", run, "--last", "2")
+    assert done.returncode == 0, done.stderr
+    assert "checkpoint_200.pt" in done.stderr and "checkpoint_300.pt" in done.stderr
+    assert "checkpoint_100.pt" not in done.stderr and done.stdout == ""
+    expected = checkpoint.average(paths[1:])["model"]
+    written = checkpoint.load(run / "averaged.pt")
+    assert all(torch.equal(written["model"][k], expected[k]) for k in expected)
+    done = cli("average", *paths[:2])
+    assert done.returncode == 1 and "needs --output FILE" in done.stderr and "Traceback" not in done.stderr
+    done = cli("average", *paths[:2], "-o", tmp_path / "two.pt")
+    assert done.returncode == 0 and checkpoint.load(tmp_path / "two.pt")["step"] == 200
