@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from mtkit import __version__
-from mtkit.data.binarize import BinaryWriter, IndexedDataset, id_dtype
+from mtkit.data.binarize import BinaryWriter, id_dtype
 from mtkit.data.corpora import SPLITS, default_registry
 from mtkit.data.extract import CHUNK
 from mtkit.errors import MtkitError
@@ -342,16 +342,3 @@ def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
-
-
-def open_split(data_dir: str | os.PathLike, split: str) -> tuple[IndexedDataset, IndexedDataset]:
-    """The (source, target) arrays of one split, memory-mapped: sentence i of each in O(1)."""
-    data_dir = Path(data_dir)
-    try:
-        info = json.loads((data_dir / "bpe.json").read_text())
-    except (OSError, ValueError):
-        raise MtkitError(f"{data_dir / 'bpe.json'} is missing or unreadable; run `mtkit bpe {data_dir}` first.") from None
-    if split not in info.get("splits", {}):
-        raise MtkitError(f"{data_dir} has no binarized '{split}' split (it has: {', '.join(info.get('splits', {}))}).")
-    return (IndexedDataset(data_dir / "bin" / f"{split}.{info['src_lang']}"),
-            IndexedDataset(data_dir / "bin" / f"{split}.{info['tgt_lang']}"))

@@ -105,6 +105,9 @@ class DataDir:
         return self.spm_path.read_bytes()
 
     def split(self, name: str) -> ParallelSplit:
+        """The memory-mapped (source, target) arrays of one split: sentence i of each in O(1)."""
+        if name not in self.info.get("splits", {name: None}):
+            raise MtkitError(f"{self.path} has no binarized '{name}' split (it has: {', '.join(self.info['splits'])}).")
         prefix = self.path / "bin" / name
         return ParallelSplit(IndexedDataset(f"{prefix}.{self.src_lang}"), IndexedDataset(f"{prefix}.{self.tgt_lang}"),
                              name)

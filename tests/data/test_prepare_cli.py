@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mtkit.data.bpe import open_split
+from mtkit.data.dataset import open_data
 from mtkit.data.vocab import Vocab
 
 
@@ -127,7 +127,8 @@ def test_multi30k_prepare_and_bpe_round_trip(cli, tmp_path, multi30k):
     assert info["settings"]["vocab_size"] == 8000 and info["model"]["pieces"] == 8000
     vocab = Vocab.load(out / "spm.model")
     for split in ("train", "valid", "test"):
-        src, tgt = open_split(out, split)
+        pair = open_data(out).split(split)
+        src, tgt = pair.src, pair.tgt
         assert len(src) == len(tgt) == info["splits"][split]["sentences"] == counts[split]
         assert src.dtype == np.uint16 and src.num_tokens == info["splits"][split]["tokens"]["en"]
         for lang, ds in (("en", src), ("de", tgt)):
