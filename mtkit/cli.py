@@ -30,8 +30,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-PENDING = dict(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-
 
 def _version(value: bool) -> None:
     if value:
@@ -47,8 +45,15 @@ def _root(
     """mtkit: from a named parallel corpus to a trained Transformer and scored translations."""
 
 
-def _not_yet(command: str) -> None:
-    raise MtkitError(f"`mtkit {command}` is not available in mtkit {__version__} yet.")
+def _setup_logging(level: int) -> None:
+    """One log format for every command, on stderr; under torchrun, ranks other than 0 only warn."""
+    import logging
+    import os
+
+    rank = int(os.environ.get("RANK", "0"))
+    logging.basicConfig(level=level if rank == 0 else max(level, logging.WARNING), stream=sys.stderr,
+                        format=f"%(asctime)s{f' [rank {rank}]' if rank else ''} | %(levelname)s | %(message)s",
+                        datefmt="%H:%M:%S")
 
 
 def _log(message: str) -> None:
@@ -206,6 +211,9 @@ def train(
                                        show_default=PRESET_DEFAULT),
     valid_every: Optional[int] = typer.Option(None, help="Updates between validations.",
                                               show_default=PRESET_DEFAULT),
+    valid_bleu: Optional[int] = typer.Option(
+        None, help="Also translate the first N dev sentences greedily at each validation and pick "
+        "checkpoint_best.pt by their sacreBLEU (0: off; best by validation loss).", show_default=PRESET_DEFAULT),
     patience: Optional[int] = typer.Option(None, help="Stop after this many validations without a new best (0: never).",
                                            show_default=PRESET_DEFAULT),
     save_every_steps: Optional[int] = typer.Option(None, help="Save a checkpoint every this many updates (0: off).",
@@ -234,19 +242,17 @@ def train(
     from mtkit.data.dataset import open_data
 
     rank = int(os.environ.get("RANK", "0"))
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, stream=sys.stderr,
-                        format=f"%(asctime)s{' [rank %d]' % rank if rank else ''} %(message)s", datefmt="%H:%M:%S")
+    _setup_logging(logging.INFO)
     chosen = get_preset(preset)
     data_dir = open_data(data)
     overrides = parse_overrides(set_ or [], ModelConfig)
-    vocab_size = overrides.pop("vocab_size", data_dir.vocab_size)
     if dropout is not None:
         overrides["dropout"] = dropout
-    model_cfg = model_config(preset, vocab_size, **overrides)
+    model_cfg = model_config(preset, data_dir.vocab_size, **overrides)
     given = {k: v for k, v in dict(
         max_tokens=max_tokens, update_freq=update_freq, lr_scale=lr_scale, warmup=warmup,
         label_smoothing=label_smoothing, max_steps=max_steps, max_epochs=max_epochs, clip_norm=clip_norm,
-        precision=precision, seed=seed, valid_every=valid_every, patience=patience, save_every_steps=save_every_steps,
+        precision=precision, seed=seed, valid_every=valid_every, valid_bleu=valid_bleu, patience=patience, save_every_steps=save_every_steps,
         save_every_minutes=save_every_minutes, keep_last=keep_last, log_every=log_every).items() if v is not None}
     if update_freq is not None:
         given["update_tokens"] = 0  # an explicit --update-freq wins over the preset's token target
@@ -335,7 +341,7 @@ def translate(
     from mtkit.decode.textio import open_output, read_lines
     from mtkit.decode.translator import Translator
 
-    logging.basicConfig(level=logging.WARNING, format="mtkit: %(levelname)s: %(message)s", stream=sys.stderr)
+    _setup_logging(logging.WARNING)
     config = DecodeConfig(beam=beam, alpha=alpha, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b,
                           nbest=nbest)
     if batch_tokens < 1 or threads < 0:

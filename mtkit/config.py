@@ -153,6 +153,7 @@ class TrainConfig:
     precision: str = "fp32"
     valid_every: int = 1000  # updates between validations
     patience: int = 0  # validations without a new best before stopping; 0: never stop early
+    valid_bleu: int = 0  # dev sentences translated greedily for sacreBLEU at each validation; 0: off
     save_every_steps: int = 0  # 0: off
     save_every_minutes: float = 10.0  # the paper's cadence; 0: off
     keep_last: int = 5  # newest checkpoint_<step>.pt kept (the paper averages the last 5 / 20)
@@ -162,7 +163,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _positive(self, "max_tokens", "update_freq", "warmup", "max_steps", "valid_every", "keep_last",
                   "log_every", "max_nonfinite")
-        for name in ("update_tokens", "max_epochs", "patience", "save_every_steps"):
+        for name in ("update_tokens", "max_epochs", "patience", "save_every_steps", "valid_bleu"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 0, type(self), name, "0 (off) or a positive integer", value)
         _probability(self, "label_smoothing")
@@ -233,14 +234,14 @@ def get_preset(name: str) -> Preset:
         raise MtkitError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}.") from None
 
 
-def model_config(preset: str, vocab_size: int, **overrides: Any) -> ModelConfig:
-    """The preset's architecture with a vocabulary size and any field overridden."""
+def model_config(preset: str, vocab_size: int, /, **overrides: Any) -> ModelConfig:
+    """The preset's architecture with a vocabulary size and any field overridden (`vocab_size` too)."""
     base = get_preset(preset).model
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise MtkitError(f"unknown model field(s) {', '.join(unknown)}; valid fields: {', '.join(sorted(fields))}.")
-    return dataclasses.replace(base, vocab_size=vocab_size, **overrides)
+    return dataclasses.replace(base, **{"vocab_size": vocab_size, **overrides})
 
 
 @dataclass(frozen=True)

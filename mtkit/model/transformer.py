@@ -233,7 +233,10 @@ class Transformer(nn.Module):
     def encode(self, src: Tensor) -> Encoded:
         """Source ids (B, S), right-padded with 0 -> memory (B, S, d_model)."""
         pad = src.eq(PAD)
-        src_mask = (~pad)[:, None, None, :] if bool(pad.any()) else None  # (B, 1, 1, S)
+        # Without padding, SDPA may take its unmasked fast path. Finding out costs a device
+        # sync, so only the CPU (where it is free) checks; other devices always get the mask.
+        has_pad = bool(pad.any()) if src.device.type == "cpu" else True
+        src_mask = (~pad)[:, None, None, :] if has_pad else None  # (B, 1, 1, S)
         x = self.src_embed(src)
         for layer in self.encoder:
             x = layer(x, src_mask)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import logging
 import math
@@ -28,7 +29,7 @@ import torch
 from mtkit import checkpoint
 from mtkit.config import ModelConfig, TrainConfig, config_diff, config_from_dict
 from mtkit.data.batching import epoch_order, padding_efficiency, plan_batches, shard_all
-from mtkit.data.dataset import ParallelSplit, open_data
+from mtkit.data.dataset import DataDir, ParallelSplit, open_data
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.model import Transformer
@@ -37,7 +38,7 @@ from mtkit.train.loss import label_smoothed_sums
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.precision import Precision
 from mtkit.train.schedule import inverse_sqrt_lr
-from mtkit.train.validation import is_better, score_of, validate
+from mtkit.train.validation import greedy_bleu, is_better, score_of, validate
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,20 @@ def accumulate(model: torch.nn.Module, split: ParallelSplit, group: list[np.ndar
     return sums
 
 
+def _bleu_sample(data: DataDir, n: int) -> tuple[list[str], list[str]]:
+    """The first n raw dev pairs: sacreBLEU scores detokenized text against the real references."""
+    paths = [data.path / "raw" / f"valid.{lang}" for lang in (data.src_lang, data.tgt_lang)]
+    for path in paths:
+        if not path.is_file():
+            raise MtkitError(f"--valid-bleu needs the raw dev text {path} that `mtkit prepare` writes.")
+
+    def head(path: Path) -> list[str]:
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\n") for line in itertools.islice(f, n)]
+
+    return head(paths[0]), head(paths[1])
+
+
 class Trainer:
     """Holds one run's model, optimizer, data plan and progress; `run` is the loop."""
 
@@ -107,8 +122,10 @@ class Trainer:
         self.cfg = cfg = train_cfg.for_world(world.size)
         data = open_data(data_dir)
         self.vocab = data.vocab_bytes()
-        _check_vocab(data, Vocab.from_bytes(self.vocab), model_cfg)
+        self.spm = Vocab.from_bytes(self.vocab)
+        _check_vocab(data, self.spm, model_cfg)
         self.train_split, self.valid_split = data.split("train"), data.split("valid")
+        self.bleu_sample = _bleu_sample(data, cfg.valid_bleu) if cfg.valid_bleu else None
         for split in (self.train_split, self.valid_split):
             if split.max_id() >= model_cfg.vocab_size:
                 raise MtkitError(f"{data.path}/bin/{split.name} holds token id {split.max_id()}, but the vocabulary "
@@ -331,6 +348,10 @@ class Trainer:
         p = self.progress
         metrics = validate(self.model, self.valid_split, self.valid_batches, self.world, self.precision,
                            self.cfg.label_smoothing)
+        if self.bleu_sample is not None:  # rank 0 translates; the sum hands its score to every rank
+            bleu = greedy_bleu(self.model, self.spm, *self.bleu_sample, self.world.device) if self.world.is_main else 0.0
+            metrics["bleu"] = dist.all_reduce_sum(torch.tensor([bleu], dtype=torch.float64, device=self.world.device),
+                                                  self.world).item()
         better = is_better(metrics, p.best)
         if better:
             p.best, p.bad_valids = score_of(metrics), 0

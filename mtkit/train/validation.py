@@ -1,8 +1,8 @@
-"""Validation during training: loss and perplexity on the dev set, summed over every rank.
+"""Validation during training: loss and perplexity on the dev set, summed over every rank,
+and with `--valid-bleu N` the sacreBLEU of greedy translations of the first N dev sentences.
 
-Kept apart from the loop so that more measures slot in beside loss: `--valid-bleu` (greedy
-translations scored by sacreBLEU) adds one entry to the returned dict, and `is_better`
-says which entry picks checkpoint_best.pt.
+`is_better` and `score_of` say which measure picks checkpoint_best.pt: BLEU when it is
+measured (the paper selects and reports by BLEU), validation NLL otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from mtkit.data.dataset import ParallelSplit
+from mtkit.data.vocab import Vocab
 from mtkit.train.distributed import World, all_reduce_sum
 from mtkit.train.loss import label_smoothed_sums
 from mtkit.train.precision import Precision
@@ -49,10 +50,25 @@ def validate(model: torch.nn.Module, split: ParallelSplit, batches: list[np.ndar
     return {"loss": loss_sum / tokens, "nll": nll, "ppl": math.exp(min(nll, 100.0)), "tokens": int(tokens)}
 
 
-def is_better(metrics: dict[str, float], best: float) -> bool:
-    """Lower validation NLL (perplexity) is better; a BLEU criterion would compare metrics['bleu'] here."""
-    return metrics["nll"] < best
+def greedy_bleu(model: torch.nn.Module, vocab: Vocab, sources: list[str], references: list[str],
+                device: torch.device) -> float:
+    """sacreBLEU of greedy (beam 1) translations, through the same Translator as `mtkit translate`."""
+    from sacrebleu.metrics import BLEU
+
+    from mtkit.decode.translator import Translator
+
+    was_training = model.training
+    try:
+        hypotheses = Translator(model, vocab, device).translate(sources, beam=1)
+    finally:
+        model.train(was_training)
+    return BLEU().corpus_score(hypotheses, [references]).score
 
 
 def score_of(metrics: dict[str, float]) -> float:
-    return metrics["nll"]
+    """The number checkpoint_best.pt minimises: -BLEU when measured, else validation NLL."""
+    return -metrics["bleu"] if "bleu" in metrics else metrics["nll"]
+
+
+def is_better(metrics: dict[str, float], best: float) -> bool:
+    return score_of(metrics) < best

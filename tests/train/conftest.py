@@ -34,10 +34,12 @@ def build_data_dir(out: Path, splits: dict[str, tuple[list[str], list[str]]], vo
     (out / "spm.model").write_bytes(model.getvalue())
     sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
     (out / "bin").mkdir(exist_ok=True)
+    (out / "raw").mkdir(exist_ok=True)
     stats = {}
     for split, (src, tgt) in splits.items():
         counts = {"sentences": len(src)}
         for lang, lines in ((src_lang, src), (tgt_lang, tgt)):
+            (out / "raw" / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
             ids = sp.encode(lines, out_type=int)
             with BinaryWriter(out / "bin" / f"{split}.{lang}", sp.get_piece_size()) as writer:
                 for sentence in ids:

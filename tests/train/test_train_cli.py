@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import shutil
 
 import pytest
 import torch
@@ -52,6 +53,26 @@ def test_a_run_directory_holds_config_metrics_and_complete_checkpoints(toy_data,
     assert model.cfg.d_ff == 96
     best = checkpoint.load(run / "checkpoint_best.pt")
     assert best["step"] in (6, 12)
+
+
+@pytest.mark.slow
+def test_valid_bleu_scores_greedy_dev_translations_and_picks_the_best_by_them(toy_data, tmp_path) -> None:
+    run = tmp_path / "run"
+    done = run_cli("train", toy_data, "--out", run, *FAST, "--max-steps", "8", "--valid-every", "4",
+                   "--valid-bleu", "10", "--save-every-steps", "4")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    valids = [r for r in records if r["event"] == "valid"]
+    assert [r["step"] for r in valids] == [4, 8]
+    assert all(0.0 <= r["bleu"] <= 100.0 for r in valids)
+    best = max(valids, key=lambda r: (r["bleu"], -r["step"]))  # the first of equal scores stays best
+    assert checkpoint.load(run / "checkpoint_best.pt")["step"] == best["step"]
+
+    no_raw = shutil.copytree(toy_data, tmp_path / "no_raw")  # toy_data is shared by the session
+    (no_raw / "raw" / "valid.de").unlink()
+    failed = run_cli("train", no_raw, "--out", tmp_path / "other", *FAST, "--max-steps", "2", "--valid-bleu", "5")
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    assert "--valid-bleu needs the raw dev text" in failed.stderr
 
 
 @pytest.mark.parametrize("args, message", [
