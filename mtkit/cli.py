@@ -201,6 +201,9 @@ def train(
     label_smoothing: Optional[float] = typer.Option(None, help="Label smoothing epsilon.",
                                                     show_default=PRESET_DEFAULT),
     max_steps: Optional[int] = typer.Option(None, help="Stop after this many updates.", show_default=PRESET_DEFAULT),
+    max_minutes: Optional[float] = typer.Option(
+        None, help="Stop after this many minutes of training wall-clock (validation and saving included; "
+        "a resumed run continues its budget; 0: no budget).", show_default=PRESET_DEFAULT),
     max_epochs: Optional[int] = typer.Option(None, help="Stop after this many epochs (0: no limit).",
                                              show_default=PRESET_DEFAULT),
     clip_norm: Optional[float] = typer.Option(None, help="Clip the gradient norm to this (0: off, as in the paper).",
@@ -251,7 +254,8 @@ def train(
     model_cfg = model_config(preset, data_dir.vocab_size, **overrides)
     given = {k: v for k, v in dict(
         max_tokens=max_tokens, update_freq=update_freq, lr_scale=lr_scale, warmup=warmup,
-        label_smoothing=label_smoothing, max_steps=max_steps, max_epochs=max_epochs, clip_norm=clip_norm,
+        label_smoothing=label_smoothing, max_steps=max_steps, max_minutes=max_minutes, max_epochs=max_epochs,
+        clip_norm=clip_norm,
         precision=precision, seed=seed, valid_every=valid_every, valid_bleu=valid_bleu, patience=patience, save_every_steps=save_every_steps,
         save_every_minutes=save_every_minutes, keep_last=keep_last, log_every=log_every).items() if v is not None}
     if update_freq is not None:

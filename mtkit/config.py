@@ -154,6 +154,7 @@ class TrainConfig:
     valid_every: int = 1000  # updates between validations
     patience: int = 0  # validations without a new best before stopping; 0: never stop early
     valid_bleu: int = 0  # dev sentences translated greedily for sacreBLEU at each validation; 0: off
+    max_minutes: float = 0.0  # wall-clock budget of the training loop (resumes add up); 0: none
     save_every_steps: int = 0  # 0: off
     save_every_minutes: float = 10.0  # the paper's cadence; 0: off
     keep_last: int = 5  # newest checkpoint_<step>.pt kept (the paper averages the last 5 / 20)
@@ -171,6 +172,7 @@ class TrainConfig:
         _check(self.clip_norm >= 0, type(self), "clip_norm", "0 (off) or positive", self.clip_norm)
         _check(self.save_every_minutes >= 0, type(self), "save_every_minutes", "0 (off) or positive",
                self.save_every_minutes)
+        _check(self.max_minutes >= 0, type(self), "max_minutes", "0 (no budget) or positive", self.max_minutes)
         _check(self.precision in PRECISION_CHOICES, type(self), "precision",
                f"one of {', '.join(PRECISION_CHOICES)}", self.precision)
         _check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), type(self),

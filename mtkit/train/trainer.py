@@ -53,7 +53,7 @@ class Progress:
     best: float = math.inf  # best validation score so far (lower is better)
     bad_valids: int = 0  # validations since the last new best
     nonfinite: int = 0  # non-finite losses in a row
-    elapsed: float = 0.0  # training wall-clock seconds
+    elapsed: float = 0.0  # wall-clock seconds of the training loop (validation and saving included)
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class TrainResult:
     step: int
     epoch: int
     best: float
-    stopped: str  # max_steps, max_epochs or patience
+    stopped: str  # max_steps, max_epochs, max_minutes or patience
 
 
 def train(data_dir: str | os.PathLike, run_dir: str | os.PathLike, model_cfg: ModelConfig, train_cfg: TrainConfig,
@@ -138,7 +138,7 @@ class Trainer:
         self.model = Transformer(model_cfg).to(world.device)
         self.precision = Precision(cfg.precision, world.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps,
-                                          fused=world.device.type == "cuda" or None)
+                                          fused=world.device.type in ("cuda", "cpu") or None)  # one kernel, not a loop over tensors
         self.progress = Progress()
         self.plan = plan_batches(self.train_split.src_sizes, self.train_split.tgt_sizes, cfg.max_tokens, cfg.seed,
                                  model_cfg.max_positions)
@@ -258,9 +258,11 @@ class Trainer:
 
     def _loop(self) -> str:
         cfg, p = self.cfg, self.progress
-        if p.step >= cfg.max_steps or (cfg.max_epochs and p.epoch >= cfg.max_epochs):
-            logger.info("nothing to do: the run is at step %d, epoch %d", p.step, p.epoch)
-            return "max_steps" if p.step >= cfg.max_steps else "max_epochs"
+        done = {"max_steps": p.step >= cfg.max_steps, "max_epochs": bool(cfg.max_epochs and p.epoch >= cfg.max_epochs),
+                "max_minutes": bool(cfg.max_minutes and p.elapsed >= 60 * cfg.max_minutes)}
+        if any(done.values()):
+            logger.info("nothing to do: the run is at step %d, epoch %d, %.1f minutes", p.step, p.epoch, p.elapsed / 60)
+            return next(reason for reason, hit in done.items() if hit)
         window = Window()
         last_save, last_valid, saved_step = time.monotonic(), -1, p.step
         stopped = ""
@@ -272,13 +274,15 @@ class Trainer:
             while True:
                 start = time.monotonic()
                 lo, hi = p.batch, min(p.batch + cfg.update_freq, len(batches))
+                # Clock-based decisions are rank 0's alone; the update's all-reduce hands them to every rank.
                 wants_save = self.world.is_main and cfg.save_every_minutes > 0 and \
-                    time.monotonic() - last_save >= 60 * cfg.save_every_minutes
-                applied, save_flag, loss, nll = self._update(batches[lo:hi], int(tgt_tokens[lo:hi].sum()), wants_save)
+                    start - last_save >= 60 * cfg.save_every_minutes
+                wants_stop = self.world.is_main and cfg.max_minutes > 0 and p.elapsed >= 60 * cfg.max_minutes
+                applied, save_flag, stop_flag, loss, nll = self._update(
+                    batches[lo:hi], int(tgt_tokens[lo:hi].sum()), wants_save, wants_stop)
                 p.batch = hi
                 if p.batch >= len(batches):
                     p.epoch, p.batch = p.epoch + 1, 0
-                p.elapsed += time.monotonic() - start
                 window.add(loss, nll, int(tgt_tokens[lo:hi].sum()), counts[lo:hi].sum(0), time.monotonic() - start)
                 self.log.advance(int(applied))
                 if applied and p.step % cfg.log_every == 0:
@@ -289,6 +293,8 @@ class Trainer:
                     new_best, last_valid = self._validate(), p.step
                 if p.step >= cfg.max_steps:
                     stopped = "max_steps"
+                elif stop_flag:
+                    stopped = "max_minutes"
                 elif cfg.max_epochs and p.epoch >= cfg.max_epochs:
                     stopped = "max_epochs"
                 elif cfg.patience and p.bad_valids >= cfg.patience:
@@ -301,13 +307,15 @@ class Trainer:
                     self._save(best=new_best, regular=bool(regular))
                     if regular:
                         last_save, saved_step = time.monotonic(), p.step
+                p.elapsed += time.monotonic() - start  # the whole loop's wall-clock: validation and saving too
                 if stopped or p.batch == 0:
                     break
         self.log.event("done", step=p.step, epochs_done=p.epoch, stopped=stopped, best_nll=p.best,
                        hours=round(p.elapsed / 3600, 4))
         return stopped
 
-    def _update(self, group: list[np.ndarray], tokens: int, wants_save: bool) -> tuple[bool, bool, float, float]:
+    def _update(self, group: list[np.ndarray], tokens: int, wants_save: bool,
+                wants_stop: bool) -> tuple[bool, bool, bool, float, float]:
         """One optimizer update over this rank's `group`; `tokens` = target tokens of the update on all ranks."""
         cfg, world, p = self.cfg, self.world, self.progress
         try:
@@ -319,8 +327,9 @@ class Trainer:
             raise MtkitError(f"out of memory on a batch at step {p.step + 1}; lower --max-tokens (now {cfg.max_tokens},"
                              f" e.g. {cfg.max_tokens // 2}) and raise --update-freq to keep the effective batch."
                              ) from None
-        meta = torch.cat((sums.double(), torch.tensor([float(wants_save)], dtype=torch.float64, device=sums.device)))
-        loss, nll, save_flag = dist.all_reduce_sum(meta, world).tolist()  # the update's one host sync
+        flags = torch.tensor([float(wants_save), float(wants_stop)], dtype=torch.float64, device=sums.device)
+        loss, nll, save_flag, stop_flag = dist.all_reduce_sum(torch.cat((sums.double(), flags)), world).tolist()
+        save_flag, stop_flag = save_flag > 0, stop_flag > 0  # the line above is the update's one host sync
         if not math.isfinite(loss):
             self.optimizer.zero_grad(set_to_none=True)
             p.nonfinite += 1
@@ -330,7 +339,7 @@ class Trainer:
                 raise MtkitError(f"the loss was NaN or infinite for {p.nonfinite} updates in a row at step {p.step}; "
                                  f"lower --lr-scale (now {cfg.lr_scale}), set --clip-norm (e.g. 1.0), raise --warmup, "
                                  "or use --precision fp32; the run resumes from checkpoint_last.pt.")
-            return False, save_flag > 0, loss, nll
+            return False, save_flag, stop_flag, loss, nll
         p.nonfinite = 0
         lr = inverse_sqrt_lr(p.step + 1, self.model_cfg.d_model, cfg.warmup, cfg.lr_scale)
         for group_ in self.optimizer.param_groups:
@@ -341,7 +350,7 @@ class Trainer:
         applied = self.precision.step(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
         p.step += int(applied)
-        return applied, save_flag > 0, loss, nll
+        return applied, save_flag, stop_flag, loss, nll
 
     def _validate(self) -> bool:
         """Validate, update best and patience; True when this is a new best (identical on every rank)."""

@@ -75,6 +75,18 @@ def test_valid_bleu_scores_greedy_dev_translations_and_picks_the_best_by_them(to
     assert "--valid-bleu needs the raw dev text" in failed.stderr
 
 
+def test_a_wall_clock_budget_stops_the_run_and_a_rerun_has_nothing_left_to_do(toy_data, tmp_path) -> None:
+    run = tmp_path / "run"
+    done = run_cli("train", toy_data, "--out", run, *FAST, "--max-steps", "1000", "--max-minutes", "0.002")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["event"] == "done" and records[-1]["stopped"] == "max_minutes"
+    step = records[-1]["step"]
+    assert 1 <= step < 1000 and checkpoint.load(run / "checkpoint_last.pt")["step"] == step
+    again = run_cli("train", toy_data, "--out", run, *FAST, "--max-steps", "1000", "--max-minutes", "0.002")
+    assert again.returncode == 0 and checkpoint.load(run / "checkpoint_last.pt")["step"] == step
+
+
 @pytest.mark.parametrize("args, message", [
     (("--preset", "huge"), "unknown preset 'huge'; choose one of: tiny, small, base, big"),
     (("--set", "vocab_size=500"), "vocab_size 500 does not match the data's vocabulary"),
