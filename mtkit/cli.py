@@ -266,7 +266,8 @@ def train(
 
     result = run_training(data, out, model_cfg, train_cfg, device=device, threads=threads)
     if rank == 0:
-        err.print(f"trained to step {result.step} ({result.stopped}); best valid NLL {result.best:.3f}; "
+        best = f"best dev BLEU {-result.best:.2f}" if train_cfg.valid_bleu else f"best valid NLL {result.best:.3f}"
+        err.print(f"trained to step {result.step} ({result.stopped}); {best}; "
                   f"checkpoints in {out}")
 
 

@@ -13,12 +13,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import typer
 
-from mtkit.cli import app
+from recipe_tools import ROOT, parse_line, parse_mtkit, run_recipe, tree
+
 from mtkit.config import get_preset
 
-ROOT = Path(__file__).resolve().parents[1]
 RECIPES = {"wmt14-en-de": ("de", 37000, {"base": 0.1, "big": 0.3}),
            "wmt14-en-fr": ("fr", 32000, {"base": 0.1, "big": 0.1})}
 MASTER = ["--master", "10.0.0.7:29500"]
@@ -31,43 +30,6 @@ VARIANTS = {  # name: (args, world size, node rank)
     "big-2node-rank1": (["big", "--gpus", "8", "--nodes", "2", "--node-rank", "1", *MASTER], 16, 1),
     "base-3gpu": (["base", "--gpus", "3"], 3, 0),
 }
-
-
-def run_recipe(recipe: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(ROOT / "recipes" / recipe / "run.sh"), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=60)
-
-
-def tree(path: Path) -> set[str]:
-    return {str(p.relative_to(path)) for p in path.rglob("*")} if path.exists() else set()
-
-
-def parse_mtkit(argv: list[str]) -> tuple[str, dict]:
-    """Parse `mtkit SUBCOMMAND ARGS` with mtkit's own click command, running nothing; returns its params."""
-    assert argv[0] == "mtkit", argv
-    group = typer.main.get_command(app)
-    name, rest = argv[1], argv[2:]
-    assert name in group.commands, f"unknown subcommand {name!r}"
-    ctx = group.commands[name].make_context(name, list(rest), resilient_parsing=False)
-    assert not ctx.args, f"mtkit {name} left arguments unparsed: {ctx.args}"
-    return name, ctx.params
-
-
-def parse_line(line: str) -> tuple[list[str], dict | None, str | None]:
-    """(mtkit argv, torchrun's parsed options or None, stdout redirect target or None) of one printed line."""
-    argv = shlex.split(line)
-    target = None
-    if ">" in argv:
-        at = argv.index(">")
-        assert len(argv) == at + 2, f"a redirect is the line's end: {line}"
-        argv, target = argv[:at], argv[at + 1]
-    if argv[0] != "torchrun":
-        return argv, None, target
-    from torch.distributed.run import get_args_parser
-
-    options = get_args_parser().parse_args(argv[1:])
-    assert options.module and options.training_script == "mtkit", line
-    return ["mtkit", *options.training_script_args], vars(options), target
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

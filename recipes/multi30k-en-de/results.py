@@ -1,0 +1,81 @@
+"""Write the Multi30k recipe's results.md and pick OUT/model.pt (called by run.sh).
+
+usage: python results.py OUT RUN MINUTES [COMMAND...] -- [STAGE_ROW...]
+
+OUT/model.pt becomes the better of the last and the averaged checkpoint by dev BLEU (never by
+test BLEU). The training wall-clock comes from the run's own log, which sums every resume;
+the other stages' rows are this invocation's, as run.sh measured them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def metric(scores: dict, prefix: str) -> dict:
+    return next(m for m in scores["scores"] if m["name"].startswith(prefix))
+
+
+def versions() -> str:
+    import sacrebleu
+    import torch
+
+    import mtkit
+
+    return f"mtkit {mtkit.__version__}, torch {torch.__version__}, sacrebleu {sacrebleu.__version__}"
+
+
+def main(argv: list[str]) -> str:
+    out, run, minutes = Path(argv[0]), Path(argv[1]), argv[2]
+    rest = argv[3:]
+    commands, stages = rest[:rest.index("--")], rest[rest.index("--") + 1:]
+    scores = {(split, which): json.loads((out / f"scores.{split}.{which}.json").read_text())
+              for split in ("valid", "test") for which in ("last", "averaged")}
+    best = max(("last", "averaged"), key=lambda which: metric(scores[("valid", which)], "BLEU")["score"])
+    source = run / "checkpoint_last.pt" if best == "last" else out / "averaged.pt"
+    shutil.copyfile(source, out / "model.pt.tmp")
+    os.replace(out / "model.pt.tmp", out / "model.pt")
+
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    start = next(r["time"] for r in records if r["event"] == "start")
+    done = [r for r in records if r["event"] == "done"][-1]
+    train = [r for r in records if r["event"] == "train"][-1]
+    names = {"last": f"last checkpoint (update {done['step']})", "averaged": "average of the last checkpoints"}
+
+    lines = [f"# Multi30k En-De, small Transformer, {minutes} minutes of training on this CPU", "",
+             f"Made by `recipes/multi30k-en-de/run.sh` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: "
+             f"{versions()}; Python {platform.python_version()}; {os.cpu_count()} CPU cores "
+             f"({platform.processor() or platform.machine()}).", "",
+             "| model | test_2016_flickr sacreBLEU | test chrF2 | dev sacreBLEU |", "|---|---|---|---|"]
+    for which in ("last", "averaged"):
+        mark = " **= model.pt**" if which == best else ""
+        lines.append(f"| {names[which]}{mark} | {metric(scores[('test', which)], 'BLEU')['score']:.2f} | "
+                     f"{metric(scores[('test', which)], 'chrF')['score']:.2f} | "
+                     f"{metric(scores[('valid', which)], 'BLEU')['score']:.2f} |")
+    lines += ["", "Beam 4, GNMT length penalty alpha 0.6, maximum length source + 50. model.pt is the better "
+              "of the two on the dev set.", "",
+              f"- sacreBLEU signature: `{metric(scores[('test', best)], 'BLEU')['signature']}`",
+              f"- chrF signature: `{metric(scores[('test', best)], 'chrF')['signature']}`",
+              f"- training: {done['step']} updates, {done['epochs_done']} full epochs, stopped by "
+              f"`{done['stopped']}` after {done['hours'] * 60:.1f} minutes of training wall-clock; last log window "
+              f"{train['tokens_per_s']:,.0f} tokens/s (source + target), {train['s_per_update']:.3f} s/update", "",
+              "## BLEU by time", "",
+              "Greedy translations of the first dev sentences, scored during training (`--valid-bleu`).", "",
+              "| minutes | update | epoch | dev loss | dev perplexity | dev greedy sacreBLEU |", "|---|---|---|---|---|---|"]
+    lines += [f"| {(r['time'] - start) / 60:.1f} | {r['step']} | {r['epoch']} | {r['loss']:.3f} | {r['ppl']:.2f} | "
+              f"{r['bleu']:.2f} |" for r in records if r["event"] == "valid" and "bleu" in r]
+    lines += ["", "## Wall-clock of each stage", "",
+              "| stage | h:mm:ss |", "|---|---|", *stages,
+              f"| (training loop, from the run's log, all resumes) | {done['hours'] * 60:.1f} min |",
+              "", "## Commands", "", "```bash", *commands, "```", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(main(sys.argv[1:]))

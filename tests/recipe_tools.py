@@ -1,0 +1,51 @@
+"""Helpers for the recipe tests: run a recipe's run.sh, and parse the commands its dry run prints
+with mtkit's own parsers (the typer app's click command, torchrun's argument parser), running nothing."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import typer
+
+from mtkit.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_recipe(recipe: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / "recipes" / recipe / "run.sh"), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=60)
+
+
+def tree(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*")} if path.exists() else set()
+
+
+def parse_mtkit(argv: list[str]) -> tuple[str, dict]:
+    """Parse `mtkit SUBCOMMAND ARGS` with mtkit's own click command, running nothing; returns its params."""
+    assert argv[0] == "mtkit", argv
+    group = typer.main.get_command(app)
+    name, rest = argv[1], argv[2:]
+    assert name in group.commands, f"unknown subcommand {name!r}"
+    ctx = group.commands[name].make_context(name, list(rest), resilient_parsing=False)
+    assert not ctx.args, f"mtkit {name} left arguments unparsed: {ctx.args}"
+    return name, ctx.params
+
+
+def parse_line(line: str) -> tuple[list[str], dict | None, str | None]:
+    """(mtkit argv, torchrun's parsed options or None, stdout redirect target or None) of one printed line."""
+    argv = shlex.split(line)
+    target = None
+    if ">" in argv:
+        at = argv.index(">")
+        assert len(argv) == at + 2, f"a redirect is the line's end: {line}"
+        argv, target = argv[:at], argv[at + 1]
+    if argv[0] != "torchrun":
+        return argv, None, target
+    from torch.distributed.run import get_args_parser
+
+    options = get_args_parser().parse_args(argv[1:])
+    assert options.module and options.training_script == "mtkit", line
+    return ["mtkit", *options.training_script_args], vars(options), target

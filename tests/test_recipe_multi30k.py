@@ -1,0 +1,66 @@
+"""The Multi30k recipe's dry run: every command parses with mtkit's own parsers, the budget and the
+averaging window agree, and nothing is created. (The recipe's real run is the README's main job.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from recipe_tools import ROOT, parse_line, parse_mtkit, run_recipe, tree
+
+ORDER = ["prepare", "bpe", "train", "average"] + ["translate", "score"] * 4
+
+
+@pytest.mark.parametrize("args, minutes, last, out_name", [
+    ([], 25, 5, "out"),
+    (["--quick"], 3, 3, "out-quick"),
+    (["--minutes", "40"], 40, 5, "out"),
+])
+def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, last, out_name, tmp_path: Path) -> None:
+    folder = ROOT / "recipes" / "multi30k-en-de"
+    before = tree(folder)
+    mirror = tmp_path / "mir ror"
+    done = run_recipe("multi30k-en-de", *args, "--mirror", str(mirror), "--dry-run", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert tree(folder) == before and tree(tmp_path) == set(), "a dry run created files"
+
+    parsed = []
+    for line in done.stdout.splitlines():
+        argv, torchrun, target = parse_line(line)
+        assert torchrun is None
+        parsed.append((*parse_mtkit(argv), target))
+    assert [name for name, _, _ in parsed] == ORDER
+    steps = {name: params for name, params, _ in parsed}
+    out = folder / out_name
+    data = out / "data"
+    assert steps["prepare"]["name"] == "multi30k-en-de" and steps["prepare"]["mirror"] == mirror
+    assert steps["prepare"]["out"] == data and steps["bpe"]["vocab_size"] == 8000
+
+    train = steps["train"]
+    assert (train["data"], train["out"], train["preset"]) == (data, out / "run", "small")
+    assert train["max_minutes"] == minutes and train["valid_bleu"] > 0
+    assert train["keep_last"] == last == steps["average"]["last"], "average exactly the checkpoints kept"
+    assert steps["average"]["paths"] == [str(out / "run")] and steps["average"]["output"] == str(out / "averaged.pt")
+
+    pairs = [(parsed[i][1], parsed[i + 1]) for i in range(4, len(parsed), 2)]
+    seen = set()
+    for translate, (_, score, target) in pairs:
+        assert (translate["beam"], translate["alpha"], translate["lenpen"]) == (4, 0.6, "gnmt")
+        split = Path(translate["input"]).name.split(".")[0]
+        assert translate["input"] == str(data / "raw" / f"{split}.en") and score["hyp"] == translate["output"]
+        assert score["ref"] == [str(data / "raw" / f"{split}.de")] and score["json"]
+        assert Path(target).parent == out
+        seen.add((split, translate["model"]))
+    assert seen == {(s, m) for s in ("valid", "test") for m in (str(out / "run" / "checkpoint_last.pt"),
+                                                                  str(out / "averaged.pt"))}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--minutes"], "--minutes needs a value"),
+    (["--minutes", "soon"], "--minutes must be a number"),
+    (["--fast"], "unknown argument '--fast'"),
+])
+def test_bad_arguments_are_one_clear_line(args, message, tmp_path: Path) -> None:
+    done = run_recipe("multi30k-en-de", *args, "--dry-run", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip() == f"run.sh: error: {message}" or message in done.stderr
+    assert done.stderr.count("\n") == 1
