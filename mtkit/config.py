@@ -209,7 +209,9 @@ PRESETS: dict[str, Preset] = {
         "small",
         ModelConfig(d_model=256, d_ff=1024, heads=4, encoder_layers=3, decoder_layers=3,
                     dropout=0.1, max_positions=512),
-        TrainConfig(max_tokens=4096, warmup=1000, lr_scale=2.0, max_steps=20_000, valid_every=500,
+        # Measured by recipes/multi30k-en-de (37.35 BLEU in 25 CPU minutes): batches of 2,048 tokens
+        # run faster per token than 4,096 on 2 cores, and a 2e-3 peak after 400 updates suits ~2k updates.
+        TrainConfig(max_tokens=2048, warmup=400, lr_scale=0.64, max_steps=20_000, valid_every=200,
                     log_every=50, patience=10),
         "3+3 layers, 256/1024, 4 heads: Multi30k-sized data on a CPU",
     ),
