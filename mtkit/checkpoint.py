@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
+from mtkit.atomic import atomic_file
 from mtkit.config import ModelConfig, config_diff, config_from_dict
 from mtkit.errors import MtkitError
 
@@ -35,30 +35,9 @@ FORMAT, VERSION = "mtkit", 1
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """torch.save to a temporary file in the same directory, fsync, then rename over `path`.
-
-    A crash at any moment leaves either the old file or the new one, never half of one.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode `open` would
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
+    """torch.save through `atomic_file`: a crash at any moment leaves the old file or the new one."""
+    with atomic_file(path) as f:
+        torch.save(obj, f)
 
 
 def save_checkpoint(payload: dict[str, Any], run_dir: str | os.PathLike, keep_last: int) -> Path:

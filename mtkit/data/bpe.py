@@ -26,6 +26,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from mtkit.atomic import write_atomic
 from mtkit import __version__
 from mtkit.data.binarize import BinaryWriter, id_dtype
 from mtkit.data.corpora import SPLITS, default_registry
@@ -220,9 +221,9 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
         _give_back_freed_memory()
         used = taken[0]
         sample_info = {"sentences": used, "of": total_sentences}
-        _atomic_write(model_path, model_bytes)
+        write_atomic(model_path, model_bytes)
         vocab = Vocab.from_bytes(model_bytes)
-        _atomic_write(data_dir / "spm.vocab", "".join(f"{vocab.sp.id_to_piece(i)}\t{vocab.sp.get_score(i):g}\n"
+        write_atomic(data_dir / "spm.vocab", "".join(f"{vocab.sp.id_to_piece(i)}\t{vocab.sp.get_score(i):g}\n"
                                                      for i in range(len(vocab))).encode("utf-8"))
         timings["learn_s"] = time.perf_counter() - t0
     vocab = Vocab.from_bytes(model_bytes)
@@ -282,7 +283,7 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None, log: L
         "reused_model": reuse_model,
         "timings": timings,
     }
-    _atomic_write(bpe_json, (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    write_atomic(bpe_json, (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
     return record
 
 
@@ -336,9 +337,3 @@ def encode_file(vocab, path: Path, prefix: Path, threads: int, timings: dict[str
         t0 = clock()
     t["binarize_s"] = t.get("binarize_s", 0.0) + clock() - t0  # the final flush and renames
     return writer.num_tokens
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

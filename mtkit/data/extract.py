@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from mtkit.atomic import atomic_file
 from mtkit.errors import MtkitError
 
 CHUNK = 1 << 20
@@ -67,11 +68,8 @@ def _inside(dest: Path, name: str) -> Path:
 
 
 def _copy_out(stream: BinaryIO, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with atomic_file(out) as f:
         shutil.copyfileobj(stream, f, CHUNK)
-    os.replace(tmp, out)
 
 
 def _norm(name: str) -> str:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from mtkit.atomic import write_atomic
 from mtkit.data.corpora import Source
 from mtkit.errors import MtkitError
 
@@ -130,9 +131,7 @@ class Fetcher:
             return None
 
     def _write_stamp(self, stamp: Path, data: dict) -> None:
-        tmp = stamp.with_name(stamp.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, stamp)
+        write_atomic(stamp, json.dumps(data, indent=1))
 
     def _known_hashes(self, path: Path, stamp: Path) -> tuple[str, str, dict | None]:
         """(sha256, md5) of `path`, from its stamp when size and mtime still match, else computed."""

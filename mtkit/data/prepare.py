@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from mtkit.atomic import write_atomic
 from mtkit import __version__
 from mtkit.data.clean import CleanConfig, Cleaner, CleanStats, check_parallel, dedup_files
 from mtkit.data.corpora import SPLITS, Corpus, Member, Part, Registry, custom_corpus, default_registry, members_by_source
@@ -320,6 +321,4 @@ def _publish(result: Path, out: Path, record: dict) -> None:
     if raw.exists():
         os.replace(raw, result.with_name("raw.old"))
     os.replace(result, raw)
-    tmp = out / "prepare.json.tmp"
-    tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, out / "prepare.json")
+    write_atomic(out / "prepare.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")

@@ -6,9 +6,9 @@ import contextlib
 import logging
 import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import BinaryIO, Iterator
+
+from mtkit.atomic import atomic_file
 
 logger = logging.getLogger(__name__)
 
@@ -40,13 +40,5 @@ def open_output(path: str | os.PathLike | None) -> Iterator[BinaryIO]:
     if path is None:
         yield sys.stdout.buffer
         return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        yield f

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from mtkit import checkpoint
+from mtkit.atomic import write_atomic
 from mtkit.config import ModelConfig, TrainConfig, config_diff, config_from_dict
 from mtkit.data.batching import epoch_order, padding_efficiency, plan_batches, shard_all
 from mtkit.data.dataset import DataDir, ParallelSplit, open_data
@@ -155,9 +156,9 @@ class Trainer:
         self.log = MetricsLog(run_dir, world.is_main, cfg.max_steps, self.progress.step)
         if world.is_main:
             checkpoint.remove_stale_temporaries(run_dir)
-            _write_json(run_dir / "config.json", {"model": dataclasses.asdict(model_cfg),
-                                                  "train": dataclasses.asdict(cfg), "data": str(data.path.resolve()),
-                                                  "world_size": world.size})
+            config = {"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(cfg),
+                      "data": str(data.path.resolve()), "world_size": world.size}
+            write_atomic(run_dir / "config.json", json.dumps(config, indent=2) + "\n")
 
     # ---- resume -----------------------------------------------------------------------------------------
 
@@ -413,9 +414,3 @@ def _check_vocab(data, vocab: Vocab, model_cfg: ModelConfig) -> None:
     if model_cfg.vocab_size != data.vocab_size or model_cfg.target_vocab_size != data.vocab_size:
         raise MtkitError(f"the model's vocab_size {model_cfg.vocab_size} does not match the data's vocabulary of "
                          f"{data.vocab_size} pieces ({data.path}/bpe.json); drop the vocab_size override.")
-
-
-def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)

@@ -1,0 +1,49 @@
+"""Files that appear whole or not at all: write a temporary file beside the target, then rename.
+
+Every file mtkit writes for a user (checkpoints, translations, prepared text, JSON records,
+the SentencePiece model) goes through here, so that a crash or Ctrl-C at any moment leaves
+either the previous file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary file to write; on a clean exit it is fsynced and renamed to `path`, else removed.
+
+    The temporary name is `.NAME.XXXXXXXX.tmp` in the target's directory (the rename must not
+    cross filesystems), and the file gets the mode a plain `open` would give (mkstemp's is 0600).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write `data` (str as UTF-8) to `path` through `atomic_file`."""
+    with atomic_file(path) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
