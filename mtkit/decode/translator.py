@@ -18,6 +18,7 @@ from mtkit import checkpoint
 from mtkit.config import EOS, PAD, PRECISION_CHOICES, DecodeConfig
 from mtkit.data.vocab import Vocab
 from mtkit.decode.beam import beam_search
+from mtkit.device import pick_device
 from mtkit.errors import MtkitError
 from mtkit.model.transformer import Transformer
 
@@ -41,19 +42,6 @@ class Translation:
     @property
     def score(self) -> float:
         return self.hypotheses[0][1]
-
-
-def resolve_device(name: str) -> torch.device:
-    """"auto" is CUDA when PyTorch sees a GPU, else the CPU; anything else must exist."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise MtkitError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N.") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise MtkitError(f"device {name!r} was asked for, but PyTorch sees no CUDA device; use cpu.")
-    return device
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
@@ -106,7 +94,7 @@ class Translator:
         model = checkpoint.build_from(ckpt)
         vocab = Vocab.from_bytes(ckpt["vocab"])
         del ckpt  # optimizer state can be twice the model's size
-        target = resolve_device(device)
+        target = pick_device(device)
         return cls(model, vocab, target, resolve_dtype(precision, target))
 
     @property

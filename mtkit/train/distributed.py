@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from mtkit.errors import MtkitError
+from mtkit.device import pick_device
 
 logger = logging.getLogger(__name__)
 
@@ -34,27 +34,6 @@ class World:
     @property
     def distributed(self) -> bool:
         return self.size > 1
-
-
-def pick_device(name: str, local_rank: int = 0) -> torch.device:
-    """"auto": CUDA when present (one GPU per local rank), else CPU; anything else is checked."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise MtkitError(f"unknown --device {name!r}; use auto, cpu, cuda or cuda:N.") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise MtkitError(f"--device {name} asked for CUDA, but this machine/torch build has none; use --device cpu.")
-        index = local_rank if device.index is None else device.index
-        if index >= torch.cuda.device_count():
-            raise MtkitError(f"--device {name}: there are only {torch.cuda.device_count()} CUDA device(s).")
-        device = torch.device("cuda", index)
-        torch.cuda.set_device(device)
-    elif device.type != "cpu":
-        raise MtkitError(f"unsupported --device {name!r}; use auto, cpu, cuda or cuda:N.")
-    return device
 
 
 def init_world(device_name: str) -> World:
