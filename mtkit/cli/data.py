@@ -1,0 +1,136 @@
+"""`mtkit prepare` and `mtkit bpe`: from a named corpus to binarized BPE data."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from mtkit.cli.app import app, err, log
+from mtkit.errors import MtkitError
+
+
+def _list_corpora() -> None:
+    from rich.table import Table
+
+    from mtkit.data.corpora import default_registry
+
+    table = Table(title="mtkit prepare NAME: named corpora (all splits of both directions come from the same files)",
+                  title_justify="left")
+    for column in ("name", "train", "valid", "test", "pairs", "download", "vocab"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("name", "pairs", "vocab"))
+    for corpus in default_registry():
+        table.add_row(corpus.name, corpus.contents("train"), corpus.contents("valid"), corpus.contents("test"),
+                      corpus.pairs, corpus.download_size(), str(corpus.vocab_size))
+    table.add_row("custom", "--train-src/--train-tgt", "--valid-src/--valid-tgt", "[--test-src/--test-tgt]",
+                  "yours", "-", "by size")
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 140)
+    console.print(table)
+
+
+@app.command()
+def prepare(
+    name: Optional[str] = typer.Argument(None, help="A corpus of `--list` (e.g. wmt14-en-de, multi30k-en-de), or 'custom'."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. \\[default: data/NAME]"),
+    mirror: Optional[Path] = typer.Option(None, "--mirror", help="A directory holding the archives, put there by hand "
+                                          "(no network is used); a missing one is named with its URL."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Download cache. \\[default: $MTKIT_CACHE, else the user's "
+                                         "cache dir, e.g. ~/.cache/mtkit]"),
+    list_: bool = typer.Option(False, "--list", help="Show the named corpora, their sizes and contents, and exit."),
+    dedup: bool = typer.Option(False, "--dedup", help="Also drop repeated training pairs (after normalisation)."),
+    max_words: Optional[int] = typer.Option(None, "--max-words", min=0, help="Drop training pairs with a side longer "
+                                            "than this many words; 0: no limit. \\[default: 250; Multi30k: 0]"),
+    max_ratio: Optional[float] = typer.Option(None, "--max-ratio", min=0, help="Drop training pairs whose word counts "
+                                              "differ by more than this factor; 0: no limit. \\[default: 1.5; Multi30k: 0]"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for cleaning. \\[default: all cores]"),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Fetch every file from BASE_URL/<file name> "
+                                           "instead of its origin (a private HTTP mirror)."),
+    retries: int = typer.Option(5, "--retries", min=0, help="Retries of a dropped download, each resuming where it stopped."),
+    force: bool = typer.Option(False, "--force", help="Redo the work even if DIR/prepare.json says it is done."),
+    src_lang: Optional[str] = typer.Option(None, "--src-lang", help="custom: source language code \\[default: from the file suffix]"),
+    tgt_lang: Optional[str] = typer.Option(None, "--tgt-lang", help="custom: target language code \\[default: from the file suffix]"),
+    train_src: Optional[Path] = typer.Option(None, "--train-src", help="custom: training source text (.gz is fine)."),
+    train_tgt: Optional[Path] = typer.Option(None, "--train-tgt", help="custom: training target text."),
+    valid_src: Optional[Path] = typer.Option(None, "--valid-src", help="custom: validation source text."),
+    valid_tgt: Optional[Path] = typer.Option(None, "--valid-tgt", help="custom: validation target text."),
+    test_src: Optional[Path] = typer.Option(None, "--test-src", help="custom: test source text."),
+    test_tgt: Optional[Path] = typer.Option(None, "--test-tgt", help="custom: test target text."),
+) -> None:
+    """Fetch, extract and clean a named corpus into DIR/raw.
+
+    Example: mtkit prepare multi30k-en-de --mirror ../shared/data/multi30k-en-de
+    """
+    if list_:
+        _list_corpora()
+        return
+    if not name:
+        raise MtkitError("name a corpus (`mtkit prepare --list` shows them), e.g. `mtkit prepare wmt14-en-de`.")
+    from mtkit.data.prepare import PrepareOptions
+    from mtkit.data.prepare import prepare as run_prepare
+
+    pairs = {"train": (train_src, train_tgt), "valid": (valid_src, valid_tgt), "test": (test_src, test_tgt)}
+    given = {split: p for split, p in pairs.items() if p != (None, None)}
+    custom_files = None
+    langs = None
+    if name == "custom":
+        for split, (a, b) in given.items():
+            if a is None or b is None:
+                raise MtkitError(f"give both --{split}-src and --{split}-tgt.")
+        custom_files = {split: (str(a), str(b)) for split, (a, b) in given.items()}
+        if (src_lang is None) != (tgt_lang is None):
+            raise MtkitError("give both --src-lang and --tgt-lang, or neither.")
+        langs = (src_lang, tgt_lang) if src_lang and tgt_lang else None
+    elif given or src_lang or tgt_lang:
+        raise MtkitError("--train-src/--valid-src/--test-src and --src-lang/--tgt-lang are for `mtkit prepare custom`.")
+
+    options = PrepareOptions(out=out, cache=cache, mirror=mirror, base_url=base_url, retries=retries, workers=workers,
+                             dedup=dedup, max_words=max_words, max_ratio=max_ratio, progress=sys.stderr.isatty(),
+                             force=force)
+    record = run_prepare(name, options, custom_files=custom_files, langs=langs, log=log)
+    out_dir = out or Path("data") / record["corpus"]
+    splits = record["splits"]
+    summary = []
+    for split, info in splits.items():
+        if split == "train":
+            dropped = ", ".join(f"{rule} {n}" for rule, n in info["dropped"].items() if n) or "none"
+            summary.append(f"train {info['kept']} pairs (of {info['pairs_in']}; dropped: {dropped})")
+        else:
+            summary.append(f"{split} {info['lines']}")
+    err.print(f"[green]prepared[/] {escape(str(out_dir))}/raw ({record['src_lang']}->{record['tgt_lang']}): {escape('; '.join(summary))}")
+    err.print(f"next: mtkit bpe {escape(str(out_dir))}")
+
+
+@app.command()
+def bpe(
+    data_dir: Path = typer.Argument(..., help="A directory written by `mtkit prepare` (holding raw/)."),
+    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", min=16, help="Pieces in the joint vocabulary. "
+                                             "\\[default: 37000 wmt14-en-de, 32000 wmt14-en-fr, 8000 multi30k; "
+                                             "custom: 8000 / 16000 / 32000 under 100k / 1M / above training pairs]"),
+    sample: int = typer.Option(2_000_000, "--sample", min=2, help="At most this many training sentences (both "
+                               "languages together) are drawn, seeded, to learn from."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads for encoding; the result does "
+                                          "not depend on it. \\[default: all cores]"),
+    seed: int = typer.Option(1, "--seed", help="Seed of the sentence sample."),
+    force: bool = typer.Option(False, "--force", help="Relearn and re-encode even if bpe.json says it is up to date."),
+) -> None:
+    """Learn a joint SentencePiece BPE vocabulary and binarize every split.
+
+    Example: mtkit bpe data/multi30k-en-de --vocab-size 8000
+    """
+    from mtkit.data.bpe import BpeOptions, build
+
+    record = build(data_dir, BpeOptions(vocab_size=vocab_size, sample=sample, threads=threads, seed=seed, force=force,
+                                        progress=sys.stderr.isatty()), log=log)
+    parts = []
+    for split, info in record["splits"].items():
+        tokens = ", ".join(f"{lang} {n}" for lang, n in info["tokens"].items())
+        parts.append(f"{split} {info['sentences']} sentences ({tokens} tokens)")
+    how = "reused" if record["reused_model"] else "learned"
+    err.print(f"[green]{how}[/] {escape(str(data_dir))}/spm.model ({record['model']['pieces']} pieces); "
+              f"{escape('; '.join(parts))}")
