@@ -8,6 +8,7 @@ checkpoint, so `translate` and `average` never take architecture flags.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
@@ -19,12 +20,33 @@ SHARE_CHOICES = ("all", "decoder", "none")
 PRECISION_CHOICES = ("fp32", "bf16", "fp16")
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
 
+DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
+DEFAULT_CHUNK_LINES = 1000  # decoding: lines read ahead and sorted together (`--buffer-size`)
+
 C = TypeVar("C")
+
+
+class ConfigError(MtkitError):
+    """A field with a bad value; kept apart so that the CLI can name the flag the user typed instead."""
+
+    def __init__(self, cls: type, name: str, expected: str, value: Any) -> None:
+        super().__init__(f"{cls.__name__}.{name} must be {expected}, got {value!r}.")
+        self.name, self.expected, self.value = name, expected, value
 
 
 def _check(ok: bool, cls: type, name: str, expected: str, value: Any) -> None:
     if not ok:
-        raise MtkitError(f"{cls.__name__}.{name} must be {expected}, got {value!r}.")
+        raise ConfigError(cls, name, expected, value)
+
+
+def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A field that is also a command-line flag: `--field-name`, with its help and choices kept beside it.
+
+    mtkit/cli/options.py turns every such field into a typer option, typed by the field's
+    annotation, so a new setting is one line here. Fields made with a plain default are
+    settings without a flag (reachable from Python, or through `--set` for ModelConfig).
+    """
+    return field(default=default, metadata={"help": help, "choices": choices})
 
 
 def _positive(cfg: Any, *names: str) -> None:
@@ -58,34 +80,47 @@ def config_diff(a: Any, b: Any) -> list[str]:
     return [f"{k}: {da.get(k)!r} != {db.get(k)!r}" for k in sorted(set(da) | set(db)) if da.get(k) != db.get(k)]
 
 
+def parse_value(text: str, annotation: Any) -> Any:
+    """A string typed by a field's annotation (int, float, bool, str, `X | None`); ValueError when it does not fit."""
+    args = typing.get_args(annotation)
+    if type(None) in args:
+        if text.lower() in ("none", "null", ""):
+            return None
+        annotation = next(a for a in args if a is not type(None))
+    if annotation is bool:
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(text)
+        return text.lower() in ("true", "1", "yes")
+    if annotation in (int, float):
+        return annotation(text)
+    if annotation is str:
+        return text
+    raise ValueError(f"no parser for {annotation}")
+
+
+def type_name(annotation: Any) -> str:
+    """How an error names what a field of this annotation accepts."""
+    args = typing.get_args(annotation)
+    if type(None) in args:
+        return f"{type_name(next(a for a in args if a is not type(None)))} or none"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(annotation,
+                                                                                           str(annotation))
+
+
 def parse_overrides(items: list[str] | tuple[str, ...], cls: type) -> dict[str, Any]:
-    """`field=value` strings (e.g. from `--set`) typed by the field's default; the config validates the values."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    """`field=value` strings (e.g. from `--set`) typed by the field's annotation; the config validates the values."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
     out: dict[str, Any] = {}
     for item in items:
         name, sep, text = item.partition("=")
         name, text = name.strip().replace("-", "_"), text.strip()
         if not sep or name not in fields:
             raise MtkitError(f"--set {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(sorted(fields))}.")
-        default = fields[name].default
         try:
-            if isinstance(default, bool):
-                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(text)
-                value: Any = text.lower() in ("true", "1", "yes")
-            elif isinstance(default, int) or (default is None and text.lower() != "none"):
-                value = int(text)
-            elif default is None:
-                value = None
-            elif isinstance(default, float):
-                value = float(text)
-            else:
-                value = text
+            out[name] = parse_value(text, hints[name])
         except ValueError:
-            kind = "true or false" if isinstance(default, bool) else type(default).__name__ if default is not None \
-                else "an integer or none"
-            raise MtkitError(f"--set {item!r}: {cls.__name__}.{name} must be {kind}.") from None
-        out[name] = value
+            raise MtkitError(f"--set {item!r}: {name} must be {type_name(hints[name])}.") from None
     return out
 
 
@@ -100,7 +135,7 @@ class ModelConfig:
     heads: int = 8
     encoder_layers: int = 6
     decoder_layers: int = 6
-    dropout: float = 0.1  # P_drop: sub-layer outputs and embedding+position sums (5.4)
+    dropout: float = option(0.1, "P_drop: on sub-layer outputs and embedding + position sums (5.4).")
     attention_dropout: float = 0.0  # not in the paper; fairseq and tensor2tensor offer it
     activation_dropout: float = 0.0  # inside the feed-forward block; not in the paper
     max_positions: int = 1024
@@ -136,29 +171,32 @@ class ModelConfig:
 class TrainConfig:
     """Optimisation settings of section 5 (5.3 optimizer, 5.4 regularization) and the run's cadence."""
 
-    max_tokens: int = 4096  # per batch and side, padding included
-    update_freq: int = 1  # batches accumulated per update (per rank)
+    max_tokens: int = option(4096, "Tokens per batch and side, padding included.")
+    update_freq: int = option(1, "Batches accumulated per update on each process "
+                                 "(given: wins over the preset's ~25k tokens per update).")
     # > 0: when --update-freq is not given, update_freq = ceil(update_tokens / (max_tokens x ranks)),
     # so an update holds about this many tokens per side whatever the world size (5.1: ~25k).
     update_tokens: int = 0
-    lr_scale: float = 1.0  # factor on top of the paper's schedule
-    warmup: int = 4000
-    label_smoothing: float = 0.1
+    lr_scale: float = option(1.0, "Factor on the paper's learning-rate schedule.")
+    warmup: int = option(4000, "Warmup updates of the schedule.")
+    label_smoothing: float = option(0.1, "Label smoothing epsilon.")
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
-    max_steps: int = 100_000
-    max_epochs: int = 0  # 0: no limit
-    clip_norm: float = 0.0  # 0: off, as in the paper
-    seed: int = 1
-    precision: str = "fp32"
-    valid_every: int = 1000  # updates between validations
-    patience: int = 0  # validations without a new best before stopping; 0: never stop early
-    valid_bleu: int = 0  # dev sentences translated greedily for sacreBLEU at each validation; 0: off
-    max_minutes: float = 0.0  # wall-clock budget of the training loop (resumes add up); 0: none
-    save_every_steps: int = 0  # 0: off
-    save_every_minutes: float = 10.0  # the paper's cadence; 0: off
-    keep_last: int = 5  # newest checkpoint_<step>.pt kept (the paper averages the last 5 / 20)
-    log_every: int = 100  # updates between log lines (also the only host syncs for metrics)
+    max_steps: int = option(100_000, "Stop after this many updates.")
+    max_epochs: int = option(0, "Stop after this many epochs (0: no limit).")
+    clip_norm: float = option(0.0, "Clip the gradient norm to this (0: off, as in the paper).")
+    seed: int = option(1, "Seed for weights, dropout and batch order.")
+    precision: str = option("fp32", "fp32, bf16 (autocast) or fp16 (with a loss scaler).", PRECISION_CHOICES)
+    valid_every: int = option(1000, "Updates between validations.")
+    patience: int = option(0, "Stop after this many validations without a new best (0: never).")
+    valid_bleu: int = option(0, "Also translate the first N dev sentences greedily at each validation and pick "
+                                "checkpoint_best.pt by their sacreBLEU (0: off; best by validation loss).")
+    max_minutes: float = option(0.0, "Stop after this many minutes of training wall-clock (validation and saving "
+                                     "included; a resumed run continues its budget; 0: no budget).")
+    save_every_steps: int = option(0, "Save a checkpoint every this many updates (0: off).")
+    save_every_minutes: float = option(10.0, "Save a checkpoint every this many minutes (0: off; the paper: 10).")
+    keep_last: int = option(5, "Keep the newest N numbered checkpoints (the paper averages the last 5 / 20).")
+    log_every: int = option(100, "Updates between log lines (also the only host syncs for metrics).")
     max_nonfinite: int = 10  # non-finite losses in a row that stop the run
 
     def __post_init__(self) -> None:
@@ -258,12 +296,13 @@ class DecodeConfig:
     for a source of n subword tokens is floor(max_len_a * n + max_len_b) tokens before EOS.
     """
 
-    beam: int = 4
-    alpha: float = 0.6
-    lenpen: str = "gnmt"
-    max_len_a: float = 1.0
-    max_len_b: int = 50
-    nbest: int = 1  # hypotheses returned per sentence, best first
+    beam: int = option(4, "Beam size; 1 is greedy search.")
+    alpha: float = option(0.6, "Length penalty exponent (0 ranks by plain log-probability).")
+    lenpen: str = option("gnmt", "Length penalty formula: gnmt ((5+|Y|)/6)^alpha, fairseq |Y|^alpha, or none.",
+                         LENPEN_CHOICES)
+    max_len_a: float = option(1.0, "Longest output = a x source tokens + b.")
+    max_len_b: int = option(50, "Longest output = a x source tokens + b.")
+    nbest: int = option(1, "Write the K best as LINE<TAB>TRANSLATION<TAB>SCORE, K lines per input.")
 
     def __post_init__(self) -> None:
         _positive(self, "beam", "nbest")

@@ -7,14 +7,12 @@ get_ende_bleu.sh computes them: Moses tokenizer.perl on both sides, then
 
 from __future__ import annotations
 
-import gzip
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 from mtkit.errors import MtkitError
+from mtkit.textio import read_lines_strict
 
 # get_ende_bleu.sh's perl substitution; Python's re.sub also scans left to right without overlaps,
 # so "3-D-Film" becomes "3 ##AT##-##AT## D-Film" here exactly as it does there.
@@ -45,28 +43,14 @@ class Comparison:
     p_value: float
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Lines as sacrebleu's command line reads them (trailing whitespace stripped); .gz files too."""
-    path = Path(path)
-    if not path.is_file():
-        raise MtkitError(f"{path} does not exist.")
-    opener = gzip.open if path.suffix == ".gz" else open
-    lines = []
-    try:
-        with opener(path, "rt", encoding="utf-8", newline="\n") as f:
-            for line in f:
-                lines.append(line.rstrip())
-    except UnicodeDecodeError:
-        raise MtkitError(f"{path} is not valid UTF-8 (after line {len(lines)}).") from None
-    return lines
-
-
 def check_lengths(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyp_name: str,
                   ref_names: Sequence[str]) -> None:
-    """Scores of misaligned files are meaningless: refuse them with both counts."""
+    """Scores of misaligned files are meaningless: refuse them with both counts (and empty ones: sacrebleu fails)."""
     for ref, name in zip(refs, ref_names):
         if len(ref) != len(hyps):
             raise MtkitError(f"{hyp_name} has {len(hyps)} lines but {name} has {len(ref)}; they must be aligned.")
+    if not hyps:
+        raise MtkitError(f"{hyp_name} is empty: there is nothing to score.")
 
 
 def _metrics() -> dict:
@@ -147,4 +131,4 @@ def sacrebleu_references(test_set: str, langpair: str) -> list[list[str]]:
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise MtkitError(f"could not get the {test_set} {langpair} references through sacrebleu ({reason}); "
                          f"check the network, or put them in sacrebleu's cache ($SACREBLEU).") from None
-    return [read_lines(f) for f in files]
+    return [read_lines_strict(f) for f in files]

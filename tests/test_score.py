@@ -14,6 +14,7 @@ import pytest
 
 from mtkit import score
 from mtkit.errors import MtkitError
+from mtkit.textio import read_lines_strict
 
 
 def damaged(lines: list[str], every: int) -> list[str]:
@@ -95,7 +96,7 @@ def test_paper_bleu_and_comparison_through_the_cli(cli, files, tmp_path):
 
 
 def test_comparing_a_system_with_itself_finds_no_difference(files):
-    hyps, refs = score.read_lines(files["hyp"]), [score.read_lines(files["ref"])]
+    hyps, refs = read_lines_strict(files["hyp"]), [read_lines_strict(files["ref"])]
     comparisons = score.paired_bootstrap(hyps, hyps, refs, samples=100)
     assert [c.name for c in comparisons] == ["BLEU", "chrF2", "TER"]
     for c in comparisons:  # (sacrebleu's p-value is 1/(n+1) here: multeval counts only strictly larger gaps)
@@ -135,8 +136,8 @@ def test_read_lines_accepts_gzip_and_refuses_bad_utf8(tmp_path):
     gz = tmp_path / "a.txt.gz"
     with gzip.open(gz, "wt", encoding="utf-8") as f:
         f.write("eins  \nzwei\n")
-    assert score.read_lines(gz) == ["eins", "zwei"]
+    assert read_lines_strict(gz) == ["eins", "zwei"]
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"gut\nschl\xe9cht\n")
     with pytest.raises(MtkitError, match="not valid UTF-8"):
-        score.read_lines(bad)
+        read_lines_strict(bad)

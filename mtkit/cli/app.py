@@ -1,29 +1,79 @@
 """The `mtkit` typer app and its entry point: one place for the root options, logging and error handling.
 
 Heavy imports (torch, sentencepiece, sacrebleu) happen inside the commands so that
-`mtkit --help` answers at once. Errors of type MtkitError become one red line on stderr
-and exit code 1; anything else is a bug and keeps its traceback.
+`mtkit --help` answers at once. The exit-code contract (EXIT_CODES) is kept here, in
+`main`, and shown at the foot of every command's --help.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from mtkit import __version__
 from mtkit.errors import MtkitError
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+EXIT_CODES = ("Exit codes: 0 done (also when the reader of the output goes away); 1 a user error, said in one "
+              "sentence; 2 a usage error (an unknown option or a bad choice); 130 interrupted.")
+
+
+class _StdoutClosed(Exception):
+    """The reader of our stdout went away (`mtkit translate ... | head -1`): a normal end, not an error."""
+
+
+def _flags_without_metavar(command: Any) -> None:
+    """typer shows `<bool>` after a flag as if it took a value; a flag takes none, so show nothing."""
+    for param in command.params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+
+
+class MtkitGroup(TyperGroup):
+    """The root command: gives every subcommand the exit-code epilog and flags shown as flags.
+
+    It also turns a closed stdout into `_StdoutClosed` before typer's own handler, which would exit 1.
+    """
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if isinstance(command, TyperCommand) and not getattr(command, "_mtkit_ready", False):
+            command.epilog = f"{command.epilog}\n\n{EXIT_CODES}" if command.epilog else EXIT_CODES
+            _flags_without_metavar(command)
+            help_option = command.get_help_option(ctx)
+            if help_option is not None:
+                help_option.metavar = ""
+            command._mtkit_ready = True  # type: ignore[attr-defined]
+        return command
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:
+            if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+                param.metavar = ""
+        return params
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise _StdoutClosed() from exc
+
+
 app = typer.Typer(
     name="mtkit",
+    cls=MtkitGroup,
     help="Machine translation with the Transformer of 'Attention Is All You Need': "
     "prepare -> bpe -> train -> average -> translate -> score.",
-    add_completion=False,
+    epilog=EXIT_CODES,
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
@@ -44,32 +94,82 @@ def _root(
     """mtkit: from a named parallel corpus to a trained Transformer and scored translations."""
 
 
-def setup_logging(level: int) -> None:
-    """One log format for every command, on stderr; under torchrun, ranks other than 0 only warn."""
-    import logging
-    import os
+class _RankFilter(logging.Filter):
+    """Under torchrun, ranks other than 0 say only what is wrong: their progress is rank 0's."""
 
-    rank = int(os.environ.get("RANK", "0"))
-    logging.basicConfig(level=level if rank == 0 else max(level, logging.WARNING), stream=sys.stderr,
-                        format=f"%(asctime)s{f' [rank {rank}]' if rank else ''} | %(levelname)s | %(message)s",
-                        datefmt="%H:%M:%S")
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.rank:
+            record.msg = f"[rank {self.rank}] {record.msg}"
+        return self.rank == 0 or record.levelno >= logging.WARNING
+
+
+def setup_logging(level: int) -> None:
+    """The one log handler of mtkit, on stderr, for every module's `logging.getLogger(__name__)`.
+
+    mtkit's own loggers speak from `level` up; other libraries only warn. On a terminal the
+    handler is rich's; in a pipe or a log file it is one plain line a record, never wrapped.
+    """
+    from rich.logging import RichHandler
+
+    handler: logging.Handler
+    if err.is_terminal:
+        handler = RichHandler(console=err, show_path=False, markup=False, log_time_format="%H:%M:%S")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(message)s", datefmt="%H:%M:%S"))
+    handler.addFilter(_RankFilter(int(os.environ.get("RANK", "0"))))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_mtkit", False)]:
+        root.removeHandler(old)
+    handler._mtkit = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("mtkit").setLevel(level)
 
 
 def log(message: str) -> None:
     err.print(f"[dim]{escape(message)}[/]")
 
 
-def main() -> None:
-    """Console entry point: user mistakes become one red sentence and a non-zero exit.
+def _usage_error(exc: Any) -> None:
+    """A usage error as one line (typer draws a box around it), with a hint where a habit explains it."""
+    from mtkit.cli.options import usage_hint
 
-    typer's standalone mode already turns usage errors into its own message and exit 2;
-    MtkitError passes through it and is reported here.
+    message = exc.format_message().replace("Value error, ", "").rstrip(".")
+    param = getattr(exc, "param", None)
+    hint = usage_hint(param.opts[0], sys.argv) if param is not None and getattr(param, "opts", None) else None
+    where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "mtkit"
+    err.print(f"[bold red]{escape(where)}: usage error:[/] {escape(message)}{escape('; ' + hint) if hint else ''} "
+              f"(see {escape(where)} --help)")
+
+
+def main() -> None:
+    """Console entry point: the exit-code contract of EXIT_CODES.
+
+    typer's standalone mode would draw usage errors in a box and exit 1 on a closed pipe;
+    mtkit runs it in non-standalone mode and says each outcome itself.
     """
     try:
-        app()
+        code = app(standalone_mode=False)
     except MtkitError as exc:
         err.print(f"[bold red]mtkit: error:[/] {escape(str(exc))}")
         sys.exit(1)
-    except BrokenPipeError:  # e.g. `mtkit translate ... | head`: not an error
-        sys.stderr.close()
+    except typer.TyperException as exc:  # typer's own: usage errors (exit code 2) and a few others
+        if exc.exit_code == 2:
+            _usage_error(exc)
+        else:
+            err.print(f"[bold red]mtkit: error:[/] {escape(exc.format_message())}")
+        sys.exit(exc.exit_code)
+    except (_StdoutClosed, BrokenPipeError):
+        # Nobody reads our output any more: leave quietly. Python would complain when it
+        # flushes stdout at exit, so point stdout at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("mtkit: interrupted.")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Literal, Optional
 
 import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
+from mtkit.cli.options import build, config_options, device_option
+from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, PRECISION_CHOICES, DecodeConfig
 from mtkit.errors import MtkitError
 
 
@@ -31,6 +33,9 @@ def average(
     from mtkit import checkpoint
 
     paths = [Path(p) for p in paths]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise MtkitError(f"{', '.join(missing)} does not exist (give a run directory or checkpoint files).")
     if len(paths) == 1 and paths[0].is_dir():
         run = paths[0]
         want = 5 if last is None else last
@@ -53,24 +58,26 @@ def average(
 
 
 @app.command()
+@config_options(DecodeConfig)
 def translate(
     model: str = typer.Option(..., "--model", "-m", help="An mtkit model or checkpoint file (e.g. averaged.pt).",
                                show_default=False),
     input: Optional[str] = typer.Option(None, "--input", "-i", show_default="stdin",
-                                         help="Raw text to translate, one sentence a line."),
+                                         help="Raw text to translate, one sentence a line (a file, a pipe, or -)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", show_default="stdout",
                                           help="Where the translations go, one line for each input line."),
-    beam: int = typer.Option(4, help="Beam size; 1 is greedy search."),
-    alpha: float = typer.Option(0.6, help="Length penalty exponent (0 ranks by plain log-probability)."),
-    lenpen: str = typer.Option("gnmt", help="Length penalty: gnmt ((5+|Y|)/6)^alpha, fairseq |Y|^alpha, or none."),
-    max_len_a: float = typer.Option(1.0, help="Longest output = a x source tokens + b."),
-    max_len_b: int = typer.Option(50, help="Longest output = a x source tokens + b."),
-    batch_tokens: int = typer.Option(4096, help="Source tokens per batch, padding included."),
-    nbest: int = typer.Option(1, help="Write the K best as LINE<TAB>TRANSLATION<TAB>SCORE, K lines per input."),
+    batch_tokens: int = typer.Option(DEFAULT_BATCH_TOKENS, "--batch-tokens", "--max-tokens", min=1,
+                                     help="Source tokens per batch, padding included (--max-tokens: the same)."),
+    buffer_size: Optional[int] = typer.Option(None, "--buffer-size", min=1, show_default=f"{DEFAULT_CHUNK_LINES}; "
+                                              "1 on a terminal", help="Lines read before translating them; "
+                                              "1 answers each line at once (for a co-process)."),
     scores: bool = typer.Option(False, "--scores", help="Append <TAB>SCORE (log-probability / length penalty)."),
-    device: str = typer.Option("auto", help="cpu, cuda, cuda:N, or auto (CUDA when available)."),
-    precision: str = typer.Option("fp32", help="fp32, bf16, or fp16 (fp16 on CUDA only)."),
-    threads: int = typer.Option(0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
+    device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
+    precision: Literal[PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
+        "fp32", help="fp32, bf16, or fp16 (fp16 on CUDA only)."),
+    threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
+    *,
+    given: dict[str, Any],
 ) -> None:
     """Translate raw text, one sentence a line, with beam search.
 
@@ -82,30 +89,25 @@ def translate(
     import torch
     from tqdm import tqdm
 
-    from mtkit.config import DecodeConfig
-    from mtkit.decode.textio import open_output, read_lines
     from mtkit.decode.translator import Translator
+    from mtkit.textio import one_line, open_input, open_output, read_lines_lenient
 
     setup_logging(logging.WARNING)
-    config = DecodeConfig(beam=beam, alpha=alpha, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b,
-                          nbest=nbest)
-    if batch_tokens < 1 or threads < 0:
-        raise MtkitError("--batch-tokens must be positive and --threads 0 or positive.")
+    config = build(DecodeConfig(), given)
     if threads:
         torch.set_num_threads(threads)
-    if input is not None and not Path(input).is_file():
-        raise MtkitError(f"input file {input} does not exist.")
-    translator = Translator.load(model, device=device, precision=precision)
     with contextlib.ExitStack() as stack:
-        source = stack.enter_context(open(input, "rb")) if input is not None else sys.stdin.buffer
+        source = stack.enter_context(open_input(input))
+        out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
+        translator = Translator.load(model, device=device, precision=precision)
         interactive = source.isatty()  # translate each line as it is typed
-        lines = read_lines(source, name=str(input or "input"))
-        stream = translator.translate_stream(lines, config, batch_tokens, chunk_lines=1 if interactive else 1000)
-        out = stack.enter_context(open_output(output))
+        chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)
+        lines = read_lines_lenient(source, name=str(input or "input"))
+        stream = translator.translate_stream(lines, config, batch_tokens, chunk_lines=chunk_lines)
         for tr in tqdm(stream, unit=" lines", disable=not sys.stderr.isatty() or interactive, file=sys.stderr):
-            if nbest > 1:
-                text = "".join(f"{tr.line}\t{t}\t{s:.4f}\n" for t, s in tr.hypotheses)
+            if config.nbest > 1:
+                text = "".join(f"{tr.line}\t{one_line(t)}\t{s:.4f}\n" for t, s in tr.hypotheses)
             else:
-                text = f"{tr.text}\t{tr.score:.4f}\n" if scores else f"{tr.text}\n"
+                text = f"{one_line(tr.text)}\t{tr.score:.4f}\n" if scores else f"{one_line(tr.text)}\n"
             out.write(text.encode("utf-8"))
             out.flush()

@@ -12,7 +12,8 @@ from mtkit.errors import MtkitError
 
 @app.command()
 def score(
-    hyp: str = typer.Argument(..., help="Detokenized translations, one a line (.gz is fine).", show_default=False),
+    hyp: str = typer.Argument(..., help="Detokenized translations, one a line (.gz is fine); - reads stdin.",
+                              show_default=False),
     ref: list[str] = typer.Option([], "--ref", "-r", show_default="none",
                                    help="Reference translations; repeat for several references."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
@@ -32,11 +33,14 @@ def score(
     """Score translations against references: sacreBLEU, chrF, TER, tokenized BLEU.
 
     Example: mtkit score test.hyp.de --ref test.de --paper-bleu
+
+    From a pipe: mtkit translate -m averaged.pt < test.en | mtkit score - --ref test.de
     """
     import dataclasses
     import json
 
     from mtkit import score as scoring
+    from mtkit.textio import read_lines_strict
 
     if test_set is not None and ref:
         raise MtkitError("give references either with --ref or with --test-set, not both.")
@@ -46,11 +50,11 @@ def score(
         refs = scoring.sacrebleu_references(test_set, langpair)
         ref_names = [f"{test_set} {langpair} reference {i + 1}" for i in range(len(refs))]
     elif ref:
-        refs = [scoring.read_lines(r) for r in ref]
+        refs = [read_lines_strict(r) for r in ref]
         ref_names = [str(r) for r in ref]
     else:
         raise MtkitError("no references: give --ref FILE, or --test-set NAME --langpair SRC-TGT.")
-    hyps = scoring.read_lines(hyp)
+    hyps = read_lines_strict(hyp)
     scoring.check_lengths(hyps, refs, str(hyp), ref_names)
     results = scoring.corpus_scores(hyps, refs)
     if paper_bleu:
@@ -58,7 +62,7 @@ def score(
         results.append(scoring.paper_bleu(hyps, refs, tok_lang))
     comparisons = []
     if compare is not None:
-        hyps2 = scoring.read_lines(compare)
+        hyps2 = read_lines_strict(compare)
         scoring.check_lengths(hyps2, refs, str(compare), ref_names)
         comparisons = scoring.paired_bootstrap(hyps, hyps2, refs)
     if json_out:

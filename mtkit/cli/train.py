@@ -1,63 +1,81 @@
-"""`mtkit train`: options in, a TrainConfig and ModelConfig out, the trainer called."""
+"""`mtkit train`: options in, a TrainConfig and ModelConfig out, the trainer called.
+
+The training options are the option fields of TrainConfig and ModelConfig (mtkit/cli/options.py);
+a new one is a field in mtkit/config.py, nothing here.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from pathlib import Path
-from typing import Optional
+from typing import Any, Literal, Optional
 
 import typer
 
 from mtkit.cli.app import app, err, setup_logging
+from mtkit.cli.options import build, config_file_option, config_options, device_option, resolved_values
+from mtkit.config import PRESETS, ModelConfig, TrainConfig
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PRESET = "base"
+PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
+
+# `small` on 2 AMD EPYC cores (recipes/multi30k-en-de): ~4,650 source + target tokens a second.
+SMALL_CPU_TOKENS_PER_S = 4650.0
 
 
-PRESET_DEFAULT = "from the preset"
+def preset_defaults(cls: type, name: str) -> str:
+    """What --help shows as the default of a field: each preset's value, grouped where they agree."""
+    by_value: dict[Any, list[str]] = {}
+    for preset in PRESETS.values():
+        config = preset.model if cls is ModelConfig else preset.train
+        by_value.setdefault(getattr(config, name), []).append(preset.name)
+    if len(by_value) == 1:
+        return str(next(iter(by_value)))
+    return ", ".join(f"{'/'.join(names)} {value}" for value, names in by_value.items())
+
+
+def _preset_help() -> str:
+    return "Architecture and training defaults: " + "; ".join(f"{p.name}: {p.about}" for p in PRESETS.values()) + "."
+
+
+def _compute_per_token(cfg: ModelConfig) -> float:
+    """Weights a token passes through (6 N FLOPs a token in training; Kaplan et al. 2020): a cost ratio."""
+    d, d_ff = cfg.d_model, cfg.d_ff
+    encoder = cfg.encoder_layers * (4 * d * d + 2 * d * d_ff)
+    decoder = cfg.decoder_layers * (8 * d * d + 2 * d * d_ff)
+    return encoder + decoder + cfg.target_vocab_size * d / 2  # the output projection serves target tokens only
+
+
+def cpu_update_seconds(model_cfg: ModelConfig, train_cfg: TrainConfig, threads: int) -> float:
+    """A rough time per update on CPU, scaled from `small`'s measured throughput by compute and threads."""
+    small = dataclasses.replace(PRESETS["small"].model, vocab_size=8000)
+    per_token = _compute_per_token(model_cfg) / _compute_per_token(small)
+    tokens = 2 * train_cfg.max_tokens * train_cfg.for_world(1).update_freq
+    return tokens * per_token / (SMALL_CPU_TOKENS_PER_S * max(threads, 1) / 2)
 
 
 @app.command()
+@config_options(TrainConfig, ModelConfig, show_default=preset_defaults)
 def train(
+    ctx: typer.Context,
     data: Path = typer.Argument(..., help="Data directory prepared by `mtkit bpe` (bpe.json, spm.model, bin/)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory; rerunning on an existing one resumes it."),
-    preset: str = typer.Option("base", help="Architecture and training defaults: tiny, small, base or big."),
-    max_tokens: Optional[int] = typer.Option(None, help="Tokens per batch and side, padding included.",
-                                             show_default=PRESET_DEFAULT),
-    update_freq: Optional[int] = typer.Option(None, help="Batches accumulated per update on each process.",
-                                              show_default="auto: base/big reach ~25k tokens per update"),
-    lr_scale: Optional[float] = typer.Option(None, help="Factor on the paper's learning-rate schedule.",
-                                             show_default=PRESET_DEFAULT),
-    warmup: Optional[int] = typer.Option(None, help="Warmup updates of the schedule.", show_default=PRESET_DEFAULT),
-    dropout: Optional[float] = typer.Option(None, help="P_drop of the model.", show_default=PRESET_DEFAULT),
-    label_smoothing: Optional[float] = typer.Option(None, help="Label smoothing epsilon.",
-                                                    show_default=PRESET_DEFAULT),
-    max_steps: Optional[int] = typer.Option(None, help="Stop after this many updates.", show_default=PRESET_DEFAULT),
-    max_minutes: Optional[float] = typer.Option(
-        None, help="Stop after this many minutes of training wall-clock (validation and saving included; "
-        "a resumed run continues its budget; 0: no budget).", show_default=PRESET_DEFAULT),
-    max_epochs: Optional[int] = typer.Option(None, help="Stop after this many epochs (0: no limit).",
-                                             show_default=PRESET_DEFAULT),
-    clip_norm: Optional[float] = typer.Option(None, help="Clip the gradient norm to this (0: off, as in the paper).",
-                                              show_default=PRESET_DEFAULT),
-    precision: Optional[str] = typer.Option(None, help="fp32, bf16 (autocast) or fp16 (with a loss scaler).",
-                                            show_default=PRESET_DEFAULT),
-    seed: Optional[int] = typer.Option(None, help="Seed for weights, dropout and batch order.",
-                                       show_default=PRESET_DEFAULT),
-    valid_every: Optional[int] = typer.Option(None, help="Updates between validations.",
-                                              show_default=PRESET_DEFAULT),
-    valid_bleu: Optional[int] = typer.Option(
-        None, help="Also translate the first N dev sentences greedily at each validation and pick "
-        "checkpoint_best.pt by their sacreBLEU (0: off; best by validation loss).", show_default=PRESET_DEFAULT),
-    patience: Optional[int] = typer.Option(None, help="Stop after this many validations without a new best (0: never).",
-                                           show_default=PRESET_DEFAULT),
-    save_every_steps: Optional[int] = typer.Option(None, help="Save a checkpoint every this many updates (0: off).",
-                                                   show_default=PRESET_DEFAULT),
-    save_every_minutes: Optional[float] = typer.Option(None, help="Save a checkpoint every this many minutes (0: off).",
-                                                       show_default=PRESET_DEFAULT),
-    keep_last: Optional[int] = typer.Option(None, help="Keep the newest N numbered checkpoints.",
-                                            show_default=PRESET_DEFAULT),
-    log_every: Optional[int] = typer.Option(None, help="Updates between log lines.", show_default=PRESET_DEFAULT),
+    preset: Optional[PresetName] = typer.Option(None, help=_preset_help(), show_default=DEFAULT_PRESET),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a model field, e.g. --set encoder_layers=4 "
                                    "--set pre_norm=true (repeatable).", show_default="none"),
-    device: str = typer.Option("auto", help="auto (CUDA if present), cpu, cuda or cuda:N; torchrun: one GPU a rank."),
+    device: str = device_option("auto (CUDA if present), cpu, cuda, cuda:N or mps; torchrun: one GPU a rank."),
     threads: int = typer.Option(0, help="CPU threads for torch (0: torch's default)."),
+    config: Optional[Path] = typer.Option(None, "--config", is_eager=True, callback=config_file_option,
+                                          help="A YAML file of flag names and values (e.g. `max-tokens: 2048`); "
+                                               "flags on the command line win over it.", show_default="none"),
+    print_config: bool = typer.Option(False, "--print-config",
+                                      help="Print every resolved value (preset defaults included) as a --config "
+                                           "file and exit."),
+    *,
+    given: dict[str, Any],
 ) -> None:
     """Train a Transformer on binarized data, the way section 5 of the paper does.
 
@@ -65,30 +83,33 @@ def train(
 
     Example: mtkit train data/multi30k-en-de --preset small --out runs/small
     """
-    import dataclasses
-    import logging
     import os
 
-    from mtkit.config import ModelConfig, get_preset, model_config, parse_overrides
+    from mtkit.config import model_config, parse_overrides
+
+    chosen = PRESETS[preset or DEFAULT_PRESET]
+    if "update_freq" in given:
+        given = {**given, "update_tokens": 0}  # an explicit --update-freq wins over the preset's token target
+    train_cfg = build(chosen.train, given)
+    model_given = build(chosen.model, given)
+    if print_config:
+        import yaml
+
+        resolved = {f.name: getattr(train_cfg, f.name) for f in dataclasses.fields(TrainConfig)}
+        resolved["update_freq"] = None if train_cfg.update_tokens else train_cfg.update_freq  # None: from tokens
+        resolved.update(dropout=model_given.dropout, preset=chosen.name)
+        typer.echo(yaml.safe_dump(resolved_values(ctx, resolved), sort_keys=False, allow_unicode=True), nl=False)
+        return
+
     from mtkit.data.dataset import open_data
 
     rank = int(os.environ.get("RANK", "0"))
     setup_logging(logging.INFO)
-    chosen = get_preset(preset)
     data_dir = open_data(data)
-    overrides = parse_overrides(set_ or [], ModelConfig)
-    if dropout is not None:
-        overrides["dropout"] = dropout
-    model_cfg = model_config(preset, data_dir.vocab_size, **overrides)
-    given = {k: v for k, v in dict(
-        max_tokens=max_tokens, update_freq=update_freq, lr_scale=lr_scale, warmup=warmup,
-        label_smoothing=label_smoothing, max_steps=max_steps, max_minutes=max_minutes, max_epochs=max_epochs,
-        clip_norm=clip_norm,
-        precision=precision, seed=seed, valid_every=valid_every, valid_bleu=valid_bleu, patience=patience, save_every_steps=save_every_steps,
-        save_every_minutes=save_every_minutes, keep_last=keep_last, log_every=log_every).items() if v is not None}
-    if update_freq is not None:
-        given["update_tokens"] = 0  # an explicit --update-freq wins over the preset's token target
-    train_cfg = dataclasses.replace(chosen.train, **given)
+    overrides = {"dropout": model_given.dropout, **parse_overrides(set_ or [], ModelConfig)}
+    model_cfg = model_config(chosen.name, data_dir.vocab_size, **overrides)
+    if preset is None and rank == 0:
+        _say_default_preset(model_cfg, train_cfg, device, threads)
 
     from mtkit.train.trainer import train as run_training
 
@@ -97,3 +118,15 @@ def train(
         best = f"best dev BLEU {-result.best:.2f}" if train_cfg.valid_bleu else f"best valid NLL {result.best:.3f}"
         err.print(f"trained to step {result.step} ({result.stopped}); {best}; "
                   f"checkpoints in {out}")
+
+
+def _say_default_preset(model_cfg: ModelConfig, train_cfg: TrainConfig, device: str, threads: int) -> None:
+    """No --preset on a machine without CUDA: say what `base` costs here before an hour has gone."""
+    import torch
+
+    if device not in ("auto", "cpu") or (device == "auto" and torch.cuda.is_available()):
+        return
+    seconds = cpu_update_seconds(model_cfg, train_cfg, threads or torch.get_num_threads())
+    logger.warning("no --preset given: training the paper's `%s` model, which on this CPU takes roughly %s an "
+                   "update; for a CPU, --preset small is the one to try.", DEFAULT_PRESET,
+                   f"{seconds:.0f} s" if seconds >= 2 else f"{seconds:.1f} s")

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Sequence
 import torch
 
 from mtkit import checkpoint
-from mtkit.config import EOS, PAD, PRECISION_CHOICES, DecodeConfig
+from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD, PRECISION_CHOICES, DecodeConfig
 from mtkit.data.vocab import Vocab
 from mtkit.decode.beam import beam_search
 from mtkit.device import pick_device
@@ -24,8 +24,6 @@ from mtkit.model.transformer import Transformer
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BATCH_TOKENS = 4096  # source tokens per batch, padding included
-DEFAULT_CHUNK_LINES = 1000  # lines read ahead and sorted together
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,15 @@ def test_files_scores_and_nbest(cli, model_file, tmp_path):
 
 @pytest.mark.slow
 def test_bad_model_and_options_are_one_clear_line(cli, tmp_path, model_file):
-    for args, message in [(("-m", tmp_path / "nope.pt"), "does not exist"),
-                          (("-m", model_file, "--lenpen", "wmt"), "lenpen must be one of gnmt, fairseq, none"),
-                          (("-m", model_file, "--beam", "2", "--nbest", "3"), "nbest must be at most beam=2")]:
+    for args, code, message in [
+        (("-m", tmp_path / "nope.pt"), 1, "does not exist"),
+        (("-m", model_file, "--lenpen", "wmt"), 2, "'--lenpen': 'wmt' is not one of 'gnmt', 'fairseq', 'none'"),
+        (("-m", model_file, "--lenpen", "0.6"), 2, "did you mean --alpha 0.6 (with --lenpen fairseq for fairseq's"),
+        (("-m", model_file, "--beam", "2", "--nbest", "3"), 1, "--nbest must be at most beam=2"),
+        (("-m", model_file, "--beam", "0"), 1, "--beam must be a positive integer, got 0."),
+    ]:
         done = cli("translate", *args, input="A dog.\n")
-        assert done.returncode == 1 and done.stdout == ""
+        assert done.returncode == code and done.stdout == ""
         assert message in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
 
 

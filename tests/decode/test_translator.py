@@ -11,7 +11,7 @@ import torch
 import mtkit
 from mtkit.config import DecodeConfig
 from mtkit.data.vocab import Vocab
-from mtkit.decode.textio import open_output, read_lines
+from mtkit.textio import open_output, read_lines_lenient
 from mtkit.decode.translator import Translator, pack_batches, resolve_dtype
 from mtkit.errors import MtkitError
 
@@ -105,7 +105,7 @@ def test_fp16_needs_cuda():
 def test_read_lines_replaces_and_reports_bad_utf8_by_line(caplog):
     data = "\ufeffeins\r\n".encode() + b"zw\xffei\n" + "drei".encode()
     with caplog.at_level(logging.WARNING):
-        lines = list(read_lines(io.BytesIO(data), name="in.txt"))
+        lines = list(read_lines_lenient(io.BytesIO(data), name="in.txt"))
     assert lines == ["eins", "zw\ufffdei", "drei"]
     assert "in.txt line 2 is not valid UTF-8" in caplog.text
     assert "line 1 " not in caplog.text and "line 3" not in caplog.text

@@ -1,0 +1,112 @@
+"""Text files in and out, one sentence a line: the two ways of reading, the one way of writing.
+
+Scoring reads strictly (`read_lines_strict`): a score over replaced characters would be
+silently wrong, so bad UTF-8 is an error. Translation reads leniently (`read_lines_lenient`):
+one stray byte in a large file costs one sentence, not the run. Every file argument may be a
+regular file, `-` (stdin), a named pipe, `/dev/stdin` or a process substitution `<(cmd)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import logging
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from mtkit.atomic import atomic_file
+from mtkit.errors import MtkitError
+
+logger = logging.getLogger(__name__)
+
+# Every character str.splitlines() breaks on, and tab (our column separator): none may stay inside an output line.
+_BREAKS = str.maketrans({c: " " for c in "\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(text: str) -> str:
+    """`text` with line breaks and tabs made spaces: a byte-fallback piece can decode to one, and it would
+    shift every later line of the output against the input."""
+    return text.translate(_BREAKS)
+
+
+@contextlib.contextmanager
+def open_input(path: str | os.PathLike | None) -> Iterator[BinaryIO]:
+    """The bytes of `path`: stdin for None or "-", else a file, pipe or device that exists (.gz decompressed)."""
+    if path is None or str(path) == "-":
+        if sys.stdin is None:  # started with stdin closed (`cmd <&-`)
+            raise MtkitError("stdin is closed; give an input file, or pipe text in.")
+        yield sys.stdin.buffer
+        return
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise MtkitError(f"{path} does not exist.") from None
+    if stat.S_ISDIR(mode):
+        raise MtkitError(f"{path} is a directory; give a text file.")
+    try:
+        raw = open(path, "rb")
+    except OSError as exc:
+        raise MtkitError(f"cannot read {path}: {exc.strerror}.") from None
+    with raw:
+        if path.suffix == ".gz":
+            with gzip.open(raw, "rb") as unzipped:
+                yield unzipped  # type: ignore[misc]
+        else:
+            yield raw
+
+
+def read_lines_strict(path: str | os.PathLike | None) -> list[str]:
+    """All lines as sacrebleu's command line reads them (trailing whitespace stripped); bad UTF-8 is an error."""
+    name = "stdin" if path is None or str(path) == "-" else str(path)
+    lines = []
+    with open_input(path) as f:
+        try:
+            for raw in f:
+                lines.append(raw.decode("utf-8").rstrip())
+        except UnicodeDecodeError:
+            raise MtkitError(f"{name} is not valid UTF-8 (line {len(lines) + 1}).") from None
+        except (OSError, EOFError) as exc:  # a damaged .gz
+            raise MtkitError(f"cannot read {name}: {exc}.") from None
+    return lines
+
+
+def read_lines_lenient(stream: BinaryIO, name: str = "input") -> Iterator[str]:
+    """Lines of a byte stream without their line ending, read lazily so that a pipe is served as it flows.
+
+    A line that is not valid UTF-8 has its bad bytes replaced by U+FFFD and is reported by number.
+    """
+    for number, raw in enumerate(stream, 1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
+            logger.warning("%s line %d is not valid UTF-8; the bad bytes were replaced by U+FFFD.", name, number)
+        if number == 1:
+            text = text.removeprefix("\ufeff")  # a byte-order mark is not part of the first sentence
+        yield text.rstrip("\r\n")
+
+
+@contextlib.contextmanager
+def open_output(path: str | os.PathLike | None) -> Iterator[BinaryIO]:
+    """stdout (None or "-") or a file that appears only when complete (temporary file, then rename).
+
+    Opened before any work starts, so that an output path that cannot be written (a directory,
+    no permission) is said at once, not after the translating.
+    """
+    if path is None or str(path) == "-":
+        yield sys.stdout.buffer
+        return
+    if Path(path).is_dir():
+        raise MtkitError(f"output {path} is a directory; give a file name.")
+    try:
+        writer = atomic_file(path)
+        f = writer.__enter__()
+    except OSError as exc:
+        raise MtkitError(f"cannot write {path}: {exc.strerror}.") from None
+    with contextlib.ExitStack() as stack:
+        stack.push(writer.__exit__)
+        yield f
