@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -36,9 +37,20 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _sync_directory(path.parent)
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable (POSIX: fsync the directory itself).
+
+    Windows cannot open a directory as a file (os.open raises PermissionError) and NTFS
+    journals the rename's metadata itself, so there is nothing to do there.
+    """
+    if sys.platform == "win32":
+        return
+    dir_fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)  # make the rename itself durable
+        os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 

@@ -14,7 +14,7 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise MtkitError(f"unknown --device {name!r}; use auto, cpu, cuda or cuda:N.") from None
+        raise MtkitError(f"unknown --device {name!r}; use auto, cpu, cuda, cuda:N or mps.") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise MtkitError(f"--device {name} asked for CUDA, but this machine/torch build has none; use --device cpu.")
@@ -23,6 +23,10 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
             raise MtkitError(f"--device {name}: there are only {torch.cuda.device_count()} CUDA device(s).")
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
+    elif device.type == "mps":  # Apple GPUs; "auto" never picks it: not every operation mtkit uses is there yet
+        if not torch.backends.mps.is_available():
+            raise MtkitError(f"--device {name} asked for Apple's GPU (MPS), but this machine/torch build has none; "
+                             "use --device cpu.")
     elif device.type != "cpu":
-        raise MtkitError(f"unsupported --device {name!r}; use auto, cpu, cuda or cuda:N.")
+        raise MtkitError(f"unsupported --device {name!r}; use auto, cpu, cuda, cuda:N or mps.")
     return device

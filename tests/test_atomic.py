@@ -1,6 +1,7 @@
 """One mechanism for every file mtkit writes: whole or absent, with the mode `open` would give."""
 
 import os
+import sys
 
 import pytest
 
@@ -27,3 +28,20 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
             f.write(b"half of the new")
             raise RuntimeError("killed")
     assert path.read_bytes() == b"old\n" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_on_windows_the_directory_is_not_opened_for_fsync(tmp_path, monkeypatch):
+    """Windows cannot open a directory as a file; a write must not fail for that."""
+    real_open = os.open
+
+    def no_directories(path, flags, *args, **kwargs):
+        if os.path.isdir(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_directories)
+    with pytest.raises(PermissionError):  # the simulation bites where the OS is POSIX...
+        write_atomic(tmp_path / "a.txt", "posix\n")
+    monkeypatch.setattr(sys, "platform", "win32")  # (os.name = "nt" would make pathlib build WindowsPaths)
+    write_atomic(tmp_path / "a.txt", "windows\n")  # ...and is stepped around on Windows
+    assert (tmp_path / "a.txt").read_text() == "windows\n"

@@ -132,7 +132,8 @@ def setup_logging(level: int) -> None:
 
 
 def log(message: str) -> None:
-    err.print(f"[dim]{escape(message)}[/]")
+    """The progress callback prepare and bpe still take: through the same handler as every other log line."""
+    logging.getLogger("mtkit.data").info(message)
 
 
 def _usage_error(exc: Any) -> None:
@@ -154,7 +155,7 @@ def main() -> None:
     mtkit runs it in non-standalone mode and says each outcome itself.
     """
     try:
-        code = app(standalone_mode=False)
+        code = app(prog_name="mtkit", standalone_mode=False)
     except MtkitError as exc:
         err.print(f"[bold red]mtkit: error:[/] {escape(str(exc))}")
         sys.exit(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Optional
@@ -10,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from mtkit.cli.app import app, err, log
+from mtkit.cli.app import app, err, log, setup_logging
 from mtkit.errors import MtkitError
 
 
@@ -71,6 +72,7 @@ def prepare(
         return
     if not name:
         raise MtkitError("name a corpus (`mtkit prepare --list` shows them), e.g. `mtkit prepare wmt14-en-de`.")
+    setup_logging(logging.INFO)
     from mtkit.data.prepare import PrepareOptions
     from mtkit.data.prepare import prepare as run_prepare
 
@@ -123,6 +125,7 @@ def bpe(
 
     Example: mtkit bpe data/multi30k-en-de --vocab-size 8000
     """
+    setup_logging(logging.INFO)
     from mtkit.data.bpe import BpeOptions, build
 
     record = build(data_dir, BpeOptions(vocab_size=vocab_size, sample=sample, threads=threads, seed=seed, force=force,

@@ -95,7 +95,7 @@ def test_a_wall_clock_budget_stops_the_run_and_a_rerun_has_nothing_left_to_do(to
     (("--precision", "fp8"), "'--precision': 'fp8' is not one of 'fp32', 'bf16', 'fp16'"),
     (("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
     (("--max-tokens", "0"), "--max-tokens must be a positive integer, got 0."),
-    (("--device", "tpu"), "unknown --device 'tpu'; use auto, cpu, cuda or cuda:N"),
+    (("--device", "tpu"), "unknown --device 'tpu'; use auto, cpu, cuda, cuda:N or mps"),
 ])
 def test_bad_input_is_one_sentence_without_traceback(toy_data, tmp_path, args, message) -> None:
     result = run_cli("train", toy_data, "--out", tmp_path / "run", "--preset", "tiny", "--max-steps", "1", *args)
