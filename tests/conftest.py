@@ -36,3 +36,18 @@ def multi30k() -> Path:
     if not MULTI30K.is_dir():
         pytest.fail(f"the shared Multi30k data is expected at {MULTI30K} (CI clones next to ../shared)")
     return MULTI30K
+
+
+@pytest.fixture(scope="session")
+def cli_model(tmp_path_factory) -> Path:
+    """A randomly initialised tiny model with a BPE vocabulary of synthetic text: for tests of the CLI's plumbing."""
+    import sentencepiece as spm
+
+    from tests.decode.conftest import random_model, save_run, train_spm
+    from tests.train.conftest import synthetic_pairs
+
+    src, tgt = synthetic_pairs(300, seed=5)
+    vocab = train_spm(src + tgt, vocab_size=120)
+    run = tmp_path_factory.mktemp("cli-model")
+    model = random_model(len(spm.SentencePieceProcessor(model_proto=vocab)), seed=3)
+    return save_run(run, vocab, {10: model})[-1]
