@@ -41,3 +41,26 @@ def test_ci_runs_exactly_the_readme_test_command():
     test_command = blocks[1].strip()
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert test_command in ci_lines
+
+
+def test_one_log_handler_and_ranks_above_0_only_warn(monkeypatch, capsys):
+    import logging
+
+    from mtkit.cli.app import setup_logging
+
+    log = logging.getLogger("mtkit.some.module")
+    root = logging.getLogger()
+    try:
+        for rank in ("0", "3"):
+            monkeypatch.setenv("RANK", rank)
+            setup_logging(logging.INFO)
+            setup_logging(logging.INFO)  # twice: still one handler
+            assert sum(getattr(h, "_mtkit", False) for h in root.handlers) == 1
+            log.info("progress %d", 1)
+            log.warning("trouble")
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 3 and "progress 1" in lines[0] and "trouble" in lines[1]
+        assert "[rank 3] trouble" in lines[2]
+    finally:
+        for handler in [h for h in root.handlers if getattr(h, "_mtkit", False)]:
+            root.removeHandler(handler)

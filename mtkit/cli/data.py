@@ -15,6 +15,22 @@ from mtkit.cli.app import app, err, log, setup_logging
 from mtkit.errors import MtkitError
 
 
+def _by_corpus(attr: str) -> str:
+    """A per-corpus default for --help, from the registry: `250 wmt14-en-de, ...; 0 multi30k-en-de, ...`."""
+    from mtkit.data.corpora import default_registry
+
+    groups: dict[object, list[str]] = {}
+    for corpus in default_registry():
+        groups.setdefault(getattr(corpus, attr), []).append(corpus.name)
+    return "; ".join(f"{value} {', '.join(names)}" for value, names in groups.items())
+
+
+def _corpus_names() -> list[str]:
+    from mtkit.data.corpora import default_registry
+
+    return [corpus.name for corpus in default_registry()] + ["custom"]
+
+
 def _list_corpora() -> None:
     from rich.table import Table
 
@@ -37,7 +53,10 @@ def _list_corpora() -> None:
 
 @app.command()
 def prepare(
-    name: Optional[str] = typer.Argument(None, help="A corpus of `--list` (e.g. wmt14-en-de, multi30k-en-de), or 'custom'."),
+    name: Optional[str] = typer.Argument(None, help=f"A named corpus ({', '.join(_corpus_names())}); `--list` "
+                                         "shows what each holds.", show_default=False,
+                                         autocompletion=lambda incomplete: [n for n in _corpus_names()
+                                                                            if n.startswith(incomplete)]),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory. \\[default: data/NAME]"),
     mirror: Optional[Path] = typer.Option(None, "--mirror", help="A directory holding the archives, put there by hand "
                                           "(no network is used); a missing one is named with its URL."),
@@ -45,10 +64,12 @@ def prepare(
                                          "cache dir, e.g. ~/.cache/mtkit]"),
     list_: bool = typer.Option(False, "--list", help="Show the named corpora, their sizes and contents, and exit."),
     dedup: bool = typer.Option(False, "--dedup", help="Also drop repeated training pairs (after normalisation)."),
-    max_words: Optional[int] = typer.Option(None, "--max-words", min=0, help="Drop training pairs with a side longer "
-                                            "than this many words; 0: no limit. \\[default: 250; Multi30k: 0]"),
-    max_ratio: Optional[float] = typer.Option(None, "--max-ratio", min=0, help="Drop training pairs whose word counts "
-                                              "differ by more than this factor; 0: no limit. \\[default: 1.5; Multi30k: 0]"),
+    max_words: Optional[int] = typer.Option(None, "--max-words", min=0, show_default=_by_corpus("max_words"),
+                                            help="Drop training pairs with a side longer than this many words; "
+                                                 "0: no limit."),
+    max_ratio: Optional[float] = typer.Option(None, "--max-ratio", min=0, show_default=_by_corpus("max_ratio"),
+                                              help="Drop training pairs whose word counts differ by more than this "
+                                                   "factor; 0: no limit."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for cleaning. \\[default: all cores]"),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Fetch every file from BASE_URL/<file name> "
                                            "instead of its origin (a private HTTP mirror)."),
@@ -111,9 +132,9 @@ def prepare(
 @app.command()
 def bpe(
     data_dir: Path = typer.Argument(..., help="A directory written by `mtkit prepare` (holding raw/)."),
-    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", min=16, help="Pieces in the joint vocabulary. "
-                                             "\\[default: 37000 wmt14-en-de, 32000 wmt14-en-fr, 8000 multi30k; "
-                                             "custom: 8000 / 16000 / 32000 under 100k / 1M / above training pairs]"),
+    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", min=16, help="Pieces in the joint vocabulary.",
+                                             show_default=f"{_by_corpus('vocab_size')}; custom: 8000 / 16000 / "
+                                                          "32000 under 100k / 1M / above training pairs"),
     sample: int = typer.Option(2_000_000, "--sample", min=2, help="At most this many training sentences (both "
                                "languages together) are drawn, seeded, to learn from."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads for encoding; the result does "

@@ -7,6 +7,7 @@ code, no traceback, no half-written file.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -89,3 +90,20 @@ def test_no_output_line_holds_a_line_break_or_a_tab(cli_model, tmp_path, monkeyp
                                         "--device", "cpu", *extra])
         assert done.exit_code == 0, done.output
         assert out.read_text() == expected
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_translating_exits_130_without_a_traceback(cli_model):
+    translate = subprocess.Popen([sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), *FAST,
+                                  "--buffer-size", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=ENV)
+    try:
+        translate.stdin.write(b"a man runs\n")
+        translate.stdin.flush()
+        assert translate.stdout.readline()  # running, and waiting for the next line
+        translate.send_signal(signal.SIGINT)
+        assert translate.wait(timeout=300) == 130
+        assert b"Traceback" not in translate.stderr.read()
+    finally:
+        translate.kill()
+        translate.wait()
