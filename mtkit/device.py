@@ -17,7 +17,8 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
         raise MtkitError(f"unknown --device {name!r}; use auto, cpu, cuda, cuda:N or mps.") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise MtkitError(f"--device {name} asked for CUDA, but this machine/torch build has none; use --device cpu.")
+            raise MtkitError(f"--device {name} asked for CUDA, but this machine/torch build has none; "
+                             "use --device cpu.")
         index = local_rank if device.index is None else device.index
         if index >= torch.cuda.device_count():
             raise MtkitError(f"--device {name}: there are only {torch.cuda.device_count()} CUDA device(s).")

@@ -5,8 +5,15 @@ import dataclasses
 import pytest
 
 import mtkit
-from mtkit.config import (ModelConfig, TrainConfig, config_diff, config_from_dict, get_preset, model_config,
-                          parse_overrides)
+from mtkit.config import (
+    ModelConfig,
+    TrainConfig,
+    config_diff,
+    config_from_dict,
+    get_preset,
+    model_config,
+    parse_overrides,
+)
 from mtkit.errors import MtkitError
 
 
@@ -56,7 +63,8 @@ def test_set_values_are_typed_by_the_field_annotation():
     assert parse_overrides(items, ModelConfig) == {"tgt_vocab_size": None, "pre_norm": True, "dropout": 0.2,
                                                    "share_embeddings": "decoder", "heads": 4}
     assert parse_overrides(["tgt_vocab_size=800"], ModelConfig) == {"tgt_vocab_size": 800}
-    for item, message in [("heads=four", "heads must be an integer"), ("pre_norm=maybe", "pre_norm must be true or false"),
+    for item, message in [("heads=four", "heads must be an integer"),
+                          ("pre_norm=maybe", "pre_norm must be true or false"),
                           ("tgt_vocab_size=big", "tgt_vocab_size must be an integer or none"),
                           ("dropout=lots", "dropout must be a number")]:
         with pytest.raises(MtkitError, match=f"--set '{item}': {message}"):

@@ -57,11 +57,11 @@ def prepare(
                                          "shows what each holds.", show_default=False,
                                          autocompletion=lambda incomplete: [n for n in _corpus_names()
                                                                             if n.startswith(incomplete)]),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. \\[default: data/NAME]"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory.", show_default="data/NAME"),
     mirror: Optional[Path] = typer.Option(None, "--mirror", help="A directory holding the archives, put there by hand "
                                           "(no network is used); a missing one is named with its URL."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Download cache. \\[default: $MTKIT_CACHE, else the user's "
-                                         "cache dir, e.g. ~/.cache/mtkit]"),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Download cache.",
+                                         show_default="$MTKIT_CACHE, else the user's cache dir, e.g. ~/.cache/mtkit"),
     list_: bool = typer.Option(False, "--list", help="Show the named corpora, their sizes and contents, and exit."),
     dedup: bool = typer.Option(False, "--dedup", help="Also drop repeated training pairs (after normalisation)."),
     max_words: Optional[int] = typer.Option(None, "--max-words", min=0, show_default=_by_corpus("max_words"),
@@ -70,13 +70,17 @@ def prepare(
     max_ratio: Optional[float] = typer.Option(None, "--max-ratio", min=0, show_default=_by_corpus("max_ratio"),
                                               help="Drop training pairs whose word counts differ by more than this "
                                                    "factor; 0: no limit."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for cleaning. \\[default: all cores]"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for cleaning.",
+                                          show_default="all cores"),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Fetch every file from BASE_URL/<file name> "
                                            "instead of its origin (a private HTTP mirror)."),
-    retries: int = typer.Option(5, "--retries", min=0, help="Retries of a dropped download, each resuming where it stopped."),
+    retries: int = typer.Option(5, "--retries", min=0,
+                                help="Retries of a dropped download, each resuming where it stopped."),
     force: bool = typer.Option(False, "--force", help="Redo the work even if DIR/prepare.json says it is done."),
-    src_lang: Optional[str] = typer.Option(None, "--src-lang", help="custom: source language code \\[default: from the file suffix]"),
-    tgt_lang: Optional[str] = typer.Option(None, "--tgt-lang", help="custom: target language code \\[default: from the file suffix]"),
+    src_lang: Optional[str] = typer.Option(None, "--src-lang", help="custom: source language code",
+                                           show_default="from the file suffix"),
+    tgt_lang: Optional[str] = typer.Option(None, "--tgt-lang", help="custom: target language code",
+                                           show_default="from the file suffix"),
     train_src: Optional[Path] = typer.Option(None, "--train-src", help="custom: training source text (.gz is fine)."),
     train_tgt: Optional[Path] = typer.Option(None, "--train-tgt", help="custom: training target text."),
     valid_src: Optional[Path] = typer.Option(None, "--valid-src", help="custom: validation source text."),
@@ -125,7 +129,8 @@ def prepare(
             summary.append(f"train {info['kept']} pairs (of {info['pairs_in']}; dropped: {dropped})")
         else:
             summary.append(f"{split} {info['lines']}")
-    err.print(f"[green]prepared[/] {escape(str(out_dir))}/raw ({record['src_lang']}->{record['tgt_lang']}): {escape('; '.join(summary))}")
+    err.print(f"[green]prepared[/] {escape(str(out_dir))}/raw ({record['src_lang']}->{record['tgt_lang']}): "
+              f"{escape('; '.join(summary))}")
     err.print(f"next: mtkit bpe {escape(str(out_dir))}")
 
 
