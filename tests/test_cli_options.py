@@ -159,3 +159,11 @@ class _Result:
     step: int = 0
     best: float = 0.0
     stopped: str = "max_steps"
+
+
+@pytest.mark.parametrize("args, hint", [(("--max-update", "5"), "mtkit calls it --max-steps"),
+                                        (("--fp16",), "mtkit calls it --precision fp16"),
+                                        (("--lr=0.001",), "mtkit calls it --lr-scale")])
+def test_fairseq_names_are_a_one_line_usage_error_with_mtkits_name(cli, tmp_path, args, hint):
+    done = cli("train", tmp_path, "-o", tmp_path / "run", *args)
+    assert done.returncode == 2 and hint in done.stderr and len(done.stderr.splitlines()) == 1

@@ -84,3 +84,27 @@ def test_buffer_size_1_answers_each_line_before_the_next_is_written(cli_model):
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.mark.slow
+def test_a_terminal_is_answered_line_by_line(cli_model):
+    """Typed input (stdin a terminal) needs no --buffer-size: each line is translated when Enter is pressed."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), *FAST],
+                               stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    os.close(terminal)
+    try:
+        os.write(controller, b"a man runs\n")
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)
+        assert selector.select(timeout=300), "no answer to a typed line"  # a hang guard, not timing
+        assert process.stdout.readline().endswith(b"\n")
+        os.write(controller, b"\x04")  # Ctrl-D: end of input
+        assert process.wait(timeout=300) == 0
+    finally:
+        process.kill()
+        process.wait()
+        os.close(controller)

@@ -142,7 +142,8 @@ def _usage_error(exc: Any) -> None:
 
     message = exc.format_message().replace("Value error, ", "").rstrip(".")
     param = getattr(exc, "param", None)
-    hint = usage_hint(param.opts[0], sys.argv) if param is not None and getattr(param, "opts", None) else None
+    option = getattr(exc, "option_name", None) or (param.opts[0] if getattr(param, "opts", None) else None)
+    hint = usage_hint(option, sys.argv) if option else None
     where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "mtkit"
     err.print(f"[bold red]{escape(where)}: usage error:[/] {escape(message)}{escape('; ' + hint) if hint else ''} "
               f"(see {escape(where)} --help)")

@@ -122,9 +122,18 @@ def _lenpen_hint(value: str) -> str | None:
 
 HINTS: dict[str, Callable[[str], Optional[str]]] = {"--lenpen": _lenpen_hint}
 
+# fairseq's names for options mtkit has under another name (the README's table maps the rest).
+FAIRSEQ_NAMES = {"--max-update": "--max-steps", "--max-epoch": "--max-epochs", "--warmup-updates": "--warmup",
+                 "--lr": "--lr-scale (a factor on the paper's schedule)", "--fp16": "--precision fp16",
+                 "--bf16": "--precision bf16", "--cpu": "--device cpu", "--save-interval-updates": "--save-every-steps",
+                 "--validate-interval-updates": "--valid-every", "--keep-interval-updates": "--keep-last",
+                 "--log-interval": "--log-every"}
+
 
 def usage_hint(option: str, argv: list[str]) -> str | None:
-    """The hint for the value the user gave to `option` on the command line, if any applies."""
+    """The hint for `option` (unknown, or given a value it refuses) as the user typed it, if any applies."""
+    if option in FAIRSEQ_NAMES:
+        return f"mtkit calls it {FAIRSEQ_NAMES[option]}"
     hint = HINTS.get(option)
     if hint is None:
         return None

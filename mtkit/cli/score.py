@@ -42,6 +42,8 @@ def score(
     from mtkit import score as scoring
     from mtkit.textio import read_lines_strict
 
+    if [hyp, *ref, compare].count("-") > 1:
+        raise MtkitError("only one file can be read from stdin (-).")
     if test_set is not None and ref:
         raise MtkitError("give references either with --ref or with --test-set, not both.")
     if test_set is not None:

@@ -107,3 +107,7 @@ def test_ctrl_c_while_translating_exits_130_without_a_traceback(cli_model):
     finally:
         translate.kill()
         translate.wait()
+
+
+def test_stdin_can_be_only_one_of_the_files(cli):
+    one_sentence(cli("score", "-", "--ref", "-", input="eins\n"), 1, "only one file can be read from stdin (-).")
