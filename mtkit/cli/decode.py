@@ -17,7 +17,7 @@ from mtkit.errors import MtkitError
 
 @app.command()
 def average(
-    paths: list[str] = typer.Argument(..., help="A run directory, or the checkpoint files to average.",
+    paths: list[Path] = typer.Argument(..., help="A run directory, or the checkpoint files to average.",
                                        show_default=False),
     last: Optional[int] = typer.Option(None, "--last", "-n", show_default="5",
                                        help="With a run directory: average its newest N checkpoint_<step>.pt "
@@ -32,7 +32,6 @@ def average(
 
     from mtkit import checkpoint
 
-    paths = [Path(p) for p in paths]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise MtkitError(f"{', '.join(missing)} does not exist (give a run directory or checkpoint files).")

@@ -72,10 +72,8 @@ def config_options(*classes: type, show_default: Callable[[type, str], str] | No
 
         @functools.wraps(func)
         def command(**kwargs: Any) -> Any:
-            given = {name: kwargs.pop(name) for name in fields if kwargs.get(name) is not None}
-            for name in fields:
-                kwargs.pop(name, None)
-            return func(**kwargs, given=given)
+            values = {name: kwargs.pop(name) for name in fields}
+            return func(**kwargs, given={name: v for name, v in values.items() if v is not None})
 
         keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
         command.__signature__ = signature.replace(parameters=keyword + added)  # type: ignore[attr-defined]
@@ -95,16 +93,11 @@ def device_option(help: str) -> Any:
                         autocompletion=lambda incomplete: [d for d in DEVICES if d.startswith(incomplete)])
 
 
-def pick(given: dict[str, Any], cls: type) -> dict[str, Any]:
-    """The part of `given` that belongs to the config class `cls`."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in given.items() if k in names}
-
-
 def build(base: C, given: dict[str, Any]) -> C:
-    """`base` with the user's values laid over it; a value the config refuses is named by its flag."""
+    """`base` with the user's values for its fields laid over it; a value the config refuses is named by its flag."""
+    names = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]
     try:
-        return dataclasses.replace(base, **pick(given, type(base)))  # type: ignore[type-var]
+        return dataclasses.replace(base, **{k: v for k, v in given.items() if k in names})  # type: ignore[type-var]
     except ConfigError as exc:
         if exc.name not in given:
             raise

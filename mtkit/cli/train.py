@@ -63,7 +63,8 @@ def train(
     ctx: typer.Context,
     data: Path = typer.Argument(..., help="Data directory prepared by `mtkit bpe` (bpe.json, spm.model, bin/)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory; rerunning on an existing one resumes it."),
-    preset: Optional[PresetName] = typer.Option(None, help=_preset_help(), show_default=DEFAULT_PRESET),
+    preset: Optional[PresetName] = typer.Option(  # type: ignore[valid-type]
+        None, help=_preset_help(), show_default=DEFAULT_PRESET),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a model field, e.g. --set encoder_layers=4 "
                                    "--set pre_norm=true (repeatable).", show_default="none"),
     device: str = device_option("auto (CUDA if present), cpu, cuda, cuda:N or mps; torchrun: one GPU a rank."),
