@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Optional
@@ -10,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from mtkit.cli.app import app, err, log
+from mtkit.cli.app import app, err, setup_logging
 from mtkit.errors import MtkitError
 
 
@@ -92,7 +93,8 @@ def prepare(
     options = PrepareOptions(out=out, cache=cache, mirror=mirror, base_url=base_url, retries=retries, workers=workers,
                              dedup=dedup, max_words=max_words, max_ratio=max_ratio, progress=sys.stderr.isatty(),
                              force=force)
-    record = run_prepare(name, options, custom_files=custom_files, langs=langs, log=log)
+    setup_logging(logging.INFO)
+    record = run_prepare(name, options, custom_files=custom_files, langs=langs)
     out_dir = out or Path("data") / record["corpus"]
     splits = record["splits"]
     summary = []
@@ -125,8 +127,9 @@ def bpe(
     """
     from mtkit.data.bpe import BpeOptions, build
 
+    setup_logging(logging.INFO)
     record = build(data_dir, BpeOptions(vocab_size=vocab_size, sample=sample, threads=threads, seed=seed, force=force,
-                                        progress=sys.stderr.isatty()), log=log)
+                                        progress=sys.stderr.isatty()))
     parts = []
     for split, info in record["splits"].items():
         tokens = ", ".join(f"{lang} {n}" for lang, n in info["tokens"].items())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -42,15 +42,10 @@ class BinaryWriter:
         self._idx = open(self._tmp_idx, "wb")
         np.zeros(1, dtype=np.int64).tofile(self._idx)  # offsets[0] = 0
         self._total = 0  # tokens written or buffered so far = the last offset
-        self._sentences = 0
         self._buffer: list[np.ndarray] = []
         self._offset_buffer: list[np.ndarray] = []
         self._buffered = 0
         self._buffer_tokens = buffer_tokens
-
-    @property
-    def num_sentences(self) -> int:
-        return self._sentences
 
     @property
     def num_tokens(self) -> int:
@@ -60,16 +55,11 @@ class BinaryWriter:
         if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
             raise MtkitError(f"token id out of range [0, {self.vocab_size}) while writing {self.prefix}.bin.")
 
-    def add(self, ids: Iterable[int] | np.ndarray) -> None:
-        arr = np.asarray(ids, dtype=np.int64)
-        self._check_range(arr)
-        self._append(arr.astype(self.dtype, copy=False), np.asarray([arr.size], dtype=np.int64))
-
     def add_many(self, sentences: Sequence[Sequence[int]]) -> None:
         """Append many sentences at once (what SentencePiece's batch encode returns).
 
         One numpy conversion per batch instead of one per sentence: about 30x faster than
-        calling `add` in a loop, which matters at millions of sentences.
+        converting sentence by sentence, which matters at millions of sentences.
         """
         if not len(sentences):
             return
@@ -83,7 +73,6 @@ class BinaryWriter:
         self._buffer.append(ids)
         self._offset_buffer.append(offsets)
         self._total = int(offsets[-1]) if offsets.size else self._total
-        self._sentences += int(lengths.size)
         self._buffered += int(ids.size) + int(lengths.size)
         if self._buffered >= self._buffer_tokens:
             self._flush()

@@ -38,6 +38,7 @@ import itertools
 import multiprocessing
 import os
 import re
+import signal
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ from typing import BinaryIO, Callable, Iterator
 import numpy as np
 
 from mtkit.errors import MtkitError
+from mtkit.files import count_parallel, open_binary
 
 RULES = ("invalid_utf8", "empty", "too_long", "ratio", "duplicate")
 MAX_EXAMPLES = 20
@@ -303,6 +305,13 @@ def _fork_context():
     return None
 
 
+def _worker_signals() -> None:
+    """Workers leave signals to the main process: Ctrl-C reaches the whole process group, and the main
+    process answers it (or SIGTERM) by terminating the pool, which must then end a worker quietly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 class Cleaner:
     """Cleans parallel files into open output files; a context manager owning the worker pool."""
 
@@ -320,7 +329,7 @@ class Cleaner:
             normalizer(self.src_lang), normalizer(self.tgt_lang)
         ctx = _fork_context()
         if self.workers > 1 and ctx is not None:
-            self._pool = ctx.Pool(self.workers)
+            self._pool = ctx.Pool(self.workers, initializer=_worker_signals)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -358,10 +367,8 @@ class Cleaner:
             src_label: str | None = None, tgt_label: str | None = None,
             progress: Callable[[int], None] | None = None) -> CleanStats:
         """Clean one parallel text and append the kept pairs to `out_src`/`out_tgt`."""
-        from mtkit.data.extract import open_binary
-
         src_label, tgt_label = src_label or str(src_path), tgt_label or str(tgt_path)
-        check_parallel(src_path, tgt_path, src_label, tgt_label)
+        count_parallel(src_path, tgt_path, src_label, tgt_label)
         stats = CleanStats()
         with open_binary(src_path) as fs, open_binary(tgt_path) as ft:
             for res in self._results(self._jobs(fs, ft, src_label, tgt_label, self.config.dedup)):
@@ -373,23 +380,6 @@ class Cleaner:
                 if progress is not None:
                     progress(res.n)
         return stats
-
-
-def _lines(n: int) -> str:
-    return f"{n} line" if n == 1 else f"{n} lines"
-
-
-def check_parallel(src_path: Path, tgt_path: Path, src_label: str, tgt_label: str) -> int:
-    """The common line count of two aligned files; an error naming both files and counts otherwise."""
-    from mtkit.data.extract import count_lines
-
-    n_src, n_tgt = count_lines(src_path, src_label), count_lines(tgt_path, tgt_label)
-    if n_src != n_tgt:
-        raise MtkitError(f"{src_label} has {_lines(n_src)} but {tgt_label} has {_lines(n_tgt)}: "
-                         f"the two sides of a parallel text must have the same number of lines.")
-    if n_src == 0:
-        raise MtkitError(f"{src_label} and {tgt_label} are empty.")
-    return n_src
 
 
 def dedup_files(src_in: Path, tgt_in: Path, src_out: Path, tgt_out: Path, hashes: array) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 from mtkit.errors import MtkitError
 
@@ -329,9 +329,3 @@ def members_by_source(corpus: Corpus) -> dict[str, set[str]]:
                     wanted.setdefault(member.source, set()).add(member.path)
     return wanted
 
-
-def iter_members(corpus: Corpus) -> Iterable[tuple[str, Part, str, Member]]:
-    for split, parts in corpus.splits:
-        for part in parts:
-            for lang, member in part.sides:
-                yield split, part, lang, member

@@ -16,7 +16,6 @@ time they were computed, so that later runs need not re-read gigabytes to trust 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import http.client
 import json
 import os
@@ -33,8 +32,8 @@ from typing import Iterable, Iterator
 from mtkit.atomic import write_atomic
 from mtkit.data.corpora import Source
 from mtkit.errors import MtkitError
+from mtkit.files import CHUNK, hash_file, progress_bar
 
-CHUNK = 1 << 20
 VERIFIED = "verified against the registry"
 RECORDED = "recorded on first download (no published checksum)"
 CHECKED_RECORD = "matches the checksum recorded on first download (no published checksum)"
@@ -71,15 +70,6 @@ class Fetched:
 
 class _Retry(Exception):
     """A transient failure: the connection dropped, timed out, or the server said 5xx."""
-
-
-def hash_file(path: Path) -> tuple[str, str]:
-    sha, md5 = hashlib.sha256(), hashlib.md5()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            sha.update(block)
-            md5.update(block)
-    return sha.hexdigest(), md5.hexdigest()
 
 
 @contextlib.contextmanager
@@ -297,7 +287,7 @@ class Fetcher:
                 mode = "wb"
             if total is None:
                 total = source.size
-            bar = _progress_bar(self.progress, source.filename, total, have)
+            bar = progress_bar(self.progress, total, source.filename, "B", initial=have)
             try:
                 with open(part, mode) as out:
                     while True:
@@ -327,12 +317,3 @@ def _total_from_content_range(value: str) -> int | None:
     m = re.search(r"/(\d+)\s*$", value)
     return int(m.group(1)) if m else None
 
-
-def _progress_bar(enabled: bool, name: str, total: int | None, initial: int):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    tqdm.monitor_interval = 0  # no monitor thread: cleaning forks worker processes later
-    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
-                file=sys.stderr, leave=False, dynamic_ncols=True)

@@ -10,7 +10,7 @@ from mtkit.errors import MtkitError
 def write(prefix, sentences, vocab_size):
     with BinaryWriter(prefix, vocab_size, buffer_tokens=4) as writer:  # tiny buffer: exercises flushing
         for ids in sentences:
-            writer.add(ids)
+            writer.add_many([ids])
 
 
 @pytest.mark.parametrize("vocab_size, dtype, itemsize", [(8000, np.uint16, 2), (65536, np.uint16, 2), (70000, np.int32, 4)])

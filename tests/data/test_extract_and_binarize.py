@@ -11,7 +11,8 @@ import pytest
 
 from mtkit.data.binarize import BinaryWriter, IndexedDataset
 from mtkit.data.corpora import default_registry
-from mtkit.data.extract import count_lines, read_sgml, stage_members, unescape_xml, unsafe_member
+from mtkit.data.extract import read_sgml, stage_members, unescape_xml, unsafe_member
+from mtkit.files import count_lines
 from mtkit.errors import MtkitError
 
 
@@ -112,9 +113,9 @@ def test_binary_writer_streams_offsets_and_keeps_the_format(tmp_path):
     prefix = tmp_path / "x"
     sents = [[5, 6, 7], [], [8], list(range(4, 40))]
     with BinaryWriter(prefix, 1000, buffer_tokens=4) as w:
-        w.add(sents[0])
+        w.add_many([sents[0]])
         w.add_many(sents[1:3])
-        w.add(np.asarray(sents[3]))
+        w.add_many([np.asarray(sents[3])])
     ds = IndexedDataset(prefix)
     assert len(ds) == 4 and [ds[i].tolist() for i in range(4)] == sents
     assert ds.dtype == np.uint16 and ds.sizes.tolist() == [3, 0, 1, 36]

@@ -43,7 +43,7 @@ def build_data_dir(out: Path, splits: dict[str, tuple[list[str], list[str]]], vo
             ids = sp.encode(lines, out_type=int)
             with BinaryWriter(out / "bin" / f"{split}.{lang}", sp.get_piece_size()) as writer:
                 for sentence in ids:
-                    writer.add(sentence)
+                    writer.add_many([sentence])
             counts["src_tokens" if lang == src_lang else "tgt_tokens"] = sum(map(len, ids))
         stats[split] = counts
     info = {"src_lang": src_lang, "tgt_lang": tgt_lang, "vocab_size": sp.get_piece_size(), "splits": stats}
