@@ -18,7 +18,7 @@ from mtkit.errors import MtkitError
 def _list_corpora() -> None:
     from rich.table import Table
 
-    from mtkit.data.corpora import default_registry
+    from mtkit.data.corpora import default_registry, unpinned
 
     table = Table(title="mtkit prepare NAME: named corpora (all splits of both directions come from the same files)",
                   title_justify="left")
@@ -33,6 +33,10 @@ def _list_corpora() -> None:
     if not console.is_terminal:
         console.width = max(console.width, 140)
     console.print(table)
+    loose = unpinned(default_registry())
+    if loose:
+        console.print("unpinned downloads (their sha256 is recorded at the first download and checked from then on): "
+                      + "; ".join(f"{name} ({why})" for name, why in sorted(loose.items())), soft_wrap=True)
 
 
 @app.command()

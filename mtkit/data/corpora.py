@@ -37,6 +37,12 @@ class Source:
     group: str = "misc"  # cache sub-directory: keeps equal file names of different origins apart
 
     @property
+    def pinned(self) -> str | None:
+        """Which published checksum the download is checked against: "sha256", "md5", or None
+        (then its sha256 is recorded at the first download and checked from then on)."""
+        return "sha256" if self.sha256 else "md5" if self.md5 else None
+
+    @property
     def kind(self) -> str:
         """How to open it: 'tar' (also .tgz), 'zip', 'gz' (one compressed text) or 'text'."""
         name = self.filename.lower()
@@ -150,7 +156,9 @@ def _reverse(corpus: Corpus, name: str, test: tuple[Part, ...] | None = None) ->
 
 
 # --------------------------------------------------------------------------- WMT14
-STATMT = "http://www.statmt.org"
+# www.statmt.org serves these paths over https (fairseq's and other toolkits' WMT scripts fetch them so);
+# WMT14-SOURCES.md records the http form of the same URLs.
+STATMT = "https://www.statmt.org"
 EUROPARL = Source("training-parallel-europarl-v7.tgz", f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz",
                   sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7", size=657_632_379,
                   group="wmt")
@@ -317,6 +325,16 @@ def custom_corpus(src: str, tgt: str, files: Mapping[str, tuple[str, str]], name
         splits.append((split, (_part(split, **{src: Member(src_path), tgt: Member(tgt_path)}),)))
     return Corpus(name=name or f"custom-{src}-{tgt}", src=src, tgt=tgt, description="the user's own aligned files",
                   splits=tuple(splits), sources=tuple(sources), vocab_size=0, pairs="", family="custom")
+
+
+def unpinned(registry: Registry) -> dict[str, str]:
+    """{file name: what is missing} for every file of the registry without a published sha256."""
+    out = {}
+    for corpus in registry:
+        for s in corpus.sources:
+            if s.pinned != "sha256":
+                out[s.filename] = "md5 only" if s.pinned else "no published checksum"
+    return out
 
 
 def members_by_source(corpus: Corpus) -> dict[str, set[str]]:

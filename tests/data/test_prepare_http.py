@@ -194,8 +194,8 @@ def test_cli_mirror_names_each_missing_file_with_its_url(tmp_path, cli):
     r = cli("prepare", "wmt14-en-de", "--mirror", mirror, "--cache", tmp_path / "cache", "--out", tmp_path / "out")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "lacks 5 file(s)" in r.stderr
-    assert "training-parallel-europarl-v7.tgz from http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz" in r.stderr
-    assert "test-full.tgz from http://www.statmt.org/wmt14/test-full.tgz" in r.stderr
+    assert "training-parallel-europarl-v7.tgz from https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz" in r.stderr
+    assert "test-full.tgz from https://www.statmt.org/wmt14/test-full.tgz" in r.stderr
 
 
 def test_mirror_serves_the_files_without_network(tmp_path, wmt):
