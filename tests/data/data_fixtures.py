@@ -41,7 +41,7 @@ def parallel(n: int, tag: str) -> tuple[list[str], list[str]]:
 def sgml(lang: str, setid: str, segs: list[str], kind: str) -> bytes:
     head = f'<{kind}set setid="{setid}" srclang="any" trglang="{lang}">\n' if kind == "ref" else \
         f'<{kind}set setid="{setid}" srclang="{lang}">\n'
-    body = f'<doc sysid="ref" docid="d1" genre="news" origlang="en">\n<p>\n'
+    body = '<doc sysid="ref" docid="d1" genre="news" origlang="en">\n<p>\n'
     body += "".join(f'<seg id="{i + 1}">{s}</seg>\n' for i, s in enumerate(segs))
     return (head + body + f"</p>\n</doc>\n</{kind}set>\n").encode("utf-8")
 

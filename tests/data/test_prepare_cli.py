@@ -110,7 +110,9 @@ def test_custom_corpus_prepare_and_bpe(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_multi30k_prepare_and_bpe_round_trip(cli, tmp_path, multi30k):
+@pytest.mark.integration
+def test_multi30k_prepare_and_bpe_round_trip(cli, tmp_path, multi30k_full):
+    multi30k = multi30k_full
     env = {"MTKIT_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "m30"
     r = cli("prepare", "multi30k-en-de", "--mirror", multi30k, "--out", out, env=env)
