@@ -115,18 +115,16 @@ def count_parallel(src_path: Path, tgt_path: Path, src_label: str, tgt_label: st
 
 
 def progress_bar(enabled: bool, total: int | None, desc: str, unit: str, initial: int = 0) -> Any:
-    """A tqdm bar on stderr, or None when disabled (not a terminal); unit "B" counts bytes in KiB/MiB.
+    """A tqdm bar on stderr (a no-op one when disabled: not a terminal); unit "B" counts bytes in KiB/MiB.
 
     No monitor thread: `prepare` forks its cleaning workers, and a fork must not copy a live thread.
     """
-    if not enabled:
-        return None
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0
     return tqdm(total=total, initial=initial, unit=unit if unit == "B" else f" {unit}", unit_scale=True,
                 unit_divisor=1024 if unit == "B" else 1000, desc=desc, file=sys.stderr, leave=False,
-                dynamic_ncols=True)
+                dynamic_ncols=True, disable=not enabled)
 
 
 # --------------------------------------------------------------------------- temporaries

@@ -252,25 +252,23 @@ def _encode_splits(data_dir: Path, inputs: dict[str, dict[str, Any]], splits: li
     bin_dir.mkdir(exist_ok=True)
     threads = max(1, opts.threads or os.cpu_count() or 1)
     prev_splits = prev.get("splits", {}) if prev.get("model", {}).get("sha256") == learned.sha256 else {}
-    bar = progress_bar(opts.progress, sum(inputs[f"{s}.{lang}"]["lines"] for s in splits for lang in (src, tgt)),
-                       "encoding", "sentences")
+    lines = sum(inputs[f"{s}.{lang}"]["lines"] for s in splits for lang in (src, tgt))
     out: dict[str, dict[str, Any]] = {}
-    try:
+    with progress_bar(opts.progress, lines, "encoding", "sentences") as bar:
         for split in splits:
             entry: dict[str, Any] = {"sentences": inputs[f"{split}.{src}"]["lines"], "tokens": {}, "files": {},
                                      "inputs": {}}
-            old = prev_splits.get(split, {})
             for lang in (src, tgt):
                 key = f"{split}.{lang}"
-                prefix = bin_dir / key
+                old = prev_splits.get(split, {})
                 if old.get("inputs", {}).get(lang) == inputs[key]["sha256"] and \
-                        _bin_intact(prefix, old.get("files", {}).get(lang)):
-                    logger.info("reusing %s.bin", prefix)
+                        _bin_intact(bin_dir / key, old.get("files", {}).get(lang)):
+                    logger.info("reusing %s.bin", bin_dir / key)
                     entry["tokens"][lang], entry["files"][lang] = old["tokens"][lang], old["files"][lang]
                 else:
                     logger.info("encoding %s", data_dir / "raw" / key)
-                    entry["tokens"][lang] = encode_file(learned.vocab, data_dir / "raw" / key, prefix, threads, timings,
-                                                        bar.update if bar is not None else None)
+                    entry["tokens"][lang] = encode_file(learned.vocab, data_dir / "raw" / key, bin_dir / key, threads,
+                                                        timings, bar.update)
                     entry["files"][lang] = {"bin": f"bin/{key}.bin", "idx": f"bin/{key}.idx",
                                             "bin_bytes": (bin_dir / f"{key}.bin").stat().st_size,
                                             "idx_bytes": (bin_dir / f"{key}.idx").stat().st_size}
@@ -278,9 +276,6 @@ def _encode_splits(data_dir: Path, inputs: dict[str, dict[str, Any]], splits: li
             entry["src_tokens"], entry["tgt_tokens"] = entry["tokens"][src], entry["tokens"][tgt]
             entry["dtype"] = id_dtype(len(learned.vocab)).name
             out[split] = entry
-    finally:
-        if bar is not None:
-            bar.close()
     return out
 
 

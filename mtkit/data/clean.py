@@ -18,7 +18,8 @@ What happens to each training pair (dev and test sets never come here):
 3. Filters, the first one that applies is counted: `empty` (a side is empty after step 2),
    `too_long` (a side has more than 250 words), `ratio` (one side has more than 1.5 times
    the words of the other), and with `dedup`, `duplicate` (the same normalised pair seen
-   before). The two length limits are per corpus (corpora.py; 0 turns one off). Words are whitespace-separated tokens of the untokenised text. That is Moses'
+   before). The two length limits are per corpus (corpora.py; 0 turns one off). Words are
+   whitespace-separated tokens of the untokenised text. That is Moses'
    `clean-corpus-n.perl -ratio 1.5 ... 1 250` with its word counts, applied before
    tokenisation: fairseq's `prepare-wmt14en2de.sh` runs the same script after Moses
    tokenisation and BPE, so there the counts are subword tokens and a little more pairs

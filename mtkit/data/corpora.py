@@ -196,7 +196,8 @@ def _wmt14(src: str, tgt: str) -> Corpus:
     else:
         train.append(_part("news-commentary-v9", **side(NC9, f"training/news-commentary-v9.{pair}")))
     sources += [DEV, TEST_FULL]
-    valid = [_part("newstest2013", "3000", **{lang: Member(DEV.filename, f"dev/newstest2013.{lang}") for lang in ("en", other)})]
+    valid = [_part("newstest2013", "3000", **{lang: Member(DEV.filename, f"dev/newstest2013.{lang}")
+                                              for lang in ("en", other)})]
     what = {"de": "Europarl v7 + CommonCrawl + News Commentary v9 (the paper's En-De set)",
             "fr": "Europarl v7 + CommonCrawl + UN + News Commentary v9 + Gigaword fr-en (the paper's 36M)"}[other]
     return Corpus(
@@ -211,8 +212,9 @@ def _newstest2014(src: str, tgt: str) -> tuple[Part, ...]:
     """newstest2014 'full' as sacreBLEU reads it: the source side from -src.SRC, the target from -ref.TGT."""
     other = tgt if src == "en" else src
     prefix = f"test-full/newstest2014-{other}en"
-    return (_part("newstest2014", "full, 3003, SGML", **{src: Member(TEST_FULL.filename, f"{prefix}-src.{src}.sgm", "sgml"),
-                                     tgt: Member(TEST_FULL.filename, f"{prefix}-ref.{tgt}.sgm", "sgml")}),)
+    return (_part("newstest2014", "full, 3003, SGML",
+                  **{src: Member(TEST_FULL.filename, f"{prefix}-src.{src}.sgm", "sgml"),
+                     tgt: Member(TEST_FULL.filename, f"{prefix}-ref.{tgt}.sgm", "sgml")}),)
 
 
 # --------------------------------------------------------------------------- Multi30k
@@ -226,7 +228,8 @@ _MULTI30K_FILES = {  # file -> (sha256 of the .gz, bytes), from ../shared/data/m
     "test_2016_flickr.en.gz": ("611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9", 21_077),
     "test_2016_flickr.de.gz": ("9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8", 22_890),
 }
-MULTI30K_SOURCES = tuple(Source(name, f"{MULTI30K_URL}/{name}", sha256=sha, size=size, group=f"multi30k-{MULTI30K_COMMIT[:7]}")
+MULTI30K_SOURCES = tuple(Source(name, f"{MULTI30K_URL}/{name}", sha256=sha, size=size,
+                                group=f"multi30k-{MULTI30K_COMMIT[:7]}")
                          for name, (sha, size) in _MULTI30K_FILES.items())
 
 
@@ -266,7 +269,8 @@ class Registry:
     def get(self, name: str) -> Corpus:
         if name not in self.corpora:
             known = ", ".join(self.names() + ["custom"])
-            raise MtkitError(f"unknown corpus '{name}'; known corpora: {known} (`mtkit prepare --list` describes them).")
+            raise MtkitError(f"unknown corpus '{name}'; known corpora: {known} "
+                             f"(`mtkit prepare --list` describes them).")
         return self.corpora[name]
 
     def override(self, base_url: str | None = None,

@@ -118,7 +118,8 @@ def stage_members(archive: Path, kind: str, wanted: set[str], dest: Path) -> dic
         else:
             raise ValueError(kind)
     except (tarfile.TarError, zipfile.BadZipFile, *READ_ERRORS) as exc:
-        raise MtkitError(f"{archive} is not a readable {kind} archive ({exc}); delete it and run again to fetch it afresh.") from None
+        raise MtkitError(f"{archive} is not a readable {kind} archive ({exc}); "
+                         f"delete it and run again to fetch it afresh.") from None
     missing = sorted(wanted - set(found))
     if missing:
         raise MtkitError(f"{archive.name} has no member {', '.join(missing)}.")
@@ -132,7 +133,8 @@ def decode_strict(data: bytes, label: str) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
-        raise MtkitError(f"{label}: line {line} is not valid UTF-8 ({exc.reason} at byte {column} of the line).") from None
+        raise MtkitError(f"{label}: line {line} is not valid UTF-8 "
+                         f"({exc.reason} at byte {column} of the line).") from None
 
 
 _SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg\s*>", re.S | re.I)

@@ -270,18 +270,14 @@ def _write_train(corpus: Corpus, parts: tuple[Part, ...], paths: Paths, result: 
     total, records = CleanStats(), []
     # The worker pool is forked before any progress bar exists: no thread is alive at fork time.
     with Cleaner(src, tgt, clean, workers=opts.workers) as cleaner, \
-            open(out_dir / f"train.{src}", "wb") as fs, open(out_dir / f"train.{tgt}", "wb") as ft:
-        bar = progress_bar(opts.progress, sum(sizes), "cleaning train", "pairs")
-        try:
-            for part, n, (src_path, tgt_path, src_label, tgt_label) in zip(parts, sizes, sides):
-                logger.info("cleaning %s (%d pairs)", part.name, n)
-                stats = cleaner.run(src_path, tgt_path, fs, ft, src_label=src_label, tgt_label=tgt_label,
-                                    progress=bar.update if bar is not None else None)
-                total.add(stats)
-                records.append({"name": part.name, src: src_label, tgt: tgt_label, **stats.record()})
-        finally:
-            if bar is not None:
-                bar.close()
+            open(out_dir / f"train.{src}", "wb") as fs, open(out_dir / f"train.{tgt}", "wb") as ft, \
+            progress_bar(opts.progress, sum(sizes), "cleaning train", "pairs") as bar:
+        for part, n, (src_path, tgt_path, src_label, tgt_label) in zip(parts, sizes, sides):
+            logger.info("cleaning %s (%d pairs)", part.name, n)
+            stats = cleaner.run(src_path, tgt_path, fs, ft, src_label=src_label, tgt_label=tgt_label,
+                                progress=bar.update)
+            total.add(stats)
+            records.append({"name": part.name, src: src_label, tgt: tgt_label, **stats.record()})
         hashes = cleaner.hashes
     timings["clean_s"] = round(time.perf_counter() - t0, 3)
     if clean.dedup:

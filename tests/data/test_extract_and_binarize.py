@@ -55,7 +55,8 @@ def _symlink(name, target):
 
 
 @pytest.mark.parametrize("entry", [_file("../outside.txt"), _file("/abs/outside.txt"),
-                                   _symlink("training/link", "../../etc/passwd")], ids=["dotdot", "absolute", "symlink"])
+                                   _symlink("training/link", "../../etc/passwd")],
+                         ids=["dotdot", "absolute", "symlink"])
 def test_tar_traversal_is_refused(tmp_path, entry):
     _tar(tmp_path / "evil.tgz", [entry, _file("training/a.de")])
     with pytest.raises(MtkitError, match="would land outside the extraction directory"):
@@ -71,7 +72,8 @@ def test_zip_traversal_is_refused(tmp_path):
         stage_members(tmp_path / "evil.zip", "zip", {"ok.txt"}, tmp_path / "stage")
     with zipfile.ZipFile(tmp_path / "good.zip", "w") as zf:
         zf.writestr("dir/ok.txt", "fine\n")
-    assert stage_members(tmp_path / "good.zip", "zip", {"dir/ok.txt"}, tmp_path / "s2")["dir/ok.txt"].read_text() == "fine\n"
+    staged = stage_members(tmp_path / "good.zip", "zip", {"dir/ok.txt"}, tmp_path / "s2")
+    assert staged["dir/ok.txt"].read_text() == "fine\n"
 
 
 def test_sgml_segments_are_unescaped(tmp_path):
@@ -103,7 +105,8 @@ def test_registry_directions_share_files():
     assert fwd.vocab_size == 37000 and reg.get("wmt14-en-fr").vocab_size == 32000
     assert reg.get("multi30k-en-de").vocab_size == 8000
     fr = reg.get("wmt14-en-fr")
-    assert [p.name for p in fr.parts("train")] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9", "giga-fren"]
+    assert [p.name for p in fr.parts("train")] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9",
+                                                   "giga-fren"]
     assert fr.parts("test")[0].member("fr").path == "test-full/newstest2014-fren-ref.fr.sgm"
     with pytest.raises(MtkitError, match="unknown corpus 'wmt15'; known corpora: wmt14-en-de, .*custom"):
         reg.get("wmt15")

@@ -53,8 +53,9 @@ def test_a_killed_runs_directory_is_swept_and_a_live_runs_is_kept(cli, tmp_path)
         (path / "raw" / "train.en").write_text("half\n")
     for name, text in (("train.en", "a b\n"), ("train.de", "x y\n"), ("valid.en", "v\n"), ("valid.de", "w\n")):
         (tmp_path / name).write_text(text)
-    done = cli("prepare", "custom", "--out", out, *(f"--{s}-{side}={tmp_path / f'{s}.{lang}'}" for s in ("train", "valid")
-                                                      for side, lang in (("src", "en"), ("tgt", "de"))))
+    files = (f"--{s}-{side}={tmp_path / f'{s}.{lang}'}" for s in ("train", "valid")
+             for side, lang in (("src", "en"), ("tgt", "de")))
+    done = cli("prepare", "custom", "--out", out, *files)
     assert done.returncode == 0, done.stderr
     assert not stale.exists() and live.is_dir()
 
