@@ -115,24 +115,14 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None) -> dic
         learned = _learn_or_reuse(data_dir, inputs, src, tgt, settings, why, opts, prev, timings)
         # 4. Every split encoded, or reused when its text and the model are the same.
         encoded = _encode_splits(data_dir, inputs, splits, src, tgt, learned, opts, prev, timings)
-        record = {
-            "format": FORMAT,
-            "corpus": corpus,
-            "src_lang": src,
-            "tgt_lang": tgt,
-            "vocab_size": len(learned.vocab),
-            "mtkit_version": __version__,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "settings": settings,
-            "vocab_size_from": why,
-            "learned_from": _train_inputs(inputs, src, tgt),
-            "sample_used": learned.sample,
-            "model": {"file": "spm.model", "sha256": learned.sha256, "pieces": len(learned.vocab)},
-            "splits": encoded,
-            "files": sorted(outputs),
-            "reused_model": learned.reused,
-            "timings": {k: round(v, 3) for k, v in timings.items()},
-        }
+        record = {"format": FORMAT, "corpus": corpus, "src_lang": src, "tgt_lang": tgt,
+                  "vocab_size": len(learned.vocab), "mtkit_version": __version__,
+                  "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  "settings": settings, "vocab_size_from": why, "learned_from": _train_inputs(inputs, src, tgt),
+                  "sample_used": learned.sample,
+                  "model": {"file": "spm.model", "sha256": learned.sha256, "pieces": len(learned.vocab)},
+                  "splits": encoded, "files": sorted(outputs), "reused_model": learned.reused,
+                  "timings": {k: round(v, 3) for k, v in timings.items()}}
         _write_record(record_path, record)
     return record
 

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from data_fixtures import build_wmt14_de, build_wmt14_fr, make_tgz, serve
-from mtkit.data.clean import normalize
+from mtkit.data.normalize import normalize
 from mtkit.data.corpora import default_registry
 from mtkit.data.fetch import RECORDED, VERIFIED, Fetcher
 from mtkit.data.prepare import PrepareOptions, prepare
