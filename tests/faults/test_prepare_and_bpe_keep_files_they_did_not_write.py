@@ -72,3 +72,19 @@ def test_bpe_keeps_the_users_files_and_refuses_to_overwrite_one(cli, tmp_path):
     done = cli("bpe", out, "--vocab-size", "310", "--force")  # its own files are replaced, even with --force
     assert done.returncode == 0, done.stderr
     assert (out / "bin" / "mine.txt").read_text() == "keep me\n"
+
+
+def test_a_publish_cut_short_still_knows_which_files_are_mtkits(cli, tmp_path):
+    """Killed between moving files into raw/ and writing the final record: the rerun replaces them."""
+    files, out = _files(tmp_path), tmp_path / "out"
+    (out / "raw").mkdir(parents=True)
+    (out / "raw" / "train.en").write_text("half of an old run\n")
+    (out / "raw" / "notes.txt").write_text("my notes\n")
+    (out / "prepare.json").write_text(json.dumps({"format": 1, "state": "publishing",
+                                                  "files": {"raw/train.en": {}, "raw/old.de": {}}}))
+    (out / "raw" / "old.de").write_text("from a split no longer prepared\n")
+    done = _prepare(cli, files, out)
+    assert done.returncode == 0, done.stderr
+    assert "house number 0" in (out / "raw" / "train.en").read_text()
+    assert not (out / "raw" / "old.de").exists() and (out / "raw" / "notes.txt").exists()
+    assert json.loads((out / "prepare.json").read_text())["settings"]["corpus"] == "custom-en-de"
