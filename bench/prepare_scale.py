@@ -126,6 +126,7 @@ def synthesize(n: int, out_src: Path, out_tgt: Path, seed: int = 0) -> None:
 
 
 def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)  # prepare's and bpe's steps
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=100_000, help="synthetic training pairs (4500000 = WMT14 En-De)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="cleaning processes [all cores]")
