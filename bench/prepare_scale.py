@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import logging
 import os
 import resource
 import shutil
@@ -125,6 +126,7 @@ def synthesize(n: int, out_src: Path, out_tgt: Path, seed: int = 0) -> None:
 
 
 def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)  # prepare's and bpe's steps
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=100_000, help="synthetic training pairs (4500000 = WMT14 En-De)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="cleaning processes [all cores]")
@@ -159,7 +161,7 @@ def main() -> None:
         prep = prepare("custom", PrepareOptions(out=out, workers=args.workers, dedup=args.dedup, force=True),
                        custom_files={"train": (str(work / "in.en"), str(work / "in.de")),
                                      "valid": (str(work / "valid.en"), str(work / "valid.de"))},
-                       langs=("en", "de"), log=lambda m: print(m, file=sys.stderr))
+                       langs=("en", "de"))
         prepare_s, prepare_cpu = time.perf_counter() - t0, _cpu_s() - c0
         peak_after_prepare = {**_peak_mib(), "stage_self": _stage_peak_mib()}
         train = prep["splits"]["train"]
@@ -175,15 +177,20 @@ def main() -> None:
             opts.sample = args.sample
         stage_peaks: dict[str, float | None] = {}
 
-        def log(message: str) -> None:  # the first "encoding" line ends the learning stage
-            print(message, file=sys.stderr)
-            if message.startswith("encoding") and "learn" not in stage_peaks:
-                stage_peaks["learn"] = _stage_peak_mib()
-                _reset_stage_peak()
+        class StageMark(logging.Handler):  # the first "encoding" log line ends the learning stage
+            def emit(self, record: logging.LogRecord) -> None:
+                if record.getMessage().startswith("encoding") and "learn" not in stage_peaks:
+                    stage_peaks["learn"] = _stage_peak_mib()
+                    _reset_stage_peak()
 
+        mark = StageMark()
+        logging.getLogger("mtkit.data.bpe").addHandler(mark)
         _reset_stage_peak()
         t0, c0 = time.perf_counter(), _cpu_s()
-        info = build(out, opts, log=log)
+        try:
+            info = build(out, opts)
+        finally:
+            logging.getLogger("mtkit.data.bpe").removeHandler(mark)
         bpe_s, bpe_cpu = time.perf_counter() - t0, _cpu_s() - c0
         t = info["timings"]
         sentences = 2 * info["splits"]["train"]["sentences"] + 2 * info["splits"]["valid"]["sentences"]

@@ -23,11 +23,10 @@ def damaged(lines: list[str], every: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> dict[str, Path]:
+def files(tmp_path_factory, multi30k) -> dict[str, Path]:
     """Multi30k German as reference 1, its first lines shifted by one as reference 2, and two damaged systems."""
     tmp = tmp_path_factory.mktemp("score")
-    with gzip.open(Path(__file__).resolve().parents[1].parent / "shared/data/multi30k-en-de/test_2016_flickr.de.gz",
-                   "rt", encoding="utf-8") as f:
+    with gzip.open(multi30k / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as f:
         ref = [line.rstrip("\n") for line in itertools.islice(f, 201)]
     texts = {"ref": ref[:200], "ref2": ref[1:201], "hyp": damaged(ref[:200], 4), "hyp2": damaged(ref[:200], 7)}
     paths = {}

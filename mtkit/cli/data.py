@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from mtkit.cli.app import app, err, log, setup_logging
+from mtkit.cli.app import app, err, setup_logging
 from mtkit.errors import MtkitError
 
 
@@ -34,7 +34,7 @@ def _corpus_names() -> list[str]:
 def _list_corpora() -> None:
     from rich.table import Table
 
-    from mtkit.data.corpora import default_registry
+    from mtkit.data.corpora import default_registry, unpinned
 
     table = Table(title="mtkit prepare NAME: named corpora (all splits of both directions come from the same files)",
                   title_justify="left")
@@ -49,6 +49,10 @@ def _list_corpora() -> None:
     if not console.is_terminal:
         console.width = max(console.width, 140)
     console.print(table)
+    loose = unpinned(default_registry())
+    if loose:
+        console.print("unpinned downloads (their sha256 is recorded at the first download and checked from then on): "
+                      + "; ".join(f"{name} ({why})" for name, why in sorted(loose.items())), soft_wrap=True)
 
 
 @app.command()
@@ -119,7 +123,8 @@ def prepare(
     options = PrepareOptions(out=out, cache=cache, mirror=mirror, base_url=base_url, retries=retries, workers=workers,
                              dedup=dedup, max_words=max_words, max_ratio=max_ratio, progress=sys.stderr.isatty(),
                              force=force)
-    record = run_prepare(name, options, custom_files=custom_files, langs=langs, log=log)
+    setup_logging(logging.INFO)
+    record = run_prepare(name, options, custom_files=custom_files, langs=langs)
     out_dir = out or Path("data") / record["corpus"]
     splits = record["splits"]
     summary = []
@@ -155,7 +160,7 @@ def bpe(
     from mtkit.data.bpe import BpeOptions, build
 
     record = build(data_dir, BpeOptions(vocab_size=vocab_size, sample=sample, threads=threads, seed=seed, force=force,
-                                        progress=sys.stderr.isatty()), log=log)
+                                        progress=sys.stderr.isatty()))
     parts = []
     for split, info in record["splits"].items():
         tokens = ", ".join(f"{lang} {n}" for lang, n in info["tokens"].items())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -42,15 +42,10 @@ class BinaryWriter:
         self._idx = open(self._tmp_idx, "wb")
         np.zeros(1, dtype=np.int64).tofile(self._idx)  # offsets[0] = 0
         self._total = 0  # tokens written or buffered so far = the last offset
-        self._sentences = 0
         self._buffer: list[np.ndarray] = []
         self._offset_buffer: list[np.ndarray] = []
         self._buffered = 0
         self._buffer_tokens = buffer_tokens
-
-    @property
-    def num_sentences(self) -> int:
-        return self._sentences
 
     @property
     def num_tokens(self) -> int:
@@ -60,16 +55,11 @@ class BinaryWriter:
         if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
             raise MtkitError(f"token id out of range [0, {self.vocab_size}) while writing {self.prefix}.bin.")
 
-    def add(self, ids: Iterable[int] | np.ndarray) -> None:
-        arr = np.asarray(ids, dtype=np.int64)
-        self._check_range(arr)
-        self._append(arr.astype(self.dtype, copy=False), np.asarray([arr.size], dtype=np.int64))
-
     def add_many(self, sentences: Sequence[Sequence[int]]) -> None:
         """Append many sentences at once (what SentencePiece's batch encode returns).
 
         One numpy conversion per batch instead of one per sentence: about 30x faster than
-        calling `add` in a loop, which matters at millions of sentences.
+        converting sentence by sentence, which matters at millions of sentences.
         """
         if not len(sentences):
             return
@@ -83,7 +73,6 @@ class BinaryWriter:
         self._buffer.append(ids)
         self._offset_buffer.append(offsets)
         self._total = int(offsets[-1]) if offsets.size else self._total
-        self._sentences += int(lengths.size)
         self._buffered += int(ids.size) + int(lengths.size)
         if self._buffered >= self._buffer_tokens:
             self._flush()
@@ -128,7 +117,8 @@ class IndexedDataset:
         for path in (bin_path, idx_path):
             if not path.is_file():
                 raise MtkitError(f"binarized data {path} is missing; run `mtkit bpe` on the data directory first.")
-        self.offsets = np.memmap(idx_path, dtype=np.int64, mode="r") if idx_path.stat().st_size else np.zeros(1, np.int64)
+        self.offsets = (np.memmap(idx_path, dtype=np.int64, mode="r") if idx_path.stat().st_size
+                        else np.zeros(1, np.int64))
         n_tokens = int(self.offsets[-1])
         n_bytes = bin_path.stat().st_size
         if n_tokens == 0:
@@ -136,7 +126,8 @@ class IndexedDataset:
         elif n_bytes == 2 * n_tokens or n_bytes == 4 * n_tokens:
             self.dtype = np.dtype(np.uint16) if n_bytes == 2 * n_tokens else np.dtype(np.int32)
         else:
-            raise MtkitError(f"{bin_path} ({n_bytes} bytes) does not match {idx_path} ({n_tokens} tokens); rebuild it with `mtkit bpe`.")
+            raise MtkitError(f"{bin_path} ({n_bytes} bytes) does not match {idx_path} ({n_tokens} tokens); "
+                             f"rebuild it with `mtkit bpe`.")
         self.ids = np.memmap(bin_path, dtype=self.dtype, mode="r") if n_tokens else np.zeros(0, self.dtype)
         self.sizes = np.diff(self.offsets).astype(np.int64)  # tokens per sentence, without BOS/EOS
 

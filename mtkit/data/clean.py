@@ -11,14 +11,15 @@ What happens to each training pair (dev and test sets never come here):
    `MosesPunctNormalizer(lang)` implements it, then Moses' `remove-non-printing-char.perl`:
    every `\\p{C}` character (controls, format characters, unassigned code points; plus the
    Unicode line and paragraph separators, so that no line reader can split a line) becomes
-   a space, and runs of spaces collapse. `PunctNormalizer` applies sacremoses' own rule
-   table with precompiled patterns and skips a rule when the one character every match of
-   it must contain is absent: output identical to sacremoses' (the tests compare them), at
-   10-25x its speed.
+   a space, and runs of spaces collapse. `PunctNormalizer` (normalize.py) applies sacremoses'
+   own rule table with precompiled patterns and skips a rule when the one character every
+   match of it must contain is absent: output identical to sacremoses' (the tests compare
+   them), at 10-25x its speed.
 3. Filters, the first one that applies is counted: `empty` (a side is empty after step 2),
    `too_long` (a side has more than 250 words), `ratio` (one side has more than 1.5 times
    the words of the other), and with `dedup`, `duplicate` (the same normalised pair seen
-   before). The two length limits are per corpus (corpora.py; 0 turns one off). Words are whitespace-separated tokens of the untokenised text. That is Moses'
+   before). The two length limits are per corpus (corpora.py; 0 turns one off). Words are
+   whitespace-separated tokens of the untokenised text. That is Moses'
    `clean-corpus-n.perl -ratio 1.5 ... 1 250` with its word counts, applied before
    tokenisation: fairseq's `prepare-wmt14en2de.sh` runs the same script after Moses
    tokenisation and BPE, so there the counts are subword tokens and a little more pairs
@@ -37,7 +38,7 @@ import hashlib
 import itertools
 import multiprocessing
 import os
-import re
+import signal
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,105 +47,11 @@ from typing import BinaryIO, Callable, Iterator
 import numpy as np
 
 from mtkit.errors import MtkitError
+from mtkit.data.normalize import normalizer, remove_non_printing
+from mtkit.files import count_parallel, open_binary
 
 RULES = ("invalid_utf8", "empty", "too_long", "ratio", "duplicate")
 MAX_EXAMPLES = 20
-
-try:  # the regex parser of the standard library (sre_parse before 3.11); private, so only an optimisation
-    from re import _parser as _sre_parse  # type: ignore[attr-defined]
-    from re._constants import LITERAL, MAX_REPEAT, MIN_REPEAT, SUBPATTERN  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python 3.10
-    try:
-        import sre_parse as _sre_parse  # type: ignore[no-redef]
-        from sre_constants import LITERAL, MAX_REPEAT, MIN_REPEAT, SUBPATTERN  # type: ignore[no-redef]
-    except ImportError:
-        _sre_parse = None  # type: ignore[assignment]
-
-
-def _required_chars(pattern: str) -> list[str]:
-    """Characters that every match of `pattern` contains (literals outside any optional part).
-
-    An empty list (apply the rule to every line) if the parser is not there or changed shape.
-    """
-    out: list[str] = []
-
-    def walk(items) -> None:
-        for op, av in items:
-            if op is LITERAL:
-                out.append(chr(av))
-            elif op is SUBPATTERN:
-                walk(av[-1])
-            elif op in (MAX_REPEAT, MIN_REPEAT) and av[0] >= 1:
-                walk(av[2])
-
-    try:
-        walk(_sre_parse.parse(pattern))
-    except Exception:  # noqa: BLE001 - a private API: any surprise means "no shortcut"
-        return []
-    return out
-
-
-class PunctNormalizer:
-    """sacremoses' `MosesPunctNormalizer(lang).normalize`, the same rules in the same order, faster.
-
-    sacremoses calls `re.sub(pattern_string, ...)` for each of its ~45 rules on every line.
-    Here each pattern is compiled once, and a rule whose required character does not occur
-    in the line is skipped: it could not have matched, so the result is the same.
-    """
-
-    def __init__(self, lang: str):
-        from sacremoses import MosesPunctNormalizer
-
-        self.lang = lang
-        self.reference = MosesPunctNormalizer(lang=lang)
-        self.rules: list[tuple[str, Callable[..., str], str]] = []
-        for pattern, replacement in self.reference.substitutions:
-            required = [c for c in _required_chars(pattern) if c != " "]
-            # Test for the rarest required character: '"' rather than '.' in `(\.+)"(\s*[^<])`.
-            rare = [c for c in required if c not in ".,:;'"]
-            trigger = (rare or required or [""])[0]  # "": no required character, always apply
-            if pattern == r" +" and replacement == " ":
-                trigger = "  "  # one space for one space changes nothing
-            self.rules.append((trigger, re.compile(pattern).sub, replacement))
-
-    def normalize(self, text: str) -> str:
-        for trigger, sub, replacement in self.rules:
-            if trigger in text:  # "" is in every string
-                text = sub(replacement, text)
-        return text.strip()
-
-
-_NON_PRINTING = None
-
-
-def remove_non_printing(text: str) -> str:
-    """Moses' remove-non-printing-char.perl (`s/\\p{C}/ /g`), plus U+2028/U+2029, then single spaces."""
-    global _NON_PRINTING
-    if text.isprintable():  # no \p{C}, no line/paragraph separator: the common case, in C
-        return text
-    if _NON_PRINTING is None:
-        import regex
-
-        _NON_PRINTING = regex.compile(r"[\p{C}\u2028\u2029]")
-    text = _NON_PRINTING.sub(" ", text)
-    if "  " in text:
-        text = re.sub(" {2,}", " ", text)
-    return text.strip()
-
-
-_NORMALIZERS: dict[str, PunctNormalizer] = {}
-
-
-def normalizer(lang: str) -> PunctNormalizer:
-    if lang not in _NORMALIZERS:
-        _NORMALIZERS[lang] = PunctNormalizer(lang)
-    return _NORMALIZERS[lang]
-
-
-def normalize(text: str, lang: str) -> str:
-    """The text a training sentence becomes in raw/train.LANG (steps 2 of the module docstring)."""
-    return remove_non_printing(normalizer(lang).normalize(text))
-
 
 @dataclass(frozen=True)
 class CleanConfig:
@@ -303,6 +210,13 @@ def _fork_context():
     return None
 
 
+def _worker_signals() -> None:
+    """Workers leave signals to the main process: Ctrl-C reaches the whole process group, and the main
+    process answers it (or SIGTERM) by terminating the pool, which must then end a worker quietly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 class Cleaner:
     """Cleans parallel files into open output files; a context manager owning the worker pool."""
 
@@ -320,7 +234,7 @@ class Cleaner:
             normalizer(self.src_lang), normalizer(self.tgt_lang)
         ctx = _fork_context()
         if self.workers > 1 and ctx is not None:
-            self._pool = ctx.Pool(self.workers)
+            self._pool = ctx.Pool(self.workers, initializer=_worker_signals)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -358,10 +272,8 @@ class Cleaner:
             src_label: str | None = None, tgt_label: str | None = None,
             progress: Callable[[int], None] | None = None) -> CleanStats:
         """Clean one parallel text and append the kept pairs to `out_src`/`out_tgt`."""
-        from mtkit.data.extract import open_binary
-
         src_label, tgt_label = src_label or str(src_path), tgt_label or str(tgt_path)
-        check_parallel(src_path, tgt_path, src_label, tgt_label)
+        count_parallel(src_path, tgt_path, src_label, tgt_label)
         stats = CleanStats()
         with open_binary(src_path) as fs, open_binary(tgt_path) as ft:
             for res in self._results(self._jobs(fs, ft, src_label, tgt_label, self.config.dedup)):
@@ -373,23 +285,6 @@ class Cleaner:
                 if progress is not None:
                     progress(res.n)
         return stats
-
-
-def _lines(n: int) -> str:
-    return f"{n} line" if n == 1 else f"{n} lines"
-
-
-def check_parallel(src_path: Path, tgt_path: Path, src_label: str, tgt_label: str) -> int:
-    """The common line count of two aligned files; an error naming both files and counts otherwise."""
-    from mtkit.data.extract import count_lines
-
-    n_src, n_tgt = count_lines(src_path, src_label), count_lines(tgt_path, tgt_label)
-    if n_src != n_tgt:
-        raise MtkitError(f"{src_label} has {_lines(n_src)} but {tgt_label} has {_lines(n_tgt)}: "
-                         f"the two sides of a parallel text must have the same number of lines.")
-    if n_src == 0:
-        raise MtkitError(f"{src_label} and {tgt_label} are empty.")
-    return n_src
 
 
 def dedup_files(src_in: Path, tgt_in: Path, src_out: Path, tgt_out: Path, hashes: array) -> int:

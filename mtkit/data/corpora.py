@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 from mtkit.errors import MtkitError
 
@@ -35,6 +35,12 @@ class Source:
     size: int | None = None  # exact bytes, when published
     about: str = ""  # a human size for `--list` when the exact one is unknown ("2.3 GB")
     group: str = "misc"  # cache sub-directory: keeps equal file names of different origins apart
+
+    @property
+    def pinned(self) -> str | None:
+        """Which published checksum the download is checked against: "sha256", "md5", or None
+        (then its sha256 is recorded at the first download and checked from then on)."""
+        return "sha256" if self.sha256 else "md5" if self.md5 else None
 
     @property
     def kind(self) -> str:
@@ -150,7 +156,9 @@ def _reverse(corpus: Corpus, name: str, test: tuple[Part, ...] | None = None) ->
 
 
 # --------------------------------------------------------------------------- WMT14
-STATMT = "http://www.statmt.org"
+# www.statmt.org serves these paths over https (fairseq's and other toolkits' WMT scripts fetch them so);
+# WMT14-SOURCES.md records the http form of the same URLs.
+STATMT = "https://www.statmt.org"
 EUROPARL = Source("training-parallel-europarl-v7.tgz", f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz",
                   sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7", size=657_632_379,
                   group="wmt")
@@ -188,7 +196,8 @@ def _wmt14(src: str, tgt: str) -> Corpus:
     else:
         train.append(_part("news-commentary-v9", **side(NC9, f"training/news-commentary-v9.{pair}")))
     sources += [DEV, TEST_FULL]
-    valid = [_part("newstest2013", "3000", **{lang: Member(DEV.filename, f"dev/newstest2013.{lang}") for lang in ("en", other)})]
+    valid = [_part("newstest2013", "3000", **{lang: Member(DEV.filename, f"dev/newstest2013.{lang}")
+                                              for lang in ("en", other)})]
     what = {"de": "Europarl v7 + CommonCrawl + News Commentary v9 (the paper's En-De set)",
             "fr": "Europarl v7 + CommonCrawl + UN + News Commentary v9 + Gigaword fr-en (the paper's 36M)"}[other]
     return Corpus(
@@ -203,8 +212,9 @@ def _newstest2014(src: str, tgt: str) -> tuple[Part, ...]:
     """newstest2014 'full' as sacreBLEU reads it: the source side from -src.SRC, the target from -ref.TGT."""
     other = tgt if src == "en" else src
     prefix = f"test-full/newstest2014-{other}en"
-    return (_part("newstest2014", "full, 3003, SGML", **{src: Member(TEST_FULL.filename, f"{prefix}-src.{src}.sgm", "sgml"),
-                                     tgt: Member(TEST_FULL.filename, f"{prefix}-ref.{tgt}.sgm", "sgml")}),)
+    return (_part("newstest2014", "full, 3003, SGML",
+                  **{src: Member(TEST_FULL.filename, f"{prefix}-src.{src}.sgm", "sgml"),
+                     tgt: Member(TEST_FULL.filename, f"{prefix}-ref.{tgt}.sgm", "sgml")}),)
 
 
 # --------------------------------------------------------------------------- Multi30k
@@ -218,7 +228,8 @@ _MULTI30K_FILES = {  # file -> (sha256 of the .gz, bytes), from ../shared/data/m
     "test_2016_flickr.en.gz": ("611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9", 21_077),
     "test_2016_flickr.de.gz": ("9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8", 22_890),
 }
-MULTI30K_SOURCES = tuple(Source(name, f"{MULTI30K_URL}/{name}", sha256=sha, size=size, group=f"multi30k-{MULTI30K_COMMIT[:7]}")
+MULTI30K_SOURCES = tuple(Source(name, f"{MULTI30K_URL}/{name}", sha256=sha, size=size,
+                                group=f"multi30k-{MULTI30K_COMMIT[:7]}")
                          for name, (sha, size) in _MULTI30K_FILES.items())
 
 
@@ -258,7 +269,8 @@ class Registry:
     def get(self, name: str) -> Corpus:
         if name not in self.corpora:
             known = ", ".join(self.names() + ["custom"])
-            raise MtkitError(f"unknown corpus '{name}'; known corpora: {known} (`mtkit prepare --list` describes them).")
+            raise MtkitError(f"unknown corpus '{name}'; known corpora: {known} "
+                             f"(`mtkit prepare --list` describes them).")
         return self.corpora[name]
 
     def override(self, base_url: str | None = None,
@@ -319,6 +331,16 @@ def custom_corpus(src: str, tgt: str, files: Mapping[str, tuple[str, str]], name
                   splits=tuple(splits), sources=tuple(sources), vocab_size=0, pairs="", family="custom")
 
 
+def unpinned(registry: Registry) -> dict[str, str]:
+    """{file name: what is missing} for every file of the registry without a published sha256."""
+    out = {}
+    for corpus in registry:
+        for s in corpus.sources:
+            if s.pinned != "sha256":
+                out[s.filename] = "md5 only" if s.pinned else "no published checksum"
+    return out
+
+
 def members_by_source(corpus: Corpus) -> dict[str, set[str]]:
     """Which members each archive must yield for this corpus (for a streaming single pass)."""
     wanted: dict[str, set[str]] = {}
@@ -329,9 +351,3 @@ def members_by_source(corpus: Corpus) -> dict[str, set[str]]:
                     wanted.setdefault(member.source, set()).add(member.path)
     return wanted
 
-
-def iter_members(corpus: Corpus) -> Iterable[tuple[str, Part, str, Member]]:
-    for split, parts in corpus.splits:
-        for part in parts:
-            for lang, member in part.sides:
-                yield split, part, lang, member

@@ -31,14 +31,6 @@ class Batch:
     src_tokens: int  # real source tokens (EOS included)
     tgt_tokens: int  # real target tokens (EOS included): what the loss is normalised by
 
-    @property
-    def sentences(self) -> int:
-        return self.src.shape[0]
-
-    @property
-    def padded_tokens(self) -> int:
-        return self.src.size + self.tgt_out.size
-
 
 def _fill(ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int, first: int | None,
           last: int | None) -> np.ndarray:

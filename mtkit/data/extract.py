@@ -1,4 +1,4 @@
-"""Safe, streaming reads from archives, plain-text line counts and SGML test sets.
+"""Safe, streaming reads from archives, and the dev and test sets (plain text or SGML).
 
 The WMT archives are gigabytes: only the members a corpus needs are read, in one
 sequential pass over the (gzip) stream, and copied out to a staging directory (pairing
@@ -10,7 +10,7 @@ checks: our own, and Python's `tarfile.data_filter` where it exists (3.11.4+, 3.
 
 from __future__ import annotations
 
-import gzip
+import logging
 import os
 import re
 import shutil
@@ -21,8 +21,9 @@ from typing import BinaryIO
 
 from mtkit.atomic import atomic_file
 from mtkit.errors import MtkitError
+from mtkit.files import CHUNK, READ_ERRORS, read_all
 
-CHUNK = 1 << 20
+logger = logging.getLogger(__name__)
 
 
 def unsafe_member(name: str) -> str | None:
@@ -116,34 +117,13 @@ def stage_members(archive: Path, kind: str, wanted: set[str], dest: Path) -> dic
                             _copy_out(stream, out)
         else:
             raise ValueError(kind)
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, gzip.BadGzipFile, OSError) as exc:
-        if isinstance(exc, MtkitError):
-            raise
-        raise MtkitError(f"{archive} is not a readable {kind} archive ({exc}); delete it and run again to fetch it afresh.") from None
+    except (tarfile.TarError, zipfile.BadZipFile, *READ_ERRORS) as exc:
+        raise MtkitError(f"{archive} is not a readable {kind} archive ({exc}); "
+                         f"delete it and run again to fetch it afresh.") from None
     missing = sorted(wanted - set(found))
     if missing:
         raise MtkitError(f"{archive.name} has no member {', '.join(missing)}.")
     return found
-
-
-def open_binary(path: Path) -> BinaryIO:
-    """A binary line stream; .gz files are decompressed on the fly."""
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb", buffering=CHUNK)
-
-
-def count_lines(path: Path, label: str | None = None) -> int:
-    """Lines in a file (a last line without '\\n' counts), at disk speed."""
-    n, last = 0, b"\n"
-    try:
-        with open_binary(path) as f:
-            while block := f.read(CHUNK):
-                n += block.count(b"\n")
-                last = block[-1:]
-    except (OSError, EOFError) as exc:
-        raise MtkitError(f"cannot read {label or path}: {exc}") from None
-    return n + (last != b"\n")
 
 
 def decode_strict(data: bytes, label: str) -> str:
@@ -153,7 +133,8 @@ def decode_strict(data: bytes, label: str) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
-        raise MtkitError(f"{label}: line {line} is not valid UTF-8 ({exc.reason} at byte {column} of the line).") from None
+        raise MtkitError(f"{label}: line {line} is not valid UTF-8 "
+                         f"({exc.reason} at byte {column} of the line).") from None
 
 
 _SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg\s*>", re.S | re.I)
@@ -180,22 +161,34 @@ def unescape_xml(text: str) -> str:
 
 def read_sgml(path: Path, label: str) -> list[str]:
     """The segments of a WMT SGML file, in order, unescaped and stripped."""
-    with open_binary(path) as f:
-        text = decode_strict(f.read(), label)
+    text = decode_strict(read_all(path, label), label)
     segs = [" ".join(unescape_xml(m.group(1)).split()) for m in _SEG.finditer(text)]
     if not segs:
         raise MtkitError(f"{label} holds no <seg> element; is it an SGML test set?")
     return segs
 
 
+# Characters that some line readers take as a line end (Python's universal newlines: CR; str.splitlines:
+# all of these). Inside a dev or test line they would shift every later pair for such a reader.
+_LINE_BREAKS = str.maketrans(dict.fromkeys("\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
+
 def read_text_lines(path: Path, label: str) -> list[str]:
-    """All lines of a small text file (dev and test sets), strictly UTF-8, newline and CR removed."""
-    with open_binary(path) as f:
-        data = f.read()
-    text = decode_strict(data, label)
+    """All lines of a small text file (dev and test sets), strictly UTF-8, split at '\\n' only.
+
+    A CRLF line end is removed; a CR or other line-break character inside a line becomes a
+    space (with a warning), so that every later reader sees exactly these lines.
+    """
+    text = decode_strict(read_all(path, label), label)
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    safe = [line.translate(_LINE_BREAKS) for line in lines]
+    changed = [i + 1 for i, (a, b) in enumerate(zip(lines, safe)) if a != b]
+    if changed:
+        logger.warning("%s: %d line(s) hold a carriage return or another line break inside (first: line %d); "
+                       "each became a space", label, len(changed), changed[0])
+    return safe

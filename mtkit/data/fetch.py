@@ -4,10 +4,10 @@ Only the standard library (urllib): a download goes to `NAME.part` in the cache,
 with an HTTP Range request after a dropped connection, a timeout or a 5xx answer (up to
 `retries` times, waiting `backoff * 2**k` seconds), and becomes `NAME` only once its size
 and sha256 (md5 where only that is published) are right. An unknown host or a refused
-connection fails at once: that is no network, and retrying would only make the user wait. A mismatch deletes the file and raises: a bad file is
-never used. A file without a published checksum has its sha256 recorded on first
-download; later runs check against that record, and prepare.json says it was recorded,
-not verified.
+connection fails at once: that is no network, and retrying would only make the user wait.
+A mismatch deletes the file and raises: a bad file is never used. A file without a
+published checksum has its sha256 recorded on first download; later runs check against
+that record, and prepare.json says it was recorded, not verified.
 
 Next to each cached file, `NAME.json` keeps its checksums with the size and mtime at the
 time they were computed, so that later runs need not re-read gigabytes to trust it.
@@ -16,7 +16,6 @@ time they were computed, so that later runs need not re-read gigabytes to trust 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import http.client
 import json
 import os
@@ -33,8 +32,8 @@ from typing import Iterable, Iterator
 from mtkit.atomic import write_atomic
 from mtkit.data.corpora import Source
 from mtkit.errors import MtkitError
+from mtkit.files import CHUNK, hash_file, progress_bar
 
-CHUNK = 1 << 20
 VERIFIED = "verified against the registry"
 RECORDED = "recorded on first download (no published checksum)"
 CHECKED_RECORD = "matches the checksum recorded on first download (no published checksum)"
@@ -71,15 +70,6 @@ class Fetched:
 
 class _Retry(Exception):
     """A transient failure: the connection dropped, timed out, or the server said 5xx."""
-
-
-def hash_file(path: Path) -> tuple[str, str]:
-    sha, md5 = hashlib.sha256(), hashlib.md5()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            sha.update(block)
-            md5.update(block)
-    return sha.hexdigest(), md5.hexdigest()
 
 
 @contextlib.contextmanager
@@ -274,7 +264,8 @@ class Fetcher:
                 raise _Retry("the partial download did not fit the file on the server; starting over") from None
             if exc.code >= 500 or exc.code in (408, 429):
                 raise _Retry(f"HTTP {exc.code} {exc.reason}") from None
-            raise MtkitError(f"cannot download {source.filename}: {source.url} answered HTTP {exc.code} {exc.reason}.") from None
+            raise MtkitError(f"cannot download {source.filename}: {source.url} answered "
+                             f"HTTP {exc.code} {exc.reason}.") from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, (socket.gaierror, ConnectionRefusedError)):
@@ -297,23 +288,17 @@ class Fetcher:
                 mode = "wb"
             if total is None:
                 total = source.size
-            bar = _progress_bar(self.progress, source.filename, total, have)
-            try:
-                with open(part, mode) as out:
-                    while True:
-                        try:
-                            block = response.read(CHUNK)
-                        except (OSError, http.client.HTTPException) as exc:
-                            raise _Retry(f"connection lost after {have} bytes: {exc or type(exc).__name__}") from None
-                        if not block:
-                            break
-                        out.write(block)
-                        have += len(block)
-                        if bar is not None:
-                            bar.update(len(block))
-            finally:
-                if bar is not None:
-                    bar.close()
+            with progress_bar(self.progress, total, source.filename, "B", initial=have) as bar, open(part, mode) as out:
+                while True:
+                    try:
+                        block = response.read(CHUNK)
+                    except (OSError, http.client.HTTPException) as exc:
+                        raise _Retry(f"connection lost after {have} bytes: {exc or type(exc).__name__}") from None
+                    if not block:
+                        break
+                    out.write(block)
+                    have += len(block)
+                    bar.update(len(block))
         if total is not None and have < total:
             raise _Retry(f"connection closed after {have} of {total} bytes")
 
@@ -327,12 +312,3 @@ def _total_from_content_range(value: str) -> int | None:
     m = re.search(r"/(\d+)\s*$", value)
     return int(m.group(1)) if m else None
 
-
-def _progress_bar(enabled: bool, name: str, total: int | None, initial: int):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    tqdm.monitor_interval = 0  # no monitor thread: cleaning forks worker processes later
-    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
-                file=sys.stderr, leave=False, dynamic_ncols=True)

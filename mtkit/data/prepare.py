@@ -1,34 +1,43 @@
 """`mtkit prepare`: fetch -> extract -> clean -> DIR/raw/{train,valid,test}.{src,tgt} + DIR/prepare.json.
 
 Every output is written under a temporary directory inside DIR and moved into DIR/raw only
-once all of it is complete, so a failed or interrupted run leaves no half-written raw/
-files (a previous complete raw/ stays as it was). Staged archive members live in the same
-temporary directory and are removed with it. A re-run with the same corpus, files and
-cleaning settings finds DIR/prepare.json and the files it lists intact and does nothing.
+once all of it is complete, so a failed or interrupted run (error, Ctrl-C, SIGTERM) leaves
+no half-written raw/ files and no temporary directory; one left by a killed run is swept at
+the next start. A re-run with the same corpus, files and cleaning settings finds
+DIR/prepare.json and the files it lists intact and does nothing.
+
+DIR may hold the user's own files: prepare replaces only the files that DIR/prepare.json
+says it wrote, and refuses to overwrite any other.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
-import shutil
-import tempfile
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Mapping
 
-from mtkit.atomic import write_atomic
 from mtkit import __version__
-from mtkit.data.clean import CleanConfig, Cleaner, CleanStats, check_parallel, dedup_files
-from mtkit.data.corpora import SPLITS, Corpus, Member, Part, Registry, custom_corpus, default_registry, members_by_source
+from mtkit.atomic import write_atomic
+from mtkit.data.clean import CleanConfig, Cleaner, CleanStats, dedup_files
+from mtkit.data.corpora import (SPLITS, Corpus, Member, Part, Registry, custom_corpus, default_registry,
+                                members_by_source)
 from mtkit.data.extract import read_sgml, read_text_lines, stage_members
 from mtkit.data.fetch import Fetched, Fetcher
+from mtkit.data.owned import listed, previous_record, refuse_foreign
 from mtkit.errors import MtkitError
+from mtkit.files import check_parallel, count_parallel, progress_bar, sweep_stale, work_dir
+
+logger = logging.getLogger(__name__)
 
 FORMAT = 1
-Log = Callable[[str], None]
+TEMP_PREFIX = ".prepare-"
+Paths = Mapping[tuple[str, str | None], Path]  # (file, archive member or None) -> a readable file
 
 
 @dataclass
@@ -53,86 +62,59 @@ def default_out(name: str) -> Path:
 
 
 def prepare(name: str, options: PrepareOptions | None = None, *, registry: Registry | None = None,
-            custom_files: Mapping[str, tuple[str, str]] | None = None, langs: tuple[str, str] | None = None,
-            log: Log | None = None) -> dict:
+            custom_files: Mapping[str, tuple[str, str]] | None = None,
+            langs: tuple[str, str] | None = None) -> dict[str, Any]:
     """Prepare the named corpus (or `custom` with `custom_files` and `langs`); returns prepare.json's content."""
     opts = options or PrepareOptions()
-    log = log or (lambda _msg: None)
-    if name == "custom":
-        corpus = _custom(custom_files or {}, langs)
-    else:
-        registry = registry or default_registry()
-        if opts.base_url:
-            registry = registry.override(base_url=opts.base_url)
-        corpus = registry.get(name)
+    corpus = _corpus(name, opts, registry, custom_files, langs)
     out = Path(opts.out) if opts.out else default_out(corpus.name)
     clean = CleanConfig(max_words=corpus.max_words if opts.max_words is None else opts.max_words,
                         max_ratio=corpus.max_ratio if opts.max_ratio is None else opts.max_ratio, dedup=opts.dedup)
-
-    local = corpus.family == "custom"
-    fetched: dict[str, Fetched] = {}
-    if not local:
-        fetcher = Fetcher(opts.cache, opts.mirror, progress=opts.progress, retries=opts.retries,
-                          backoff=opts.backoff, timeout=opts.timeout)
-        missing = fetcher.missing_in_mirror(corpus.sources)
-        if missing:
-            listing = "; ".join(f"{s.filename} from {s.url}" for s in missing)
-            raise MtkitError(f"the mirror directory {opts.mirror} lacks {len(missing)} file(s) that {corpus.name} "
-                             f"needs; download {listing}, and put them there.")
-        for source in corpus.sources:
-            log(f"fetching {source.filename}")
-            fetched[source.filename] = fetcher.fetch(source)
-    else:
-        for source in corpus.sources:
-            path = Path(source.filename)
-            if not path.is_file():
-                raise MtkitError(f"{path} does not exist.")
-
-    settings = _settings(corpus, clean, fetched, local)
+    # 1. Every file at hand and checked, before anything is written.
+    fetched = _fetch(corpus, opts)
+    settings = _settings(corpus, clean, fetched)
     out.mkdir(parents=True, exist_ok=True)
-    if not opts.force:
-        previous = _up_to_date(out, settings)
-        if previous is not None:
-            log(f"{out}/raw is already prepared with these files and settings; nothing to do (--force redoes it)")
-            previous["reused"] = True
-            return previous
+    sweep_stale(out, TEMP_PREFIX)
+    previous = previous_record(out / "prepare.json")
+    # 2. Nothing to do when the same files and settings made what DIR/raw holds.
+    if not opts.force and _up_to_date(out, previous, settings):
+        logger.info("%s/raw is already prepared with these files and settings; nothing to do (--force redoes it)", out)
+        return {**previous, "reused": True}
+    # 3. Never overwrite a file that mtkit did not write.
+    owned = {rel for rel in listed(previous.get("files")) if rel.startswith("raw/")}
+    _refuse_foreign(out, _outputs(corpus), owned)
+    with work_dir(out, TEMP_PREFIX) as tmp:
+        # 4. The archive members each split needs, copied out of their archives.
+        paths = _stage(corpus, fetched, tmp / "staged")
+        # 5. Each split written in full under tmp/raw.
+        result = tmp / "raw"
+        result.mkdir()
+        timings: dict[str, float] = {}
+        splits = {split: _write_split(corpus, split, parts, paths, result, tmp, opts, clean, timings)
+                  for split in SPLITS if (parts := corpus.parts(split))}
+        record = _record(corpus, settings, fetched, clean, splits, result, timings)
+        # 6. The finished files moved into DIR/raw, then prepare.json.
+        _publish(result, out, record, owned)
+    return {**record, "reused": False}
 
-    tmp = Path(tempfile.mkdtemp(prefix=".prepare-", dir=out))
-    timings: dict[str, float] = {}
-    try:
-        paths = _stage(corpus, fetched, tmp / "staged", local, log)
-        result_dir = tmp / "raw"
-        result_dir.mkdir()
-        splits: dict[str, dict] = {}
-        for split in SPLITS:
-            parts = corpus.parts(split)
-            if not parts:
-                continue
-            if split == "train":
-                splits[split] = _write_train(corpus, parts, paths, result_dir, tmp, opts, clean, log, timings)
-            else:
-                splits[split] = _write_eval(corpus, split, parts, paths, result_dir, log)
-        record = {
-            "format": FORMAT,
-            "corpus": corpus.name,
-            "src_lang": corpus.src,
-            "tgt_lang": corpus.tgt,
-            "description": corpus.description,
-            "mtkit_version": __version__,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "settings": settings,
-            "sources": [fetched[s.filename].record() for s in corpus.sources] if not local else
-                        [{"file": str(Path(s.filename).resolve()), "origin": "local"} for s in corpus.sources],
-            "cleaning": clean.describe(corpus.src, corpus.tgt),
-            "splits": splits,
-            "files": {f"raw/{p.name}": {"bytes": p.stat().st_size} for p in sorted(result_dir.iterdir())},
-            "timings": timings,
-        }
-        _publish(result_dir, out, record)
-        record["reused"] = False
-        return record
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+# --------------------------------------------------------------------------- what to prepare
+def _corpus(name: str, opts: PrepareOptions, registry: Registry | None,
+            custom_files: Mapping[str, tuple[str, str]] | None, langs: tuple[str, str] | None) -> Corpus:
+    if name == "custom":
+        return _custom(custom_files or {}, langs)
+    registry = registry or default_registry()
+    if opts.base_url:
+        _check_base_url(opts.base_url)
+        registry = registry.override(base_url=opts.base_url)
+    return registry.get(name)
+
+
+def _check_base_url(url: str) -> None:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https", "ftp") or not parts.netloc:
+        raise MtkitError(f"--base-url {url!r} is not a URL; give one with a scheme and a host, "
+                         f"e.g. https://mirror.example.org/wmt14 (a local directory is --mirror DIR).")
 
 
 def _custom(files: Mapping[str, tuple[str, str]], langs: tuple[str, str] | None) -> Corpus:
@@ -140,10 +122,8 @@ def _custom(files: Mapping[str, tuple[str, str]], langs: tuple[str, str] | None)
         raise MtkitError("`mtkit prepare custom` needs --train-src and --train-tgt (and --valid-src/--valid-tgt).")
     if "valid" not in files:
         raise MtkitError("`mtkit prepare custom` needs a validation set: --valid-src and --valid-tgt.")
-    if not langs:
-        langs = tuple(_lang_of(p) for p in files["train"])  # type: ignore[assignment]
-    assert langs is not None
-    return custom_corpus(langs[0], langs[1], files)
+    src, tgt = langs or (_lang_of(files["train"][0]), _lang_of(files["train"][1]))
+    return custom_corpus(src, tgt, files)
 
 
 def _lang_of(path: str) -> str:
@@ -157,10 +137,35 @@ def _lang_of(path: str) -> str:
     raise MtkitError(f"cannot tell the language of {path} from its name; give --src-lang and --tgt-lang.")
 
 
-def _settings(corpus: Corpus, clean: CleanConfig, fetched: Mapping[str, Fetched], local: bool) -> dict:
+def _local(corpus: Corpus) -> bool:
+    return corpus.family == "custom"
+
+
+def _fetch(corpus: Corpus, opts: PrepareOptions) -> dict[str, Fetched]:
+    """Each named corpus's file from the cache, the mirror or its URL, checked; {} for local files."""
+    if _local(corpus):
+        for source in corpus.sources:
+            if not Path(source.filename).is_file():
+                raise MtkitError(f"{source.filename} does not exist.")
+        return {}
+    fetcher = Fetcher(opts.cache, opts.mirror, progress=opts.progress, retries=opts.retries, backoff=opts.backoff,
+                      timeout=opts.timeout)
+    missing = fetcher.missing_in_mirror(corpus.sources)
+    if missing:
+        listing = "; ".join(f"{s.filename} from {s.url}" for s in missing)
+        raise MtkitError(f"the mirror directory {opts.mirror} lacks {len(missing)} file(s) that {corpus.name} "
+                         f"needs; download {listing}, and put them there.")
+    fetched = {}
+    for source in corpus.sources:
+        logger.info("fetching %s", source.filename)
+        fetched[source.filename] = fetcher.fetch(source)
+    return fetched
+
+
+def _settings(corpus: Corpus, clean: CleanConfig, fetched: Mapping[str, Fetched]) -> dict[str, Any]:
     """What the output depends on: re-running with equal settings reuses DIR/raw."""
-    if local:
-        files = {}
+    if _local(corpus):
+        files: dict[str, Any] = {}
         for s in corpus.sources:
             st = Path(s.filename).stat()
             files[str(Path(s.filename).resolve())] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
@@ -172,153 +177,170 @@ def _settings(corpus: Corpus, clean: CleanConfig, fetched: Mapping[str, Fetched]
                       "normalize": clean.normalize}, "mtkit_clean_version": 1}
 
 
-def _part_key(part: Part) -> list:
+def _part_key(part: Part) -> list[Any]:
     return [part.name, [[lang, m.source, m.path, m.fmt] for lang, m in part.sides]]
 
 
-def _up_to_date(out: Path, settings: dict) -> dict | None:
-    try:
-        prev = json.loads((out / "prepare.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if json.loads(json.dumps(settings)) != prev.get("settings"):
-        return None
-    for rel, info in prev.get("files", {}).items():
+# --------------------------------------------------------------------------- what DIR holds
+def _up_to_date(out: Path, previous: Mapping[str, Any], settings: dict[str, Any]) -> bool:
+    if not previous or json.loads(json.dumps(settings)) != previous.get("settings"):
+        return False
+    for rel, info in previous.get("files", {}).items():
         path = out / rel
         if not path.is_file() or path.stat().st_size != info.get("bytes"):
-            return None
-    return prev
+            return False
+    return True
 
 
-def _stage(corpus: Corpus, fetched: Mapping[str, Fetched], staging: Path, local: bool, log: Log) -> dict[tuple[str, str | None], Path]:
+def _outputs(corpus: Corpus) -> set[str]:
+    return {f"raw/{split}.{lang}" for split in SPLITS if corpus.parts(split) for lang in (corpus.src, corpus.tgt)}
+
+
+def _refuse_foreign(out: Path, outputs: set[str], owned: set[str]) -> None:
+    if (out / "raw").exists() and not (out / "raw").is_dir():
+        raise MtkitError(f"{out / 'raw'} is a file, not a directory; move it away or choose another --out.")
+    refuse_foreign(out, outputs, owned, "mtkit prepare", "prepare.json")
+
+
+# --------------------------------------------------------------------------- the work
+def _stage(corpus: Corpus, fetched: Mapping[str, Fetched], staging: Path) -> dict[tuple[str, str | None], Path]:
     """Where each (file, member) can be read as a plain or gzipped file."""
+    if _local(corpus):
+        return {(s.filename, None): Path(s.filename) for s in corpus.sources}
     paths: dict[tuple[str, str | None], Path] = {}
-    if local:
-        for s in corpus.sources:
-            paths[(s.filename, None)] = Path(s.filename)
-        return paths
     wanted = members_by_source(corpus)
     for source in corpus.sources:
         got = fetched[source.filename]
-        if source.kind in ("tar", "zip"):
-            members = wanted.get(source.filename, set())
-            if members:
-                log(f"reading {len(members)} member(s) of {source.filename}")
-                dest = staging / source.filename
-                for member, path in stage_members(got.path, source.kind, members, dest).items():
-                    paths[(source.filename, member)] = path
-        else:
+        if source.kind not in ("tar", "zip"):
             paths[(source.filename, None)] = got.path
+        elif members := wanted.get(source.filename, set()):
+            logger.info("reading %d member(s) of %s", len(members), source.filename)
+            for member, path in stage_members(got.path, source.kind, members, staging / source.filename).items():
+                paths[(source.filename, member)] = path
     return paths
 
 
-def _label(member: Member, local: bool) -> str:
-    return member.source if local else member.describe()
+def _label(corpus: Corpus, member: Member) -> str:
+    return member.source if _local(corpus) else member.describe()
 
 
-def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Mapping, result: Path, log: Log) -> dict:
-    """Dev and test sets: read as published (SGML unescaped), never normalised or filtered."""
-    local = corpus.family == "custom"
+def _write_split(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Paths, result: Path, tmp: Path,
+                 opts: PrepareOptions, clean: CleanConfig, timings: dict[str, float]) -> dict[str, Any]:
+    if split == "train":
+        return _write_train(corpus, parts, paths, result, tmp, opts, clean, timings)
+    return _write_eval(corpus, split, parts, paths, result)
+
+
+def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Paths, result: Path) -> dict[str, Any]:
+    """Dev and test sets: read as published (SGML unescaped), never normalised or filtered, one line a segment."""
     texts: dict[str, list[str]] = {corpus.src: [], corpus.tgt: []}
     records = []
     for part in parts:
-        lines: dict[str, list[str]] = {}
-        labels = {}
-        for lang in (corpus.src, corpus.tgt):
+        lines, labels = {}, {}
+        for lang in texts:
             member = part.member(lang)
-            labels[lang] = _label(member, local)
+            labels[lang] = label = _label(corpus, member)
             path = paths[(member.source, member.path)]
-            lines[lang] = read_sgml(path, labels[lang]) if member.fmt == "sgml" else read_text_lines(path, labels[lang])
-        n_src, n_tgt = len(lines[corpus.src]), len(lines[corpus.tgt])
-        if n_src != n_tgt:
-            unit = "segment" if part.member(corpus.src).fmt == "sgml" else "line"
-            raise MtkitError(f"{labels[corpus.src]} has {n_src} {unit}{'s' * (n_src != 1)} but {labels[corpus.tgt]} "
-                             f"has {n_tgt}: the two sides of a parallel text must have the same number of lines.")
-        if n_src == 0:
-            raise MtkitError(f"{labels[corpus.src]} and {labels[corpus.tgt]} are empty.")
+            lines[lang] = read_sgml(path, label) if member.fmt == "sgml" else read_text_lines(path, label)
+        unit = "segment" if part.member(corpus.src).fmt == "sgml" else "line"
+        n = check_parallel(len(lines[corpus.src]), len(lines[corpus.tgt]), labels[corpus.src], labels[corpus.tgt],
+                           unit=unit)
         for lang in texts:
             texts[lang].extend(lines[lang])
-        records.append({"name": part.name, corpus.src: labels[corpus.src], corpus.tgt: labels[corpus.tgt], "lines": n_src})
+        records.append({"name": part.name, corpus.src: labels[corpus.src], corpus.tgt: labels[corpus.tgt], "lines": n})
     for lang, lines_ in texts.items():
-        (result / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines_), encoding="utf-8")
-    log(f"{split}: {len(texts[corpus.src])} lines")
+        (result / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines_), encoding="utf-8", newline="\n")
+    logger.info("%s: %d lines", split, len(texts[corpus.src]))
     return {"lines": len(texts[corpus.src]), "parts": records}
 
 
-def _write_train(corpus: Corpus, parts: tuple[Part, ...], paths: Mapping, result: Path, tmp: Path,
-                 opts: PrepareOptions, clean: CleanConfig, log: Log, timings: dict[str, float]) -> dict:
-    local = corpus.family == "custom"
+def _write_train(corpus: Corpus, parts: tuple[Part, ...], paths: Paths, result: Path, tmp: Path,
+                 opts: PrepareOptions, clean: CleanConfig, timings: dict[str, float]) -> dict[str, Any]:
     src, tgt = corpus.src, corpus.tgt
-    total = CleanStats()
-    records = []
+    sides = [(paths[(part.member(src).source, part.member(src).path)],
+              paths[(part.member(tgt).source, part.member(tgt).path)],
+              _label(corpus, part.member(src)), _label(corpus, part.member(tgt))) for part in parts]
     # Count everything first: a mismatch in the last part should not wait for the first to be cleaned.
     t0 = time.perf_counter()
-    sizes = []
-    for part in parts:
-        ms, mt = part.member(src), part.member(tgt)
-        sizes.append(check_parallel(paths[(ms.source, ms.path)], paths[(mt.source, mt.path)],
-                                    _label(ms, local), _label(mt, local)))
+    sizes = [count_parallel(*side) for side in sides]
     timings["count_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    dedup = clean.dedup
-    out_dir = tmp / "undeduped" if dedup else result
+    out_dir = tmp / "undeduped" if clean.dedup else result
     out_dir.mkdir(exist_ok=True)
+    total, records = CleanStats(), []
     # The worker pool is forked before any progress bar exists: no thread is alive at fork time.
     with Cleaner(src, tgt, clean, workers=opts.workers) as cleaner, \
-            open(out_dir / f"train.{src}", "wb") as fs, open(out_dir / f"train.{tgt}", "wb") as ft:
-        bar = _bar(opts.progress, sum(sizes), "cleaning train")
-        try:
-            for part, n in zip(parts, sizes):
-                ms, mt = part.member(src), part.member(tgt)
-                log(f"cleaning {part.name} ({n} pairs)")
-                stats = cleaner.run(paths[(ms.source, ms.path)], paths[(mt.source, mt.path)], fs, ft,
-                                    src_label=_label(ms, local), tgt_label=_label(mt, local),
-                                    progress=bar.update if bar is not None else None)
-                total.add(stats)
-                records.append({"name": part.name, src: _label(ms, local), tgt: _label(mt, local), **stats.record()})
-        finally:
-            if bar is not None:
-                bar.close()
+            open(out_dir / f"train.{src}", "wb") as fs, open(out_dir / f"train.{tgt}", "wb") as ft, \
+            progress_bar(opts.progress, sum(sizes), "cleaning train", "pairs") as bar:
+        for part, n, (src_path, tgt_path, src_label, tgt_label) in zip(parts, sizes, sides):
+            logger.info("cleaning %s (%d pairs)", part.name, n)
+            stats = cleaner.run(src_path, tgt_path, fs, ft, src_label=src_label, tgt_label=tgt_label,
+                                progress=bar.update)
+            total.add(stats)
+            records.append({"name": part.name, src: src_label, tgt: tgt_label, **stats.record()})
         hashes = cleaner.hashes
     timings["clean_s"] = round(time.perf_counter() - t0, 3)
-    if dedup:
+    if clean.dedup:
         t0 = time.perf_counter()
         dropped = dedup_files(out_dir / f"train.{src}", out_dir / f"train.{tgt}",
                               result / f"train.{src}", result / f"train.{tgt}", hashes)
         total.dropped["duplicate"] += dropped
         total.kept -= dropped
         timings["dedup_s"] = round(time.perf_counter() - t0, 3)
+    _report_train(corpus, total)
+    return {**total.record(), "parts": records}
+
+
+def _report_train(corpus: Corpus, total: CleanStats) -> None:
     if total.kept == 0:
         raise MtkitError(f"no training pair of {corpus.name} is left after cleaning "
                          f"(dropped: {', '.join(f'{k} {v}' for k, v in total.dropped.items() if v)}).")
     if total.dropped["invalid_utf8"]:
-        log(f"warning: {total.dropped['invalid_utf8']} training pair(s) with invalid UTF-8 were skipped "
-            f"(first at {total.invalid_utf8_at[0]}; prepare.json lists more)")
-    log(f"train: {total.kept} of {total.pairs_in} pairs kept")
-    return {**total.record(), "parts": records}
+        logger.warning("%d training pair(s) with invalid UTF-8 were skipped (first at %s; prepare.json lists more)",
+                       total.dropped["invalid_utf8"], total.invalid_utf8_at[0])
+    logger.info("train: %d of %d pairs kept", total.kept, total.pairs_in)
 
 
-def _bar(enabled: bool, total: int, desc: str):
-    if not enabled:
-        return None
-    import sys
+def _record(corpus: Corpus, settings: dict[str, Any], fetched: Mapping[str, Fetched], clean: CleanConfig,
+            splits: dict[str, Any], result: Path, timings: dict[str, float]) -> dict[str, Any]:
+    """prepare.json: what was fetched, how it was cleaned, what was written (the files mtkit owns)."""
+    sources = ([{"file": str(Path(s.filename).resolve()), "origin": "local"} for s in corpus.sources]
+               if _local(corpus) else [fetched[s.filename].record() for s in corpus.sources])
+    return {
+        "format": FORMAT,
+        "corpus": corpus.name,
+        "src_lang": corpus.src,
+        "tgt_lang": corpus.tgt,
+        "description": corpus.description,
+        "mtkit_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "settings": settings,
+        "sources": sources,
+        "cleaning": clean.describe(corpus.src, corpus.tgt),
+        "splits": splits,
+        "files": {f"raw/{p.name}": {"bytes": p.stat().st_size} for p in sorted(result.iterdir())},
+        "timings": timings,
+    }
 
-    from tqdm import tqdm
 
-    tqdm.monitor_interval = 0  # no monitor thread: the cleaning workers may be forked later
-    return tqdm(total=total, unit=" pairs", unit_scale=True, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True)
+def _write_record(out: Path, record: Mapping[str, Any]) -> None:
+    write_atomic(out / "prepare.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
 
 
-def _publish(result: Path, out: Path, record: dict) -> None:
-    """Swap the finished directory in as out/raw (two renames), then write prepare.json.
+def _publish(result: Path, out: Path, record: dict[str, Any], owned: set[str]) -> None:
+    """Move the finished files into out/raw, remove the ones mtkit wrote before and no longer writes.
 
-    At every moment out/raw is the old complete set, or nothing, or the new complete set;
-    prepare.json is removed first and written last, so it never describes other files.
-    The old raw/ goes into the temporary directory, which the caller deletes.
+    First prepare.json becomes a record of both sets of files, without settings: at every later
+    moment DIR/raw is described by no valid record (so nothing reuses a mix of old and new
+    files) while every file mtkit wrote is still known as its own. The full record comes last.
     """
     raw = out / "raw"
-    (out / "prepare.json").unlink(missing_ok=True)
-    if raw.exists():
-        os.replace(raw, result.with_name("raw.old"))
-    os.replace(result, raw)
-    write_atomic(out / "prepare.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    raw.mkdir(exist_ok=True)
+    _refuse_foreign(out, {f"raw/{p.name}" for p in result.iterdir()}, owned)  # nothing appeared meanwhile
+    _write_record(out, {"format": FORMAT, "state": "publishing", "files": {rel: {} for rel in
+                                                                             sorted(owned | set(record["files"]))}})
+    for path in sorted(result.iterdir()):
+        os.replace(path, raw / path.name)
+    for rel in sorted(owned - set(record["files"])):
+        (out / rel).unlink(missing_ok=True)
+    _write_record(out, record)

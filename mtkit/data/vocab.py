@@ -61,7 +61,8 @@ class Vocab:
         self.proto = proto
         got = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
         if got != SPECIAL_IDS:
-            raise MtkitError(f"SentencePiece model has special ids (pad, unk, bos, eos) = {got}; mtkit needs {SPECIAL_IDS}.")
+            raise MtkitError(f"SentencePiece model has special ids (pad, unk, bos, eos) = {got}; "
+                             f"mtkit needs {SPECIAL_IDS}.")
 
     @classmethod
     def from_bytes(cls, proto: bytes) -> "Vocab":

@@ -41,7 +41,7 @@ def parallel(n: int, tag: str) -> tuple[list[str], list[str]]:
 def sgml(lang: str, setid: str, segs: list[str], kind: str) -> bytes:
     head = f'<{kind}set setid="{setid}" srclang="any" trglang="{lang}">\n' if kind == "ref" else \
         f'<{kind}set setid="{setid}" srclang="{lang}">\n'
-    body = f'<doc sysid="ref" docid="d1" genre="news" origlang="en">\n<p>\n'
+    body = '<doc sysid="ref" docid="d1" genre="news" origlang="en">\n<p>\n'
     body += "".join(f'<seg id="{i + 1}">{s}</seg>\n' for i, s in enumerate(segs))
     return (head + body + f"</p>\n</doc>\n</{kind}set>\n").encode("utf-8")
 
@@ -158,7 +158,8 @@ def build_wmt14_fr(root: Path) -> WmtFixture:
             "giga-fren.release2.fixed.fr.gz": gzip.compress(giga[0], mtime=0),
             "giga-fren.release2.fixed.en.gz": gzip.compress(giga[1], mtime=0)}),
         "dev.tgz": make_tgz(root / "dev.tgz", {
-            "dev/newstest2013.fr": lines("Bonjour .", "Au revoir ."), "dev/newstest2013.en": lines("Hello .", "Goodbye .")}),
+            "dev/newstest2013.fr": lines("Bonjour .", "Au revoir ."),
+            "dev/newstest2013.en": lines("Hello .", "Goodbye .")}),
         "test-full.tgz": make_tgz(root / "test-full.tgz", {
             "test-full/newstest2014-fren-src.en.sgm": sgml("en", "newstest2014", ["Hello &amp; welcome"], "src"),
             "test-full/newstest2014-fren-ref.fr.sgm": sgml("fr", "newstest2014", ["Bonjour &amp; bienvenue"], "ref"),

@@ -101,7 +101,7 @@ def write_data(root, pairs, vocab_size=50) -> None:
     for lang, side in (("en", 0), ("de", 1)):
         with BinaryWriter(root / "bin" / f"train.{lang}", vocab_size) as w:
             for pair in pairs:
-                w.add(pair[side])
+                w.add_many([pair[side]])
     (root / "bpe.json").write_text(json.dumps({"src_lang": "en", "tgt_lang": "de", "vocab_size": vocab_size}))
 
 

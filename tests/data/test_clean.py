@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from sacremoses import MosesPunctNormalizer
 
-from mtkit.data.clean import CleanConfig, Cleaner, PunctNormalizer, dedup_files, normalize, remove_non_printing
+from mtkit.data.clean import CleanConfig, Cleaner, dedup_files
+from mtkit.data.normalize import PunctNormalizer, normalize, remove_non_printing
 
 # Every character some normalisation rule looks for, and the neighbours its patterns need.
 TRIGGERS = list("\r()%:;`'\"„“”–—´‘’‚…«»,.!?º0123456789 nCcm<") + ["\u00a0", "  ", "''", "´´", "nº", "ºC"]

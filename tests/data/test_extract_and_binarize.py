@@ -11,7 +11,8 @@ import pytest
 
 from mtkit.data.binarize import BinaryWriter, IndexedDataset
 from mtkit.data.corpora import default_registry
-from mtkit.data.extract import count_lines, read_sgml, stage_members, unescape_xml, unsafe_member
+from mtkit.data.extract import read_sgml, stage_members, unescape_xml, unsafe_member
+from mtkit.files import count_lines
 from mtkit.errors import MtkitError
 
 
@@ -54,7 +55,8 @@ def _symlink(name, target):
 
 
 @pytest.mark.parametrize("entry", [_file("../outside.txt"), _file("/abs/outside.txt"),
-                                   _symlink("training/link", "../../etc/passwd")], ids=["dotdot", "absolute", "symlink"])
+                                   _symlink("training/link", "../../etc/passwd")],
+                         ids=["dotdot", "absolute", "symlink"])
 def test_tar_traversal_is_refused(tmp_path, entry):
     _tar(tmp_path / "evil.tgz", [entry, _file("training/a.de")])
     with pytest.raises(MtkitError, match="would land outside the extraction directory"):
@@ -70,7 +72,8 @@ def test_zip_traversal_is_refused(tmp_path):
         stage_members(tmp_path / "evil.zip", "zip", {"ok.txt"}, tmp_path / "stage")
     with zipfile.ZipFile(tmp_path / "good.zip", "w") as zf:
         zf.writestr("dir/ok.txt", "fine\n")
-    assert stage_members(tmp_path / "good.zip", "zip", {"dir/ok.txt"}, tmp_path / "s2")["dir/ok.txt"].read_text() == "fine\n"
+    staged = stage_members(tmp_path / "good.zip", "zip", {"dir/ok.txt"}, tmp_path / "s2")
+    assert staged["dir/ok.txt"].read_text() == "fine\n"
 
 
 def test_sgml_segments_are_unescaped(tmp_path):
@@ -102,7 +105,8 @@ def test_registry_directions_share_files():
     assert fwd.vocab_size == 37000 and reg.get("wmt14-en-fr").vocab_size == 32000
     assert reg.get("multi30k-en-de").vocab_size == 8000
     fr = reg.get("wmt14-en-fr")
-    assert [p.name for p in fr.parts("train")] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9", "giga-fren"]
+    assert [p.name for p in fr.parts("train")] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9",
+                                                   "giga-fren"]
     assert fr.parts("test")[0].member("fr").path == "test-full/newstest2014-fren-ref.fr.sgm"
     with pytest.raises(MtkitError, match="unknown corpus 'wmt15'; known corpora: wmt14-en-de, .*custom"):
         reg.get("wmt15")
@@ -112,9 +116,9 @@ def test_binary_writer_streams_offsets_and_keeps_the_format(tmp_path):
     prefix = tmp_path / "x"
     sents = [[5, 6, 7], [], [8], list(range(4, 40))]
     with BinaryWriter(prefix, 1000, buffer_tokens=4) as w:
-        w.add(sents[0])
+        w.add_many([sents[0]])
         w.add_many(sents[1:3])
-        w.add(np.asarray(sents[3]))
+        w.add_many([np.asarray(sents[3])])
     ds = IndexedDataset(prefix)
     assert len(ds) == 4 and [ds[i].tolist() for i in range(4)] == sents
     assert ds.dtype == np.uint16 and ds.sizes.tolist() == [3, 0, 1, 36]

@@ -38,7 +38,8 @@ def _custom(cli, tmp_path, train=(b"a b\n", b"x y\n"), valid=(b"v\n", b"w\n"), *
 def test_unknown_corpus_lists_the_known_ones(cli):
     line = _one_error_line(cli("prepare", "wmt19-en-de"))
     assert "unknown corpus 'wmt19-en-de'" in line
-    for name in ("wmt14-en-de", "wmt14-de-en", "wmt14-en-fr", "wmt14-fr-en", "multi30k-en-de", "multi30k-de-en", "custom"):
+    for name in ("wmt14-en-de", "wmt14-de-en", "wmt14-en-fr", "wmt14-fr-en", "multi30k-en-de", "multi30k-de-en",
+                 "custom"):
         assert name in line
 
 
@@ -110,12 +111,15 @@ def test_custom_corpus_prepare_and_bpe(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_multi30k_prepare_and_bpe_round_trip(cli, tmp_path, multi30k):
+@pytest.mark.integration
+def test_multi30k_prepare_and_bpe_round_trip(cli, tmp_path, multi30k_full):
+    multi30k = multi30k_full
     env = {"MTKIT_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "m30"
     r = cli("prepare", "multi30k-en-de", "--mirror", multi30k, "--out", out, env=env)
     assert r.returncode == 0, r.stderr
-    counts = {split: len((out / "raw" / f"{split}.en").read_bytes().splitlines()) for split in ("train", "valid", "test")}
+    counts = {split: len((out / "raw" / f"{split}.en").read_bytes().splitlines())
+              for split in ("train", "valid", "test")}
     assert counts == {"train": 29000, "valid": 1014, "test": 1000}
     for split, lang, stem in (("valid", "de", "val"), ("test", "en", "test_2016_flickr")):
         # Dev and test are written byte for byte as published.

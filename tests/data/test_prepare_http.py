@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from data_fixtures import build_wmt14_de, build_wmt14_fr, make_tgz, serve
-from mtkit.data.clean import normalize
+from mtkit.data.normalize import normalize
 from mtkit.data.corpora import default_registry
 from mtkit.data.fetch import RECORDED, VERIFIED, Fetcher
 from mtkit.data.prepare import PrepareOptions, prepare
@@ -194,8 +194,9 @@ def test_cli_mirror_names_each_missing_file_with_its_url(tmp_path, cli):
     r = cli("prepare", "wmt14-en-de", "--mirror", mirror, "--cache", tmp_path / "cache", "--out", tmp_path / "out")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "lacks 5 file(s)" in r.stderr
-    assert "training-parallel-europarl-v7.tgz from http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz" in r.stderr
-    assert "test-full.tgz from http://www.statmt.org/wmt14/test-full.tgz" in r.stderr
+    europarl = "https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz"
+    assert f"training-parallel-europarl-v7.tgz from {europarl}" in r.stderr
+    assert "test-full.tgz from https://www.statmt.org/wmt14/test-full.tgz" in r.stderr
 
 
 def test_mirror_serves_the_files_without_network(tmp_path, wmt):
@@ -213,7 +214,8 @@ def test_wmt14_en_fr_and_fr_en_with_giga_fren_inside_a_plain_tar(tmp_path, archi
     record = prepare("wmt14-en-fr", _opts(tmp_path), registry=registry)
     train = record["splits"]["train"]
     assert train["pairs_in"] == train["kept"] == fixture.expect["train_in"]
-    assert [p["name"] for p in train["parts"]] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9", "giga-fren"]
+    assert [p["name"] for p in train["parts"]] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9",
+                                                   "giga-fren"]
     out = tmp_path / "out" / "raw"
     assert _read(out / "train.fr")[-1] == "La phrase giga numéro 5 est une bonne phrase ."
     assert _read(out / "test.en") == ["Hello & welcome"] and _read(out / "test.fr") == ["Bonjour & bienvenue"]

@@ -1,6 +1,6 @@
 """Checkpoints for decoding tests, made here because training is not needed to test decoding.
 
-A tiny SentencePiece BPE model is trained on a few hundred Multi30k lines, and randomly
+A tiny SentencePiece BPE model is trained on a few hundred Multi30k lines (the shipped sample), and randomly
 initialised (seeded) tiny Transformers are saved the way training saves them: kind
 "checkpoint" with training state beside the weights, as RUN/checkpoint_<step>.pt plus the
 checkpoint_last.pt / checkpoint_best.pt copies.
@@ -20,8 +20,6 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.model import Transformer, build_model
-
-MULTI30K = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multi30k-en-de"
 
 
 def train_spm(lines: list[str], vocab_size: int = 300) -> bytes:
@@ -60,11 +58,11 @@ def make_model():
 
 
 @pytest.fixture(scope="session")
-def multi30k_lines() -> dict[str, list[str]]:
+def multi30k_lines(multi30k) -> dict[str, list[str]]:
     """The first lines of Multi30k train and test, both languages."""
     out = {}
     for name in ("train.en", "train.de", "test_2016_flickr.en", "test_2016_flickr.de"):
-        with gzip.open(MULTI30K / f"{name}.gz", "rt", encoding="utf-8") as f:
+        with gzip.open(multi30k / f"{name}.gz", "rt", encoding="utf-8") as f:
             out[name] = [line.rstrip("\n") for line in itertools.islice(f, 400)]
     return out
 

@@ -43,7 +43,7 @@ def build_data_dir(out: Path, splits: dict[str, tuple[list[str], list[str]]], vo
             ids = sp.encode(lines, out_type=int)
             with BinaryWriter(out / "bin" / f"{split}.{lang}", sp.get_piece_size()) as writer:
                 for sentence in ids:
-                    writer.add(sentence)
+                    writer.add_many([sentence])
             counts["src_tokens" if lang == src_lang else "tgt_tokens"] = sum(map(len, ids))
         stats[split] = counts
     info = {"src_lang": src_lang, "tgt_lang": tgt_lang, "vocab_size": sp.get_piece_size(), "splits": stats}
@@ -77,13 +77,10 @@ def read_gz(path: Path, limit: int | None = None) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def multi30k_data(tmp_path_factory) -> Path:
+def multi30k_data(tmp_path_factory, multi30k_full) -> Path:
     """Real Multi30k (train: all 29,000 pairs; valid: 1,014), joint BPE of 2,000 pieces."""
-    from tests.conftest import MULTI30K
-
-    if not MULTI30K.is_dir():
-        pytest.fail(f"the shared Multi30k data is expected at {MULTI30K}")
-    splits = {"train": (read_gz(MULTI30K / "train.en.gz"), read_gz(MULTI30K / "train.de.gz")),
-              "valid": (read_gz(MULTI30K / "val.en.gz"), read_gz(MULTI30K / "val.de.gz")),
-              "test": (read_gz(MULTI30K / "test_2016_flickr.en.gz"), read_gz(MULTI30K / "test_2016_flickr.de.gz"))}
+    m30k = multi30k_full
+    splits = {"train": (read_gz(m30k / "train.en.gz"), read_gz(m30k / "train.de.gz")),
+              "valid": (read_gz(m30k / "val.en.gz"), read_gz(m30k / "val.de.gz")),
+              "test": (read_gz(m30k / "test_2016_flickr.en.gz"), read_gz(m30k / "test_2016_flickr.de.gz"))}
     return build_data_dir(tmp_path_factory.mktemp("multi30k"), splits, vocab_size=2000)

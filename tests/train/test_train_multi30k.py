@@ -24,6 +24,7 @@ def unigram_cross_entropy(data_dir) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_tiny_model_beats_the_unigram_baseline_on_multi30k(multi30k_data, tmp_path) -> None:
     run = tmp_path / "run"
     done = run_cli("train", multi30k_data, "--out", run, "--preset", "tiny", "--max-steps", "300",
