@@ -10,6 +10,8 @@ from pathlib import Path
 import typer
 
 from mtkit.cli import app
+from mtkit.cli.options import build
+from mtkit.config import DecodeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,6 +34,11 @@ def parse_mtkit(argv: list[str]) -> tuple[str, dict]:
     ctx = group.commands[name].make_context(name, list(rest), resilient_parsing=False)
     assert not ctx.args, f"mtkit {name} left arguments unparsed: {ctx.args}"
     return name, ctx.params
+
+
+def decode_config(params: dict) -> DecodeConfig:
+    """The decoding settings a parsed `mtkit translate` runs with: the flags given, laid over the defaults."""
+    return build(DecodeConfig(), {k: v for k, v in params.items() if v is not None})
 
 
 def parse_line(line: str) -> tuple[list[str], dict | None, str | None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from recipe_tools import ROOT, parse_line, parse_mtkit, run_recipe, tree
+from recipe_tools import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
 
 ORDER = ["prepare", "bpe", "train", "average"] + ["translate", "score"] * 4
 
@@ -40,12 +40,14 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     assert (train["data"], train["out"], train["preset"]) == (data, out / "run", "small")
     assert train["max_minutes"] == minutes and train["valid_bleu"] > 0
     assert train["keep_last"] == last == steps["average"]["last"], "average exactly the checkpoints kept"
-    assert steps["average"]["paths"] == [str(out / "run")] and steps["average"]["output"] == str(out / "averaged.pt")
+    average = steps["average"]
+    assert [str(p) for p in average["paths"]] == [str(out / "run")] and str(average["output"]) == str(out / "averaged.pt")
 
     pairs = [(parsed[i][1], parsed[i + 1]) for i in range(4, len(parsed), 2)]
     seen = set()
     for translate, (_, score, target) in pairs:
-        assert (translate["beam"], translate["alpha"], translate["lenpen"]) == (4, 0.6, "gnmt")
+        decode = decode_config(translate)
+        assert (decode.beam, decode.alpha, decode.lenpen) == (4, 0.6, "gnmt")
         split = Path(translate["input"]).name.split(".")[0]
         assert translate["input"] == str(data / "raw" / f"{split}.en") and score["hyp"] == translate["output"]
         assert score["ref"] == [str(data / "raw" / f"{split}.de")] and score["json_out"]

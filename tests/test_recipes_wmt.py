@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe_tools import ROOT, parse_line, parse_mtkit, run_recipe, tree
+from recipe_tools import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
 
 from mtkit.config import get_preset
 
@@ -89,12 +89,13 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
     if node_rank:
         return
 
-    assert steps["average"]["paths"] == [str(out / "run")] and steps["average"]["last"] == paper_last
-    assert steps["average"]["output"] == str(out / "model.pt")
+    assert [str(p) for p in steps["average"]["paths"]] == [str(out / "run")] and steps["average"]["last"] == paper_last
+    assert str(steps["average"]["output"]) == str(out / "model.pt")
     pairs = [(parsed[i], parsed[i + 1]) for i in (4, 6)]
     models = []
     for (_, tr, _, _), (_, sc, _, target) in pairs:
-        assert (tr["beam"], tr["alpha"], tr["lenpen"], tr["max_len_a"], tr["max_len_b"]) == (4, 0.6, "gnmt", 1, 50)
+        dc = decode_config(tr)
+        assert (dc.beam, dc.alpha, dc.lenpen, dc.max_len_a, dc.max_len_b) == (4, 0.6, "gnmt", 1, 50)
         assert tr["input"] == str(data / "raw" / "test.en") and sc["hyp"] == tr["output"]
         assert sc["ref"] == [str(data / "raw" / f"test.{tgt}")] and sc["paper_bleu"] and sc["lang"] == tgt
         assert target is not None and Path(target).parent == out
