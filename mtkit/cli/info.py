@@ -1,0 +1,1 @@
+"""`mtkit info` (in progress)."""
