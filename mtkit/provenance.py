@@ -39,7 +39,8 @@ def versions() -> dict[str, str | None]:
     import sentencepiece
     import torch
 
-    return {"mtkit": __version__, "torch": torch.__version__, "cuda": torch.version.cuda,
+    return {"mtkit": __version__, "torch": str(torch.__version__), "cuda": torch.version.cuda,  # str: TorchVersion
+            # is a class that a weights_only load refuses
             "sentencepiece": sentencepiece.__version__, "sacrebleu": sacrebleu.__version__,
             "numpy": numpy.__version__, "python": platform.python_version()}
 
@@ -125,7 +126,7 @@ def device_name(device: Any) -> str:
 def command_line(argv: list[str] | None = None) -> str:
     """How the user started the run: `mtkit ...` when through the command line, else Python's argv."""
     argv = list(sys.argv if argv is None else argv)
-    if argv and (Path(argv[0]).name in ("mtkit", "__main__.py")):
+    if argv and (Path(argv[0]).name == "mtkit" or Path(argv[0]).parts[-2:] == ("mtkit", "__main__.py")):
         argv[0] = "mtkit"
     return shlex.join(argv)
 
