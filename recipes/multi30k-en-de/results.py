@@ -70,6 +70,10 @@ def main(argv: list[str]) -> str:
               "| minutes | update | epoch | dev loss | dev perplexity | dev greedy sacreBLEU |", "|---|---|---|---|---|---|"]
     lines += [f"| {(r['time'] - start) / 60:.1f} | {r['step']} | {r['epoch']} | {r['loss']:.3f} | {r['ppl']:.2f} | "
               f"{r['bleu']:.2f} |" for r in records if r["event"] == "valid" and "bleu" in r]
+    if (out / "curves.png").is_file():
+        lines += ["", "![Learning curves: dev BLEU, loss and perplexity by minutes of training](curves.png)", "",
+                  f"(`mtkit plot {run} --y bleu --y loss --y ppl -o {out / 'curves.png'}`: solid lines are the "
+                  "training log, dashed ones the validations.)"]
     lines += ["", "## Wall-clock of each stage", "",
               "| stage | h:mm:ss |", "|---|---|", *stages,
               f"| (training loop, from the run's log, all resumes) | {done['hours'] * 60:.1f} min |",
