@@ -93,7 +93,7 @@ def _bpe(bpe: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     raw = {f"raw/{split}.{lang}": sha for split, entry in (bpe.get("splits") or {}).items() if isinstance(entry, dict)
            for lang, sha in (entry.get("inputs") or {}).items()}
-    model = bpe.get("model") if isinstance(bpe.get("model"), dict) else {}
+    model = bpe["model"] if isinstance(bpe.get("model"), dict) else {}
     return {"created": bpe.get("created"), "vocab_size": bpe.get("vocab_size"), "raw_text_sha256": raw,
             "spm_model_sha256": model.get("sha256")}
 
