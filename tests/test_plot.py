@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -115,3 +116,11 @@ def test_the_cli_writes_the_image_and_says_a_mistake_in_one_line(tmp_path: Path,
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr and "speed" in unknown.stderr
     wrong = cli("plot", tmp_path / "run", "-o", tmp_path / "d.jpg")
     assert wrong.returncode == 1 and ".png, .pdf or .svg" in wrong.stderr
+
+
+def test_a_missing_plot_extra_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
+    write_run(tmp_path / "run")
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # `import` of it now fails
+    with pytest.raises(MtkitError, match=r"pip install 'mtkit\[plot\]'"):
+        plot.plot([tmp_path / "run"], tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
