@@ -249,6 +249,6 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
 
 def _source(path: str | os.PathLike, ckpt: dict[str, Any]) -> dict[str, Any]:
     """One averaged file as the average's provenance names it: the file as given, its step and sha256."""
-    from mtkit.files import fingerprint
+    from mtkit.provenance import sha256_file
 
-    return {"file": str(path), "step": int(ckpt.get("step", 0)), "sha256": fingerprint(Path(path))["sha256"]}
+    return {"file": str(path), "step": int(ckpt.get("step", 0)), "sha256": sha256_file(Path(path))}

@@ -12,6 +12,7 @@ earlier sessions' under `earlier`. The trainer stores the record in every checkp
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import logging
 import os
@@ -24,7 +25,6 @@ from typing import Any
 
 from mtkit import __version__
 from mtkit.atomic import write_atomic
-from mtkit.files import fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +71,23 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def sha256_file(path: Path) -> str:
+    """sha256 of a file in 1 MiB blocks; not files.fingerprint, whose line count costs ~40% more time here
+    (bench/provenance_hash.py), and a run may start on gigabytes of arrays."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            sha.update(block)
+    return sha.hexdigest()
+
+
 def _hashed(path: Path, rel: str, known: dict[str, Any]) -> dict[str, Any]:
     """Size and sha256 of a file; an earlier session's hash is reused while size and mtime are the same."""
     st = path.stat()
     old = known.get(rel) or {}
     if old.get("bytes") == st.st_size and old.get("mtime_ns") == st.st_mtime_ns and old.get("sha256"):
         return old
-    return {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": fingerprint(path)["sha256"]}
+    return {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256_file(path)}
 
 
 def _archives(prepare: dict[str, Any] | None) -> dict[str, Any] | None:
