@@ -8,6 +8,8 @@ An mtkit file is a dict:
     model         the state_dict
     vocab         the SentencePiece model's serialized bytes (or None)
     step          updates done when it was written
+    provenance    the run's RUN/run.json record (mtkit/provenance.py), where the trainer wrote one
+    averaged_from [{"file", "step", "sha256"}] of the checkpoints an averaged model is the mean of
   and for kind "checkpoint" the training state (see mtkit/train/trainer.py, `_payload`):
     train_config  dataclasses.asdict(TrainConfig), resolved for the world size
     optimizer     optimizer.state_dict() (Adam moments and step counts)
@@ -219,6 +221,7 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
     total = {key: state[key].to(torch.float32, copy=True) for key in set(tied.values())
              if state[key].is_floating_point()}
     step = int(first.get("step", 0))
+    sources, newest = [_source(paths[0], first)], first.get("provenance")
     for path in paths[1:]:
         ckpt = load(path, mmap=True)
         diff = config_diff(config, config_of(ckpt))
@@ -231,7 +234,9 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
             raise MtkitError(f"cannot average {paths[0]} and {path}: weights {', '.join(odd)} are in only one of them.")
         for key, acc in total.items():
             acc.add_(ckpt["model"][key])
-        step = max(step, int(ckpt.get("step", 0)))
+        sources.append(_source(path, ckpt))
+        if int(ckpt.get("step", 0)) >= step:
+            step, newest = int(ckpt.get("step", 0)), ckpt.get("provenance", newest)
         del ckpt
     mean: dict[str, torch.Tensor] = {}
     for key in tied.values():
@@ -239,4 +244,11 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
             mean[key] = total[key].div_(len(paths)).to(state[key].dtype) if key in total else state[key].clone()
     return {"format": FORMAT, "version": VERSION, "kind": "model", "model_config": dataclasses.asdict(config),
             "model": {key: mean[tied[key]] for key in state}, "vocab": vocab, "step": step,
-            "averaged_from": [str(p) for p in paths]}
+            "provenance": newest, "averaged_from": sources}
+
+
+def _source(path: str | os.PathLike, ckpt: dict[str, Any]) -> dict[str, Any]:
+    """One averaged file as the average's provenance names it: the file as given, its step and sha256."""
+    from mtkit.provenance import sha256_file
+
+    return {"file": str(path), "step": int(ckpt.get("step", 0)), "sha256": sha256_file(Path(path))}

@@ -197,6 +197,9 @@ class TrainConfig:
     save_every_minutes: float = option(10.0, "Save a checkpoint every this many minutes (0: off; the paper: 10).")
     keep_last: int = option(5, "Keep the newest N numbered checkpoints (the paper averages the last 5 / 20).")
     log_every: int = option(100, "Updates between log lines (also the only host syncs for metrics).")
+    tensorboard: bool = option(False, "Also write every metrics.jsonl value, with its wall time, as TensorBoard "
+                                      "scalars under RUN/tb/ (needs the tensorboard extra: pip install "
+                                      "'mtkit\\[tensorboard]').")
     max_nonfinite: int = 10  # non-finite losses in a row that stop the run
 
     def __post_init__(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -36,7 +37,9 @@ def test_the_average_of_two_checkpoints_is_their_exact_mean(tmp_path):
     averaged = checkpoint.average([a, b])
     assert averaged["kind"] == "model" and "optimizer" not in averaged
     assert averaged["step"] == 200 and averaged["vocab"] == VOCAB
-    assert averaged["averaged_from"] == [str(a), str(b)]
+    assert averaged["averaged_from"] == [
+        {"file": str(p), "step": step, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+        for p, step in ((a, 100), (b, 200))]
     assert set(averaged["model"]) == set(wa)
     for key, value in averaged["model"].items():
         assert value.dtype == wa[key].dtype

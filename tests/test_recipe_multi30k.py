@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from recipe_tools import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
 
-ORDER = ["prepare", "bpe", "train", "average"] + ["translate", "score"] * 4
+ORDER = ["prepare", "bpe", "train", "plot", "average"] + ["translate", "score"] * 4
 
 
 @pytest.mark.parametrize("args, minutes, last, out_name", [
@@ -40,10 +40,13 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     assert (train["data"], train["out"], train["preset"]) == (data, out / "run", "small")
     assert train["max_minutes"] == minutes and train["valid_bleu"] > 0
     assert train["keep_last"] == last == steps["average"]["last"], "average exactly the checkpoints kept"
-    average = steps["average"]
-    assert [str(p) for p in average["paths"]] == [str(out / "run")] and str(average["output"]) == str(out / "averaged.pt")
+    assert [str(p) for p in steps["average"]["paths"]] == [str(out / "run")]
+    assert str(steps["average"]["output"]) == str(out / "averaged.pt")
+    assert [str(p) for p in steps["plot"]["runs"]] == [str(out / "run")] and steps["plot"]["x"] == "minutes"
+    assert {s.value for s in steps["plot"]["y"]} == {"bleu", "loss", "ppl"}
+    assert str(steps["plot"]["output"]) == str(out / "curves.png")
 
-    pairs = [(parsed[i][1], parsed[i + 1]) for i in range(4, len(parsed), 2)]
+    pairs = [(parsed[i][1], parsed[i + 1]) for i in range(5, len(parsed), 2)]
     seen = set()
     for translate, (_, score, target) in pairs:
         decode = decode_config(translate)

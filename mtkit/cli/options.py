@@ -65,7 +65,10 @@ def config_options(*classes: type, show_default: Callable[[type, str], str] | No
                 if f.name in names:
                     raise TypeError(f"{func.__name__} declares {f.name} itself and through {cls.__name__}")
                 names.add(f.name)
-                default = typer.Option(None, flag_name(f.name), help=f.metadata["help"], show_default=shown(cls, f))
+                flag = flag_name(f.name)
+                if typing.get_type_hints(cls)[f.name] is bool:  # --no-x too: it overrides a --config file's `x: true`
+                    flag = f"{flag}/--no-{flag[2:]}"
+                default = typer.Option(None, flag, help=f.metadata["help"], show_default=shown(cls, f))
                 added.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                                annotation=_annotation(cls, f)))
         fields = [p.name for p in added]

@@ -36,9 +36,14 @@ def _fmt(key: str, value: Any) -> str:
 class MetricsLog:
     """Append-only metrics.jsonl plus logging; a tqdm bar over the steps when stderr is a terminal."""
 
-    def __init__(self, run_dir: Path, enabled: bool, max_steps: int, start_step: int):
+    def __init__(self, run_dir: Path, enabled: bool, max_steps: int, start_step: int, tensorboard: bool = False):
         self.enabled = enabled
         self.path = run_dir / "metrics.jsonl"
+        self.tb = None
+        if enabled and tensorboard:  # first: a missing extra is said before a file is opened
+            from mtkit.train.tensorboard import TensorBoardLog
+
+            self.tb = TensorBoardLog(run_dir)
         self.file = open(self.path, "a", encoding="utf-8") if enabled else None
         self.bar = None
         if enabled and sys.stderr.isatty():
@@ -54,6 +59,8 @@ class MetricsLog:
         record = {"event": event, "time": round(time.time(), 3), **values}
         self.file.write(json.dumps(record, default=str) + "\n")
         self.file.flush()
+        if self.tb is not None:
+            self.tb.write(record)
         if self.bar is not None and quiet_on_tty:
             shown = {k: _fmt(k, v) for k, v in values.items() if k in ("epoch", "loss", "lr", "tokens_per_s", "pad_eff")}
             self.bar.set_postfix(shown, refresh=False)
@@ -73,6 +80,8 @@ class MetricsLog:
             self.bar.close()
         if self.file is not None:
             self.file.close()
+        if self.tb is not None:
+            self.tb.close()
 
 
 class Window:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mtkit import checkpoint
+from mtkit import checkpoint, provenance
 from mtkit.atomic import write_atomic
 from mtkit.config import ModelConfig, TrainConfig, config_diff, config_from_dict
 from mtkit.data.batching import epoch_order, padding_efficiency, plan_batches, shard_all
@@ -153,12 +153,15 @@ class Trainer:
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
         self.resumed_from = self._restore(resume) if resume else None
         self.ddp = dist.wrap(self.model, world)
-        self.log = MetricsLog(run_dir, world.is_main, cfg.max_steps, self.progress.step)
+        self.log = MetricsLog(run_dir, world.is_main, cfg.max_steps, self.progress.step, tensorboard=cfg.tensorboard)
         if world.is_main:
             checkpoint.remove_stale_temporaries(run_dir)
             config = {"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(cfg),
                       "data": str(data.path.resolve()), "world_size": world.size}
             write_atomic(run_dir / "config.json", json.dumps(config, indent=2) + "\n")
+        self.provenance = provenance.start_run(  # RUN/run.json; rank 0's alone, as only rank 0 saves
+            run_dir, data.path, data.src_lang, data.tgt_lang, device=world.device, threads=torch.get_num_threads(),
+            precision=cfg.precision, world_size=world.size, start_step=self.progress.step) if world.is_main else {}
 
     # ---- resume -----------------------------------------------------------------------------------------
 
@@ -218,7 +221,7 @@ class Trainer:
             scaler=self.precision.state_dict(), rng=rngs,
             data={"epoch": p.epoch, "batch": p.batch, "world_size": self.world.size, "max_tokens": cfg.max_tokens,
                   "seed": cfg.seed},
-            progress={k: v for k, v in dataclasses.asdict(p).items() if k != "step"})
+            progress={k: v for k, v in dataclasses.asdict(p).items() if k != "step"}, provenance=self.provenance)
 
     def _save(self, best: bool = False, regular: bool = True) -> None:
         payload = self._payload()

@@ -17,6 +17,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mtkit.plot import minutes_axis
+
 
 def metric(scores: dict, prefix: str) -> dict:
     return next(m for m in scores["scores"] if m["name"].startswith(prefix))
@@ -43,7 +45,7 @@ def main(argv: list[str]) -> str:
     os.replace(out / "model.pt.tmp", out / "model.pt")
 
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    start = next(r["time"] for r in records if r["event"] == "start")
+    minutes = minutes_axis(records)  # training wall-clock, resumes stitched: the x axis of curves.png
     done = [r for r in records if r["event"] == "done"][-1]
     train = [r for r in records if r["event"] == "train"][-1]
     names = {"last": f"last checkpoint (update {done['step']})", "averaged": "average of the last checkpoints"}
@@ -68,8 +70,12 @@ def main(argv: list[str]) -> str:
               "## BLEU by time", "",
               "Greedy translations of the first dev sentences, scored during training (`--valid-bleu`).", "",
               "| minutes | update | epoch | dev loss | dev perplexity | dev greedy sacreBLEU |", "|---|---|---|---|---|---|"]
-    lines += [f"| {(r['time'] - start) / 60:.1f} | {r['step']} | {r['epoch']} | {r['loss']:.3f} | {r['ppl']:.2f} | "
-              f"{r['bleu']:.2f} |" for r in records if r["event"] == "valid" and "bleu" in r]
+    lines += [f"| {m:.1f} | {r['step']} | {r['epoch']} | {r['loss']:.3f} | {r['ppl']:.2f} | "
+              f"{r['bleu']:.2f} |" for m, r in zip(minutes, records) if r["event"] == "valid" and "bleu" in r]
+    if (out / "curves.png").is_file():
+        lines += ["", "![Learning curves: dev BLEU, loss and perplexity by minutes of training](curves.png)", "",
+                  f"(`mtkit plot {run} --y bleu --y loss --y ppl -o {out / 'curves.png'}`: solid lines are the "
+                  "training log, dashed ones the validations.)"]
     lines += ["", "## Wall-clock of each stage", "",
               "| stage | h:mm:ss |", "|---|---|", *stages,
               f"| (training loop, from the run's log, all resumes) | {done['hours'] * 60:.1f} min |",

@@ -16,7 +16,8 @@ usage: run.sh [--quick] [--minutes M] [--out DIR] [--mirror DIR] [--dry-run]
 Prepares Multi30k (29,000 training pairs), learns an 8,000-piece joint BPE, trains the 'small'
 Transformer for a wall-clock budget with a checkpoint every minute, averages the last ones,
 translates test_2016_flickr with beam 4, scores it with sacreBLEU and chrF, and writes
-OUT/results.md with the BLEU-by-time curve. OUT/model.pt is the final model (mtkit translate -m).
+OUT/results.md with the BLEU-by-time table and OUT/curves.png (mtkit plot; needs
+pip install 'mtkit[plot]'). OUT/model.pt is the final model (mtkit translate -m).
 
   --quick        a 3-minute training budget (about 5 minutes end to end)
   --minutes M    training budget in minutes (default 25; --quick: 3)
@@ -60,6 +61,9 @@ out=${out:-$here/out}
 mirror_opt=()
 [[ -z $mirror ]] || mirror_opt=(--mirror "$mirror")
 data=$out/data run=$out/run
+if ((DRY_RUN == 0)) && ! python -c 'import matplotlib' 2>/dev/null; then  # say it now, not after training
+    die "the recipe plots its learning curves: pip install 'mtkit[plot]' (matplotlib) first"
+fi
 
 step prepare mtkit prepare multi30k-en-de --out "$data" "${mirror_opt[@]}"
 step bpe mtkit bpe "$data" --vocab-size 8000
@@ -69,6 +73,8 @@ step train mtkit train "$data" --out "$run" --preset small --max-tokens 2048 --l
     --dropout 0.1 --label-smoothing 0.1 --max-minutes "$minutes" --max-steps 1000000 \
     --save-every-minutes "$save_every" --save-every-steps 0 --keep-last "$last" \
     --valid-every "$valid_every" --valid-bleu "$valid_bleu" --log-every 50
+# The learning curves on a wall-clock axis, embedded in results.md (needs the plot extra, checked above).
+step plot mtkit plot "$run" --y bleu --y loss --y ppl --output "$out/curves.png"
 step average mtkit average "$run" --last "$last" --output "$out/averaged.pt"
 for which in last averaged; do
     model=$out/averaged.pt

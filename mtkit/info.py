@@ -1,0 +1,250 @@
+"""`mtkit info`: what a model file, a checkpoint or a run directory is, as a dict and as text.
+
+A file: its kind, architecture and parameter count, vocabulary, step and epoch, training
+time, best validation figure, provenance (RUN/run.json's record) and, for an average, the
+checkpoints it is the mean of. A run: the same from its newest checkpoint, plus config.json,
+the best validation figures in metrics.jsonl, and every checkpoint there with its step and size.
+Files are opened memory-mapped: the weights of a large checkpoint are never read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mtkit import checkpoint
+from mtkit.errors import MtkitError
+from mtkit.provenance import read_run_json
+
+
+def _parameters(state: dict[str, Any]) -> int:
+    """Parameters of a state_dict, each shared tensor counted once (tied embeddings, paper 3.4)."""
+    seen: set[tuple] = set()
+    total = 0
+    for tensor in state.values():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel()
+    return total
+
+
+def _vocabulary(vocab: bytes | None) -> dict[str, Any] | None:
+    if not vocab:
+        return None
+    from mtkit.data.vocab import Vocab
+
+    try:
+        pieces: int | None = len(Vocab.from_bytes(vocab))
+    except Exception:  # sentencepiece's own errors have no common type; the size is then unknown
+        pieces = None
+    return {"pieces": pieces, "sha256": hashlib.sha256(vocab).hexdigest(), "bytes": len(vocab)}
+
+
+def _best(ckpt: dict[str, Any]) -> dict[str, float] | None:
+    best = (ckpt.get("progress") or {}).get("best")
+    if not isinstance(best, (int, float)) or best in (float("inf"), float("-inf")):
+        return None
+    if (ckpt.get("train_config") or {}).get("valid_bleu"):
+        return {"bleu": -float(best)}  # the trainer keeps -BLEU so that lower is better for both
+    return {"nll": float(best)}
+
+
+def describe_file(path: Path) -> dict[str, Any]:
+    """A model or checkpoint file; a damaged or foreign one is one sentence."""
+    ckpt = checkpoint.load(path, mmap=True)
+    try:
+        config = checkpoint.config_of(ckpt)
+        state = ckpt["model"]
+        params = _parameters(state)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise MtkitError(f"{path} is an mtkit file, but a damaged one ({type(exc).__name__}: {exc}).") from None
+    data, progress = ckpt.get("data") or {}, ckpt.get("progress") or {}
+    return {
+        "path": str(path), "bytes": path.stat().st_size, "kind": ckpt.get("kind"), "format_version": ckpt["version"],
+        "architecture": architecture(config), "model_config": ckpt["model_config"], "parameters": params,
+        "vocabulary": _vocabulary(ckpt.get("vocab")), "step": int(ckpt.get("step", 0)),
+        "epoch": data["epoch"] + 1 if "epoch" in data else None,
+        "training_hours": round(progress["elapsed"] / 3600, 4) if "elapsed" in progress else None,
+        "best_valid": _best(ckpt), "train_config": ckpt.get("train_config"),
+        "provenance": ckpt.get("provenance"), "averaged_from": ckpt.get("averaged_from"),
+    }
+
+
+def architecture(config: Any) -> str:
+    """One line in the paper's symbols: layers, d_model / d_ff / h, norm placement, sharing, dropout."""
+    norm = "pre-norm" if config.pre_norm else "post-norm"
+    vocab = str(config.vocab_size) if config.tgt_vocab_size is None else f"{config.vocab_size}/{config.tgt_vocab_size}"
+    return (f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, d_ff {config.d_ff}, "
+            f"h {config.heads} (d_k {config.d_k}), {norm}, embeddings shared: {config.share_embeddings}, "
+            f"dropout {config.dropout}, vocabulary {vocab}")
+
+
+# ---- a run directory ----------------------------------------------------------------------------------------
+
+def _step_of(path: Path, numbered: dict[int, Path]) -> int | None:
+    """checkpoint_<step>.pt by its name; last/best by the numbered file they are a link to, else by loading."""
+    match = checkpoint.CHECKPOINT_NAME.fullmatch(path.name)
+    if match:
+        return int(match.group(1))
+    for step, other in numbered.items():
+        if os.path.samefile(path, other):
+            return step
+    try:
+        return int(checkpoint.load(path, mmap=True).get("step", 0))
+    except MtkitError:
+        return None
+
+
+def _checkpoints(run: Path) -> list[dict[str, Any]]:
+    files = sorted(p for p in run.glob("*.pt") if p.is_file())
+    numbered = {int(m.group(1)): p for p in files if (m := checkpoint.CHECKPOINT_NAME.fullmatch(p.name))}
+    rows = [{"file": p.name, "step": _step_of(p, numbered), "bytes": p.stat().st_size} for p in files]
+    return sorted(rows, key=lambda r: (r["step"] is None, r["step"] or 0, r["file"]))
+
+
+def _metrics(run: Path) -> dict[str, Any] | None:
+    """The best validation figures, the last step and the training time that metrics.jsonl records."""
+    from mtkit.plot import minutes_axis
+
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a kill; info describes what is there
+        if isinstance(record, dict) and "event" in record and "time" in record:
+            records.append(record)
+    if not records:
+        return None
+    valid = [r for r in records if r["event"] == "valid"]
+    out: dict[str, Any] = {"records": len(records), "last_step": max((r.get("step", 0) for r in records), default=0),
+                           "training_minutes": round(minutes_axis(records)[-1], 2),
+                           "sessions": sum(r["event"] == "start" for r in records)}
+    for key, pick in (("loss", min), ("ppl", min), ("bleu", max)):
+        scored = [r for r in valid if isinstance(r.get(key), (int, float))]
+        if scored:
+            best = pick(scored, key=lambda r: r[key])
+            out[f"best_valid_{key}"] = {"value": best[key], "step": best.get("step")}
+    done = [r for r in records if r["event"] == "done"]
+    if done:
+        out["stopped"] = done[-1].get("stopped")
+    return out
+
+
+def describe_run(run: Path) -> dict[str, Any]:
+    config = run / "config.json"
+    checkpoints = _checkpoints(run)
+    if not config.is_file() and not (run / "metrics.jsonl").is_file() and not checkpoints:
+        raise MtkitError(f"{run} is not an mtkit run directory (no config.json, metrics.jsonl or checkpoints).")
+    try:
+        saved = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else None
+    except ValueError:
+        raise MtkitError(f"{config} is not valid JSON; is {run} an mtkit run directory?") from None
+    newest = next((run / name for name in ("checkpoint_last.pt",) if (run / name).is_file()), None)
+    if newest is None and checkpoints:
+        newest = run / checkpoints[-1]["file"]
+    return {"run": str(run), "config": saved, "metrics": _metrics(run), "checkpoints": checkpoints,
+            "newest": describe_file(newest) if newest is not None else None, "provenance": read_run_json(run)}
+
+
+def describe(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise MtkitError(f"{path} does not exist; give a model or checkpoint file, or a run directory.")
+    return describe_run(path) if path.is_dir() else describe_file(path)
+
+
+# ---- as text ----------------------------------------------------------------------------------------------
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return str(n)
+
+
+def _minutes(minutes: float) -> str:
+    return f"{minutes * 60:.1f} s" if minutes < 1 else f"{minutes:.1f} min"
+
+
+def _row(name: str, value: Any) -> str:
+    return f"  {name:<17}{value}"
+
+
+def _provenance_rows(record: dict[str, Any] | None) -> list[str]:
+    if not record:
+        return [_row("provenance", "none recorded (a file from before run.json, or not made by `mtkit train`)")]
+    v, git = record.get("versions") or {}, record.get("git")
+    earlier = len(record.get("earlier") or [])
+    rows = [_row("command", record.get("command")),
+            _row("started", f"{record.get('created')} at step {record.get('start_step')}"
+                            f"{f', after {earlier} earlier session(s)' if earlier else ''}"),
+            _row("versions", ", ".join(f"{k} {val}" for k, val in v.items() if val)),
+            _row("git", f"{git['commit']}{' (with uncommitted changes)' if git.get('dirty') else ''}" if git
+                 else "not run from a git checkout"),
+            _row("device", f"{record.get('device')}, {record.get('threads')} thread(s), {record.get('precision')}, "
+                           f"world size {record.get('world_size')}")]
+    data = record.get("data") or {}
+    archives = (data.get("archives") or {}).get("sources") or []
+    rows.append(_row("data", data.get("dir")))
+    for source in archives:
+        rows.append(_row("  archive", f"{source.get('file')} sha256 {source.get('sha256')}"))
+    for rel, sha in ((data.get("bpe") or {}).get("raw_text_sha256") or {}).items():
+        rows.append(_row("  raw text", f"{rel} sha256 {sha}"))
+    for rel, info in (data.get("files") or {}).items():
+        rows.append(_row("  " + ("model" if rel == "spm.model" else "array"), f"{rel} sha256 {info.get('sha256')}"))
+    return rows
+
+
+def _file_rows(info: dict[str, Any]) -> list[str]:
+    vocab = info.get("vocabulary")
+    best = info.get("best_valid") or {}
+    rows = [_row("architecture", info["architecture"]), _row("parameters", f"{info['parameters']:,}"),
+            _row("vocabulary", f"{vocab['pieces']} SentencePiece pieces, sha256 {vocab['sha256']}" if vocab
+                 else "none stored"),
+            _row("step / epoch", f"{info['step']:,} / {info['epoch'] if info['epoch'] is not None else '-'}")]
+    if info.get("training_hours") is not None:
+        rows.append(_row("training time", _minutes(info["training_hours"] * 60)))
+    if best:
+        rows.append(_row("best valid", ", ".join(f"{k} {v:.3f}" for k, v in best.items())))
+    for source in info.get("averaged_from") or []:
+        if isinstance(source, dict):
+            rows.append(_row("averaged from", f"{source['file']} (step {source['step']}, sha256 {source['sha256']})"))
+        else:  # files from before sha256s were recorded: paths only
+            rows.append(_row("averaged from", str(source)))
+    return rows
+
+
+def render(info: dict[str, Any]) -> str:
+    """The human-readable form of `describe`'s dict (`--json` prints the dict itself)."""
+    if "run" not in info:
+        head = f"{info['path']}: mtkit {info['kind']} (format {info['format_version']}), {_size(info['bytes'])}"
+        return "\n".join([head, *_file_rows(info), *_provenance_rows(info.get("provenance"))]) + "\n"
+    lines = [f"{info['run']}: mtkit run directory"]
+    metrics = info.get("metrics") or {}
+    if metrics:
+        lines.append(_row("trained", f"to step {metrics['last_step']:,} in {_minutes(metrics['training_minutes'])} "
+                                     f"({metrics['sessions']} session(s)"
+                                     f"{', stopped by ' + metrics['stopped'] if metrics.get('stopped') else ''})"))
+        for key in ("loss", "ppl", "bleu"):
+            best = metrics.get(f"best_valid_{key}")
+            if best:
+                lines.append(_row(f"best valid {key}", f"{best['value']:.3f} at step {best['step']}"))
+    lines.append(_row("checkpoints", "" if info["checkpoints"] else "none"))
+    for row in info["checkpoints"]:
+        lines.append(f"    {row['file']:<28} step {row['step'] if row['step'] is not None else '?':>8}  "
+                     f"{_size(row['bytes']):>10}")
+    newest = info.get("newest")
+    if newest:
+        lines.append(f"newest: {newest['path']}")
+        lines += _file_rows(newest)
+    lines += _provenance_rows(info.get("provenance") or (newest or {}).get("provenance"))
+    return "\n".join(lines) + "\n"

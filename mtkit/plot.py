@@ -1,0 +1,256 @@
+"""Learning curves of one or more runs from RUN/metrics.jsonl: several runs overlaid, on a wall-clock axis.
+
+Peers plot by update; a time budget is how runs are compared, so minutes of training are
+the default x axis (time between a stop and its resume left out: each session is stitched
+to the end of the one before). Training series are solid lines, validation series dashed
+with markers, one panel a series, one colour a run. matplotlib is an optional extra
+(`pip install 'mtkit[plot]'`); the figure is drawn without pyplot, so no display is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from mtkit.atomic import atomic_file
+from mtkit.errors import MtkitError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+X_AXES = ("minutes", "steps", "tokens")
+SERIES = ("bleu", "loss", "ppl", "lr", "tokens_per_s")
+DEFAULT_SERIES = ("loss", "bleu")
+FORMATS = ("png", "pdf", "svg")
+
+# The metrics.jsonl events that carry each series: training log lines and validations.
+EVENTS = {"bleu": ("valid",), "loss": ("train", "valid"), "ppl": ("train", "valid"), "lr": ("train",),
+          "tokens_per_s": ("train",)}
+TITLES = {"bleu": "dev BLEU (greedy sacreBLEU, --valid-bleu sentences)",
+          "loss": "loss (label-smoothed cross entropy)", "ppl": "perplexity (exp of the NLL per token)",
+          "lr": "learning rate", "tokens_per_s": "training speed"}
+Y_LABELS = {"bleu": "BLEU", "loss": "nats / target token", "ppl": "perplexity (log scale)", "lr": "learning rate",
+            "tokens_per_s": "source + target tokens / s"}
+X_LABELS = {"minutes": "training wall-clock (minutes)", "steps": "updates",
+            "tokens": "source + target tokens trained on"}
+HINTS = {"bleu": "train with --valid-bleu N to score dev translations", "lr": "it comes with the training log lines",
+         "tokens_per_s": "it comes with the training log lines"}
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str  # the legend's name: the run directory's name, with parents where two would read the same
+    path: Path
+    records: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line of the figure: a series of one run from one event kind, on the chosen x axis."""
+
+    run: str
+    series: str
+    event: str  # "train" or "valid"
+    x: np.ndarray
+    y: np.ndarray
+
+
+# ---- reading --------------------------------------------------------------------------------------------
+
+def read_metrics(run: Path) -> list[dict[str, Any]]:
+    """RUN/metrics.jsonl as records; a missing, empty or damaged file is one sentence."""
+    path = run / "metrics.jsonl" if run.is_dir() else run
+    if not run.exists():
+        raise MtkitError(f"{run} does not exist; give a run directory (the --out of `mtkit train`).")
+    if not path.is_file():
+        raise MtkitError(f"{run} holds no metrics.jsonl; give the run directory of `mtkit train`.")
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if not line.endswith("\n"):  # a run killed mid-line: its last line is cut short, the rest is good
+                    logger.warning("%s: ignoring the incomplete last line %d", path, number)
+                    continue
+                raise MtkitError(f"{path} line {number} is not JSON; is it an mtkit metrics file?") from None
+            if not isinstance(record, dict) or "event" not in record or "time" not in record:
+                raise MtkitError(f"{path} line {number} is not an mtkit metrics record (no event and time).")
+            records.append(record)
+    if not any(r["event"] in ("train", "valid") for r in records):
+        raise MtkitError(f"{path} has no training or validation records yet; plot it after the first log line.")
+    return records
+
+
+def labels_for(paths: Sequence[Path]) -> list[str]:
+    """Directory names, with as many parent names as it takes for no two to read the same."""
+    parts = [Path(os.path.abspath(p)).parts for p in paths]
+    for depth in range(1, max(len(p) for p in parts) + 1):
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(p) for p in paths]
+
+
+def load_runs(paths: Sequence[Path]) -> list[Run]:
+    return [Run(label, Path(p), read_metrics(Path(p))) for label, p in zip(labels_for(paths), paths)]
+
+
+# ---- x axes -----------------------------------------------------------------------------------------------
+
+def minutes_axis(records: list[dict[str, Any]]) -> list[float]:
+    """Minutes of training at each record; each session (a `start` record) continues where the last one ended."""
+    out: list[float] = []
+    offset, session_start, last = 0.0, records[0]["time"], 0.0
+    for r in records:
+        if r["event"] == "start":
+            offset, session_start = last, r["time"]
+        last = offset + (r["time"] - session_start) / 60
+        out.append(last)
+    return out
+
+
+def tokens_axis(records: list[dict[str, Any]]) -> list[float]:
+    """Tokens trained on by each record's step.
+
+    A training record covers the updates since the one before at its `tokens_per_s x s_per_update`
+    tokens an update; a validation takes the count at its step. A resume that goes back to an
+    earlier step drops the points past it, so counts never include work that was thrown away.
+    """
+    import numpy as np  # here, not at the top: the CLI imports this module's names for `mtkit --help`
+
+    steps, counts = [0.0], [0.0]
+    out: list[float] = []
+    for r in records:
+        step = float(r.get("step", 0))
+        if r["event"] == "train" and "tokens" not in r:
+            while len(steps) > 1 and steps[-1] >= step:
+                steps.pop(), counts.pop()
+            per_update = float(r.get("tokens_per_s", 0.0)) * float(r.get("s_per_update", 0.0))
+            steps.append(step)
+            counts.append(counts[-1] + (step - steps[-2]) * per_update)
+        out.append(float(r["tokens"]) if "tokens" in r else float(np.interp(step, steps, counts)))
+    return out
+
+
+def x_values(records: list[dict[str, Any]], axis: str) -> list[float]:
+    if axis == "minutes":
+        return minutes_axis(records)
+    if axis == "tokens":
+        return tokens_axis(records)
+    return [float(r.get("step", 0)) for r in records]
+
+
+def curves(run: Run, axis: str, series: str) -> list[Curve]:
+    """The lines of one series of one run: one for each event kind that has it."""
+    import numpy as np
+
+    xs = x_values(run.records, axis)
+    out = []
+    for event in EVENTS[series]:
+        points = [(x, r[series]) for x, r in zip(xs, run.records)
+                  if r["event"] == event and isinstance(r.get(series), (int, float))]
+        if points:
+            x, y = zip(*points)
+            out.append(Curve(run.label, series, event, np.asarray(x, dtype=float), np.asarray(y, dtype=float)))
+    return out
+
+
+# ---- drawing ----------------------------------------------------------------------------------------------
+
+def _check_choices(axis: str, series: Sequence[str]) -> None:
+    if axis not in X_AXES:
+        raise MtkitError(f"unknown x axis {axis!r}; choose one of {', '.join(X_AXES)}.")
+    unknown = [s for s in series if s not in SERIES]
+    if unknown:
+        raise MtkitError(f"unknown series {unknown[0]!r}; choose from {', '.join(SERIES)}.")
+
+
+def panels(runs: Sequence[Run], axis: str, series: Sequence[str] | None) -> dict[str, list[Curve]]:
+    """The curves of each panel; a series asked for by name must have data in some run (the default need not)."""
+    asked = list(dict.fromkeys(series or DEFAULT_SERIES))
+    _check_choices(axis, asked)
+    out = {name: [c for run in runs for c in curves(run, axis, name)] for name in asked}
+    for name, found in out.items():
+        if not found and series:
+            hint = HINTS.get(name, "no validation or training record has it")
+            raise MtkitError(f"no run has {name} values to plot ({hint}).")
+    out = {name: found for name, found in out.items() if found}
+    if not out:
+        raise MtkitError(f"the runs have none of {', '.join(asked)} to plot; name a series with --y.")
+    return out
+
+
+def _matplotlib() -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise MtkitError("mtkit plot needs matplotlib: pip install 'mtkit[plot]'.") from None
+    return Figure
+
+
+def _format_y(ax: Any, name: str) -> None:
+    """Plain numbers on every y axis: perplexity on a log scale (it falls by orders of magnitude)."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    if name == "ppl":
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    elif name == "lr":
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.3g}"))
+    elif name == "tokens_per_s":
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+
+
+def draw(runs: Sequence[Run], axis: str = "minutes", series: Sequence[str] | None = None) -> Any:
+    """The figure (a matplotlib Figure, not shown): one panel a series, sharing the x axis."""
+    Figure = _matplotlib()
+    chosen = panels(runs, axis, series)
+    fig = Figure(figsize=(9, 0.6 + 2.9 * len(chosen)), layout="constrained", dpi=110)
+    axes = fig.subplots(len(chosen), 1, sharex=True, squeeze=False)[:, 0]
+    colours = {run.label: f"C{i % 10}" for i, run in enumerate(runs)}
+    for ax, (name, lines) in zip(axes, chosen.items()):
+        for c in lines:
+            valid = c.event == "valid"
+            ax.plot(c.x, c.y, color=colours[c.run], linestyle="--" if valid else "-", marker="o" if valid else None,
+                    markersize=3.5, linewidth=1.4 if valid else 1.1, label=f"{c.run} ({c.event})")
+        ax.set_title(TITLES[name], fontsize=10, loc="left")
+        ax.set_ylabel(Y_LABELS[name])
+        ax.grid(True, alpha=0.3)
+        _format_y(ax, name)
+        ax.legend(fontsize=8, loc="best")
+    axes[-1].set_xlabel(X_LABELS[axis])
+    if axis == "tokens":
+        from matplotlib.ticker import EngFormatter
+
+        axes[-1].xaxis.set_major_formatter(EngFormatter())  # 20 M, 1.5 G: short labels that never overlap
+    fig.suptitle("Learning curves: " + ", ".join(run.label for run in runs), fontsize=11)
+    return fig
+
+
+def save(fig: Any, output: Path) -> Path:
+    """Write the figure atomically; the format follows the file's suffix (png, pdf or svg)."""
+    fmt = output.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise MtkitError(f"{output}: the figure's file must end in .png, .pdf or .svg.")
+    with atomic_file(output) as f:
+        fig.savefig(f, format=fmt)
+    return output
+
+
+def plot(paths: Sequence[str | os.PathLike], output: str | os.PathLike, axis: str = "minutes",
+         series: Sequence[str] | None = None) -> Path:
+    """Read the runs, draw their curves, write the image; returns its path."""
+    if not paths:
+        raise MtkitError("give at least one run directory to plot.")
+    runs = load_runs([Path(p) for p in paths])
+    return save(draw(runs, axis, series), Path(output))

@@ -1,0 +1,129 @@
+"""What a run leaves to see and repeat it: TensorBoard events, RUN/run.json, provenance in every checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtkit import checkpoint
+from mtkit.config import PRESETS, model_config
+from mtkit.errors import MtkitError
+from mtkit.train import trainer
+
+ARCHIVE_SHA = "ab" * 32
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def data_with_records(toy_data: Path, out: Path) -> Path:
+    """The toy data with the prepare.json and bpe.json that `mtkit prepare` and `mtkit bpe` would write."""
+    data = out / "data"
+    shutil.copytree(toy_data, data)
+    (data / "prepare.json").write_text(json.dumps({"corpus": "toy", "created": "2026-01-01T00:00:00+00:00",
+                                                   "sources": [{"file": "toy.tgz", "url": "https://example.org/toy.tgz",
+                                                                "bytes": 10, "sha256": ARCHIVE_SHA}]}))
+    bpe = json.loads((data / "bpe.json").read_text())
+    bpe["model"] = {"file": "spm.model", "sha256": sha256(data / "spm.model")}
+    for split in bpe["splits"]:
+        bpe["splits"][split]["inputs"] = {lang: sha256(data / "raw" / f"{split}.{lang}") for lang in ("en", "de")}
+    (data / "bpe.json").write_text(json.dumps(bpe))
+    return data
+
+
+def train_tiny(data: Path, run: Path, steps: int, tensorboard: bool = True) -> None:
+    cfg = dataclasses.replace(PRESETS["tiny"].train, max_steps=steps, save_every_steps=3, valid_every=3, log_every=3,
+                              keep_last=5, valid_bleu=5, tensorboard=tensorboard)
+    vocab = json.loads((data / "bpe.json").read_text())["vocab_size"]
+    trainer.train(data, run, model_config("tiny", vocab), cfg, device="cpu", threads=1)
+
+
+@pytest.fixture(scope="module")
+def trained_run(toy_data, tmp_path_factory) -> Path:
+    """A 6-update tiny run with validation BLEU, TensorBoard and checkpoints at 3 and 6."""
+    out = tmp_path_factory.mktemp("records")
+    data = data_with_records(toy_data, out)
+    train_tiny(data, out / "run", 6)
+    return out / "run"
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_tensorboard_holds_every_metrics_value_with_its_step_and_wall_time(trained_run: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(trained_run / "tb"), size_guidance={"scalars": 0})
+    events.Reload()
+    expected = {}
+    for record in metrics(trained_run):
+        for key, value in record.items():
+            if key not in ("event", "time", "step") and isinstance(value, (int, float)) and math.isfinite(value):
+                expected.setdefault(f"{record['event']}/{key}", []).append(
+                    (record.get("step", 0), record["time"], float(value)))
+    assert {"train/loss", "train/lr", "train/tokens_per_s", "valid/loss", "valid/bleu", "start/params"} <= set(expected)
+    assert set(events.Tags()["scalars"]) == set(expected)
+    for tag, points in expected.items():
+        seen = [(e.step, e.wall_time, e.value) for e in events.Scalars(tag)]
+        assert [(s, t) for s, t, _ in seen] == [(s, pytest.approx(t)) for s, t, _ in points], tag
+        assert [v for _, _, v in seen] == pytest.approx([v for _, _, v in points], rel=1e-6), tag
+
+
+def test_a_missing_tensorboard_extra_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
+    from mtkit.train.tensorboard import TensorBoardLog
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # `import` of it now fails
+    with pytest.raises(MtkitError, match=r"pip install 'mtkit\[tensorboard\]'"):
+        TensorBoardLog(tmp_path)
+    assert not (tmp_path / "tb").exists()
+
+
+@pytest.mark.slow
+def test_run_json_holds_the_sha256_chain_and_every_checkpoint_carries_it(trained_run: Path) -> None:
+    record = json.loads((trained_run / "run.json").read_text())
+    data = Path(record["data"]["dir"])
+    assert record["format"] == "mtkit-run" and record["start_step"] == 0 and record["earlier"] == []
+    assert record["command"].startswith(sys.argv[0])  # the test's process: pytest's command line
+    assert {"mtkit", "torch", "sentencepiece", "sacrebleu", "python"} <= set(record["versions"])
+    assert (record["device"].startswith("cpu"), record["threads"], record["precision"], record["world_size"]) == \
+        (True, 1, "fp32", 1)
+    assert record["data"]["archives"]["sources"][0]["sha256"] == ARCHIVE_SHA
+    assert record["data"]["bpe"]["raw_text_sha256"]["raw/train.en"] == sha256(data / "raw" / "train.en")
+    files = record["data"]["files"]
+    assert set(files) == {"spm.model", *(f"bin/{s}.{lang}.{ext}" for s in ("train", "valid") for lang in ("en", "de")
+                                         for ext in ("bin", "idx"))}
+    for rel, info in files.items():
+        assert info["sha256"] == sha256(data / rel), rel
+    assert files["spm.model"]["sha256"] == record["data"]["bpe"]["spm_model_sha256"]
+    git = record["git"]
+    if (Path(checkpoint.__file__).parents[1] / ".git").exists():
+        assert len(git["commit"]) == 40
+    for path in trained_run.glob("checkpoint_*.pt"):
+        assert checkpoint.load(path)["provenance"] == record, path.name
+
+
+@pytest.mark.slow
+def test_a_resume_adds_a_session_and_average_carries_the_newest_provenance(trained_run: Path, tmp_path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    first = json.loads((run / "run.json").read_text())
+    train_tiny(Path(first["data"]["dir"]), run, 9, tensorboard=False)
+    record = json.loads((run / "run.json").read_text())
+    assert record["start_step"] == 6 and record["earlier"] == [{k: v for k, v in first.items() if k != "earlier"}]
+    assert record["data"]["files"] == first["data"]["files"]  # unchanged files: hashes reused, equal
+
+    paths = checkpoint.run_checkpoints(run, 3)
+    averaged = checkpoint.average(paths)
+    assert averaged["provenance"] == record
+    assert averaged["averaged_from"] == [{"file": str(p), "step": int(p.stem.split("_")[1]), "sha256": sha256(p)}
+                                         for p in paths]
