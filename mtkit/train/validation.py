@@ -15,7 +15,7 @@ import torch
 from mtkit.data.dataset import ParallelSplit
 from mtkit.data.vocab import Vocab
 from mtkit.train.distributed import World, all_reduce_sum
-from mtkit.train.loss import label_smoothed_sums
+from mtkit.train.forward import batch_loss
 from mtkit.train.precision import Precision
 
 
@@ -32,16 +32,10 @@ def validate(model: torch.nn.Module, split: ParallelSplit, batches: list[np.ndar
     sums = torch.zeros(3, dtype=torch.float64, device=world.device)  # loss, nll, tokens
     try:
         for indices in batches:
-            batch = split.collate(indices)
-            src = torch.from_numpy(batch.src).to(world.device, non_blocking=True)
-            tgt_in = torch.from_numpy(batch.tgt_in).to(world.device, non_blocking=True)
-            tgt_out = torch.from_numpy(batch.tgt_out).to(world.device, non_blocking=True)
-            with precision.autocast():
-                logits = model(src, tgt_in)
-            loss, nll = label_smoothed_sums(logits, tgt_out, smoothing)
+            loss, nll, tokens = batch_loss(model, split, indices, precision, smoothing, world.device)
             sums[0] += loss.double()
             sums[1] += nll.double()
-            sums[2] += batch.tgt_tokens
+            sums[2] += tokens
     finally:
         model.train(was_training)
     loss_sum, nll_sum, tokens = all_reduce_sum(sums, world).tolist()
