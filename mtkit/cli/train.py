@@ -117,7 +117,11 @@ def train(
 
     from mtkit.train.trainer import train as run_training
 
-    result = run_training(data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart)
+    try:
+        result = run_training(data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart)
+    except KeyboardInterrupt:  # a second Ctrl-C: atomic writes removed their temporaries on the way out
+        err.print(f"mtkit: interrupted at once; {out}/checkpoint_last.pt is the last complete save.")
+        raise typer.Exit(130) from None
     if result.stopped in ("SIGTERM", "SIGINT"):  # preempted or Ctrl-C: the update finished and was saved
         if rank == 0:
             err.print(f"mtkit: {result.stopped}: saved {out}/checkpoint_last.pt at step {result.step}; "
