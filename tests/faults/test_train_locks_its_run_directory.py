@@ -7,7 +7,7 @@ import socket
 
 from mtkit.train import rundir
 from tests.conftest import run_cli
-from tests.faults.training import FAST, toy_data  # noqa: F401
+from tests.faults.training import FAST
 
 
 def test_a_second_train_on_a_locked_run_directory_names_the_first(toy_data, tmp_path) -> None:

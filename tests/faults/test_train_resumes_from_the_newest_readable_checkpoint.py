@@ -10,7 +10,7 @@ import pytest
 
 from mtkit import checkpoint
 from tests.conftest import run_cli
-from tests.faults.training import FAST, toy_data  # noqa: F401
+from tests.faults.training import FAST
 
 ARGS = (*FAST, "--save-every-steps", "2", "--valid-every", "100", "--log-every", "100")
 
@@ -60,4 +60,5 @@ def test_nothing_readable_is_refused_and_restart_moves_it_aside(toy_data, run_of
     assert fresh.returncode == 0, fresh.stderr
     assert "resume |" not in fresh.stderr and checkpoint.load(run / "checkpoint_last.pt")["step"] == 2
     previous = list(run.glob("previous-*"))
-    assert len(previous) == 1 and sorted(p.name for p in previous[0].iterdir()) == [n for n in old if n != ".train.lock"]
+    assert len(previous) == 1
+    assert sorted(p.name for p in previous[0].iterdir()) == [n for n in old if n != ".train.lock"]

@@ -7,7 +7,7 @@ import logging
 import torch
 
 from mtkit.train import trainer
-from tests.faults.training import in_process_run, records, toy_data  # noqa: F401
+from tests.faults.training import in_process_run, records
 
 
 def test_an_infinite_gradient_skips_the_update_and_the_weights_stay_finite(toy_data, tmp_path, monkeypatch,

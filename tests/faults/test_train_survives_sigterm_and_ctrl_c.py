@@ -12,7 +12,7 @@ import pytest
 
 from mtkit import checkpoint
 from tests.conftest import run_cli
-from tests.faults.training import FAST, records, start_training, toy_data, wait_for_event  # noqa: F401
+from tests.faults.training import FAST, records, start_training, wait_for_event
 
 LONG = ("--max-steps", "100000", "--log-every", "1", "--valid-every", "100000", "--save-every-steps", "0")
 

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 from mtkit.config import PRESETS, model_config
-from mtkit.train import trainer
+from mtkit.train import rundir, trainer
 from tests.conftest import ROOT
-from tests.train.conftest import toy_data  # noqa: F401  (the fixture, for the tests that import this module)
 
 FAST = ("--preset", "tiny", "--max-tokens", "512", "--device", "cpu", "--threads", "1", "--seed", "5")
 
@@ -55,6 +54,9 @@ def wait_for_event(run: Path, event: str, process: subprocess.Popen, limit_s: fl
 
 
 def snapshot(run: Path) -> dict[str, tuple[int, bytes]]:
-    """Every file under RUN with its modification time and bytes: what "changes nothing" compares."""
+    """Every file under RUN with its modification time and bytes: what "changes nothing" compares.
+
+    The lock file is left out: each run writes its own pid there while it holds the lock.
+    """
     return {str(p.relative_to(run)): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(run.rglob("*"))
-            if p.is_file()}
+            if p.is_file() and p.name != rundir.LOCK_NAME}
