@@ -38,7 +38,7 @@ def accumulate(model: torch.nn.Module, split: ParallelSplit, group: list[np.ndar
     sums = torch.zeros(2, device=device)
     for i, indices in enumerate(group):
         sync = i == len(group) - 1 or not hasattr(model, "no_sync")
-        with contextlib.nullcontext() if sync else model.no_sync():
+        with contextlib.nullcontext() if sync else model.no_sync():  # type: ignore[operator]
             loss, nll, _ = batch_loss(model, split, indices, precision, smoothing, device)
             precision.backward(loss * scale)
         sums += torch.stack((loss.detach(), nll))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -59,7 +59,7 @@ def train_line(t: Trainer, w: Window) -> None:
 def done(t: Trainer, stopped: str) -> None:
     """The run's last record: how far it got, why it stopped, its best validation score."""
     p = t.progress
-    best = {"best_bleu": -p.best} if t.bleu_sample is not None else {"best_nll": p.best}
+    best: dict[str, Any] = {"best_bleu": -p.best} if t.bleu_sample is not None else {"best_nll": p.best}
     # After a signal the CLI says the one line; the record still goes to metrics.jsonl.
     level = logging.DEBUG if stopped in SIGNAL_STOPS else logging.INFO
     t.log.event("done", level=level, step=p.step, epochs_done=p.epoch, stopped=stopped, **best,

@@ -86,6 +86,8 @@ def find_checkpoint(run_dir: Path) -> dict[str, Any] | None:
 
     None with checkpoint files present is refused: starting afresh there would mix two runs.
     """
+    if not run_dir.is_dir():  # a rank > 0 on a host that does not share rank 0's disk
+        return None
     last = run_dir / "checkpoint_last.pt"
     broken: list[str] = []
     skip = None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import json
 import logging
 import math
@@ -27,6 +26,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,7 +47,7 @@ from mtkit.train.precision import Precision
 from mtkit.train.resume import Progress
 from mtkit.train.schedule import inverse_sqrt_lr
 from mtkit.train.signals import SIGNAL_STOPS, StopRequests
-from mtkit.train.validation import greedy_bleu, is_better, score_of, validate
+from mtkit.train.validation import bleu_sample, greedy_bleu, is_better, score_of, validate
 
 logger = logging.getLogger(__name__)
 
@@ -128,20 +128,6 @@ def train(data_dir: str | os.PathLike, run_dir: str | os.PathLike, model_cfg: Mo
         dist.shutdown(world)
 
 
-def _bleu_sample(data: DataDir, n: int) -> tuple[list[str], list[str]]:
-    """The first n raw dev pairs: sacreBLEU scores detokenized text against the real references."""
-    paths = [data.path / "raw" / f"valid.{lang}" for lang in (data.src_lang, data.tgt_lang)]
-    for path in paths:
-        if not path.is_file():
-            raise MtkitError(f"--valid-bleu needs the raw dev text {path} that `mtkit prepare` writes.")
-
-    def head(path: Path) -> list[str]:
-        with open(path, encoding="utf-8", newline="\n") as f:  # a CR inside a line stays in it: pairs stay aligned
-            return [line.rstrip("\n") for line in itertools.islice(f, n)]
-
-    return head(paths[0]), head(paths[1])
-
-
 class Trainer:
     """Holds one run's model, optimizer, data plan and progress; `run` is the loop."""
 
@@ -155,7 +141,7 @@ class Trainer:
         self.spm = Vocab.from_bytes(self.vocab)
         _check_vocab(data, self.spm, model_cfg)
         self.train_split, self.valid_split = data.split("train"), data.split("valid")
-        self.bleu_sample = _bleu_sample(data, cfg.valid_bleu) if cfg.valid_bleu else None
+        self.bleu_sample = bleu_sample(data, cfg.valid_bleu) if cfg.valid_bleu else None
         _check_token_ids(data, (self.train_split, self.valid_split), model_cfg)
         resume.check_run_config(run_dir, model_cfg)
         ckpt = resume.find_checkpoint(run_dir)
@@ -368,8 +354,8 @@ class Trainer:
     def _validate(self) -> bool:
         """Validate, update best and patience; True when this is a new best (identical on every rank)."""
         p = self.progress
-        metrics = validate(self.model, self.valid_split, self.valid_batches, self.world, self.precision,
-                           self.cfg.label_smoothing)
+        metrics: dict[str, Any] = validate(self.model, self.valid_split, self.valid_batches, self.world,
+                                           self.precision, self.cfg.label_smoothing)
         world = self.world
         if self.bleu_sample is not None:  # rank 0 translates; the sum hands its score to every rank
             bleu = greedy_bleu(self.model, self.spm, *self.bleu_sample, world.device) if world.is_main else 0.0

@@ -7,13 +7,16 @@ measured (the paper selects and reports by BLEU), validation NLL otherwise.
 
 from __future__ import annotations
 
+import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from mtkit.data.dataset import ParallelSplit
+from mtkit.data.dataset import DataDir, ParallelSplit
 from mtkit.data.vocab import Vocab
+from mtkit.errors import MtkitError
 from mtkit.train.distributed import World, all_reduce_sum
 from mtkit.train.forward import batch_loss
 from mtkit.train.precision import Precision
@@ -42,6 +45,20 @@ def validate(model: torch.nn.Module, split: ParallelSplit, batches: list[np.ndar
     tokens = max(tokens, 1.0)
     nll = nll_sum / tokens
     return {"loss": loss_sum / tokens, "nll": nll, "ppl": math.exp(min(nll, 100.0)), "tokens": int(tokens)}
+
+
+def bleu_sample(data: DataDir, n: int) -> tuple[list[str], list[str]]:
+    """The first n raw dev pairs: sacreBLEU scores detokenized text against the real references."""
+    paths = [data.path / "raw" / f"valid.{lang}" for lang in (data.src_lang, data.tgt_lang)]
+    for path in paths:
+        if not path.is_file():
+            raise MtkitError(f"--valid-bleu needs the raw dev text {path} that `mtkit prepare` writes.")
+
+    def head(path: Path) -> list[str]:
+        with open(path, encoding="utf-8", newline="\n") as f:  # a CR inside a line stays in it: pairs stay aligned
+            return [line.rstrip("\n") for line in itertools.islice(f, n)]
+
+    return head(paths[0]), head(paths[1])
 
 
 def greedy_bleu(model: torch.nn.Module, vocab: Vocab, sources: list[str], references: list[str],

@@ -73,3 +73,44 @@ def test_a_second_ctrl_c_stops_at_once_without_a_half_written_file(toy_data, tmp
     assert checkpoint.load(run / "checkpoint_last.pt")["step"] == 1
     assert sorted(p.name for p in run.glob("*.pt")) == ["checkpoint_1.pt", "checkpoint_last.pt"]
     assert not list(run.glob(".*.tmp"))
+
+
+RANK_WITH_PID = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from mtkit import cli
+    out = Path(sys.argv[sys.argv.index("--out") + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"rank{os.environ['RANK']}.pid").write_text(str(os.getpid()))
+    sys.argv = ["mtkit", *sys.argv[1:]]
+    cli.main()
+""")
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_torchrun_rank_stops_every_rank_after_the_same_update(toy_data, tmp_path) -> None:
+    """fault: SIGTERM to rank 1 of 2 (gloo); expected: both ranks stop after the same update, one save, exit 0."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    run, script = tmp_path / "run", tmp_path / "rank.py"
+    script.write_text(RANK_WITH_PID)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+         "train", str(toy_data), "--out", str(run), *FAST, "--max-tokens", "400", *LONG],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    wait_for_event(run, "train", process)
+    deadline = time.monotonic() + 60
+    while not (run / "rank1.pid").is_file() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(int((run / "rank1.pid").read_text()), signal.SIGTERM)  # rank 1 alone: rank 0 learns it by all-reduce
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-3000:]
+    assert "mtkit: SIGTERM: saved" in stderr and "Traceback" not in stderr
+    done = records(run)[-1]
+    saved = checkpoint.load(run / "checkpoint_last.pt")
+    assert done["stopped"] == "SIGTERM" and saved["step"] == done["step"] and len(saved["rng"]) == 2
