@@ -17,7 +17,7 @@ from tests.faults.training import FAST, records, start_training, wait_for_event
 LONG = ("--max-steps", "100000", "--log-every", "1", "--valid-every", "100000", "--save-every-steps", "0")
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_finishes_the_update_saves_and_exits(toy_data, tmp_path, sig, code) -> None:
     """fault: SIGTERM / Ctrl-C while training; expected: checkpoint_last.pt saved, one line, exit 0 / 130."""
     run = tmp_path / "run"
