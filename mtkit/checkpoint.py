@@ -10,13 +10,15 @@ An mtkit file is a dict:
     step          updates done when it was written
     provenance    the run's RUN/run.json record (mtkit/provenance.py), where the trainer wrote one
     averaged_from [{"file", "step", "sha256"}] of the checkpoints an averaged model is the mean of
-  and for kind "checkpoint" the training state (see mtkit/train/trainer.py, `_payload`):
+  and for kind "checkpoint" the training state (see mtkit/train/resume.py, `payload`):
     train_config  dataclasses.asdict(TrainConfig), resolved for the world size
     optimizer     optimizer.state_dict() (Adam moments and step counts)
     scaler        GradScaler.state_dict() for fp16, else None (the schedule is a pure function of step)
     rng           one `rng_state()` dict per rank: python, numpy, torch, cuda generators
     data          {"epoch", "batch", "world_size", "max_tokens", "seed"}: where the next update starts
     progress      {"best", "bad_valids", "nonfinite", "elapsed"}: early stopping and wall-clock state
+    corpus        {split: {lang: sha256}} of the raw text bpe.json says the data was made from
+  (see mtkit/train/resume.py, `payload`).
 """
 
 from __future__ import annotations
@@ -37,9 +39,20 @@ FORMAT, VERSION = "mtkit", 1
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """torch.save through `atomic_file`: a crash at any moment leaves the old file or the new one."""
-    with atomic_file(path) as f:
-        torch.save(obj, f)
+    """torch.save through `atomic_file`: a crash at any moment leaves the old file or the new one.
+
+    A write that fails (disk full, quota, I/O error) is one sentence; torch reports it as a
+    RuntimeError whose context is the OSError, so both are looked at.
+    """
+    try:
+        with atomic_file(path) as f:
+            torch.save(obj, f)
+    except (OSError, RuntimeError) as exc:
+        os_error = exc if isinstance(exc, OSError) else exc.__context__
+        if not isinstance(os_error, OSError):
+            raise
+        raise MtkitError(f"cannot write {path} ({os_error.strerror or os_error}); nothing was replaced: "
+                         "the previous file is intact.") from None
 
 
 def save_checkpoint(payload: dict[str, Any], run_dir: str | os.PathLike, keep_last: int) -> Path:
@@ -156,6 +169,15 @@ def load(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
     return obj
 
 
+def check_finite(ckpt: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse weights holding NaN or inf (a diverged run): they would only make garbage or crash decoding."""
+    bad = [key for key, t in ckpt["model"].items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise MtkitError(f"{path} holds NaN or infinite weights ({', '.join(bad[:3])}{more}); the run diverged "
+                         "before it was saved: use an earlier checkpoint.")
+
+
 def config_of(ckpt: dict[str, Any]) -> ModelConfig:
     return config_from_dict(ModelConfig, ckpt["model_config"])
 
@@ -216,6 +238,7 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
     if not paths:
         raise MtkitError("no checkpoints to average.")
     first = load(paths[0], mmap=True)
+    check_finite(first, paths[0])
     config, vocab, state = config_of(first), first.get("vocab"), first["model"]
     tied = _tied_keys(state)
     total = {key: state[key].to(torch.float32, copy=True) for key in set(tied.values())
@@ -224,6 +247,7 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
     sources, newest = [_source(paths[0], first)], first.get("provenance")
     for path in paths[1:]:
         ckpt = load(path, mmap=True)
+        check_finite(ckpt, path)
         diff = config_diff(config, config_of(ckpt))
         if diff:
             raise MtkitError(f"cannot average {paths[0]} and {path}: their model configs differ ({'; '.join(diff)}).")

@@ -72,6 +72,9 @@ def train(
     config: Optional[Path] = typer.Option(None, "--config", is_eager=True, callback=config_file_option,
                                           help="A YAML file of flag names and values (e.g. `max-tokens: 2048`); "
                                                "flags on the command line win over it.", show_default="none"),
+    restart: bool = typer.Option(False, "--restart",
+                                 help="Start afresh in a run directory that holds a run: its files move to "
+                                      "RUN/previous-<time>/ (nothing is deleted)."),
     print_config: bool = typer.Option(False, "--print-config",
                                       help="Print every resolved value (preset defaults included) as a --config "
                                            "file and exit."),
@@ -114,7 +117,16 @@ def train(
 
     from mtkit.train.trainer import train as run_training
 
-    result = run_training(data, out, model_cfg, train_cfg, device=device, threads=threads)
+    try:
+        result = run_training(data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart)
+    except KeyboardInterrupt:  # a second Ctrl-C: atomic writes removed their temporaries on the way out
+        err.print(f"mtkit: interrupted at once; {out}/checkpoint_last.pt is the last complete save.")
+        raise typer.Exit(130) from None
+    if result.stopped in ("SIGTERM", "SIGINT"):  # preempted or Ctrl-C: the update finished and was saved
+        if rank == 0:
+            err.print(f"mtkit: {result.stopped}: saved {out}/checkpoint_last.pt at step {result.step}; "
+                      "the same command resumes the run.")
+        raise typer.Exit(130 if result.stopped == "SIGINT" else 0)
     if rank == 0:
         best = f"best dev BLEU {-result.best:.2f}" if train_cfg.valid_bleu else f"best valid NLL {result.best:.3f}"
         err.print(f"trained to step {result.step} ({result.stopped}); {best}; "

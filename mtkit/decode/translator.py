@@ -89,6 +89,7 @@ class Translator:
         ckpt = checkpoint.load(path)
         if not ckpt.get("vocab"):
             raise MtkitError(f"{path} holds no SentencePiece vocabulary, so its output cannot be turned into text.")
+        checkpoint.check_finite(ckpt, path)
         model = checkpoint.build_from(ckpt)
         vocab = Vocab.from_bytes(ckpt["vocab"])
         del ckpt  # optimizer state can be twice the model's size

@@ -90,11 +90,19 @@ class Window:
     def __init__(self) -> None:
         self.loss = self.nll = self.seconds = 0.0
         self.tgt = self.real = self.padded = self.updates = 0
+        self.norm_sum, self.norms = 0.0, 0
 
-    def add(self, loss: float, nll: float, tgt: int, real_and_padded: np.ndarray, seconds: float) -> None:
+    def add(self, loss: float, nll: float, tgt: int, real_and_padded: np.ndarray, seconds: float,
+            grad_norm: float = math.nan) -> None:
         if math.isfinite(loss):
             self.loss, self.nll, self.tgt = self.loss + loss, self.nll + nll, self.tgt + tgt
+        if math.isfinite(grad_norm):
+            self.norm_sum, self.norms = self.norm_sum + grad_norm, self.norms + 1
         self.real += int(real_and_padded[0])
         self.padded += int(real_and_padded[1])
         self.seconds += seconds
         self.updates += 1
+
+    def grad_norm(self) -> float:
+        """The mean gradient norm (before clipping) of the window's finite updates (fairseq's gnorm)."""
+        return self.norm_sum / self.norms if self.norms else math.nan

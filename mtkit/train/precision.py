@@ -71,6 +71,11 @@ class Precision:
             logger.warning("fp16 gradients overflowed; update skipped, loss scale now %g", self.scaler.get_scale())
         return not skipped
 
+    def skip(self) -> None:
+        """An update not taken after `unscale` (non-finite loss): fp16's scaler closes it and lowers its scale."""
+        if self.scaler is not None:
+            self.scaler.update()
+
     def state_dict(self) -> dict | None:
         return self.scaler.state_dict() if self.scaler is not None else None
 

@@ -7,15 +7,18 @@ measured (the paper selects and reports by BLEU), validation NLL otherwise.
 
 from __future__ import annotations
 
+import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from mtkit.data.dataset import ParallelSplit
+from mtkit.data.dataset import DataDir, ParallelSplit
 from mtkit.data.vocab import Vocab
+from mtkit.errors import MtkitError
 from mtkit.train.distributed import World, all_reduce_sum
-from mtkit.train.loss import label_smoothed_sums
+from mtkit.train.forward import batch_loss
 from mtkit.train.precision import Precision
 
 
@@ -32,22 +35,30 @@ def validate(model: torch.nn.Module, split: ParallelSplit, batches: list[np.ndar
     sums = torch.zeros(3, dtype=torch.float64, device=world.device)  # loss, nll, tokens
     try:
         for indices in batches:
-            batch = split.collate(indices)
-            src = torch.from_numpy(batch.src).to(world.device, non_blocking=True)
-            tgt_in = torch.from_numpy(batch.tgt_in).to(world.device, non_blocking=True)
-            tgt_out = torch.from_numpy(batch.tgt_out).to(world.device, non_blocking=True)
-            with precision.autocast():
-                logits = model(src, tgt_in)
-            loss, nll = label_smoothed_sums(logits, tgt_out, smoothing)
+            loss, nll, tokens = batch_loss(model, split, indices, precision, smoothing, world.device)
             sums[0] += loss.double()
             sums[1] += nll.double()
-            sums[2] += batch.tgt_tokens
+            sums[2] += tokens
     finally:
         model.train(was_training)
     loss_sum, nll_sum, tokens = all_reduce_sum(sums, world).tolist()
     tokens = max(tokens, 1.0)
     nll = nll_sum / tokens
     return {"loss": loss_sum / tokens, "nll": nll, "ppl": math.exp(min(nll, 100.0)), "tokens": int(tokens)}
+
+
+def bleu_sample(data: DataDir, n: int) -> tuple[list[str], list[str]]:
+    """The first n raw dev pairs: sacreBLEU scores detokenized text against the real references."""
+    paths = [data.path / "raw" / f"valid.{lang}" for lang in (data.src_lang, data.tgt_lang)]
+    for path in paths:
+        if not path.is_file():
+            raise MtkitError(f"--valid-bleu needs the raw dev text {path} that `mtkit prepare` writes.")
+
+    def head(path: Path) -> list[str]:
+        with open(path, encoding="utf-8", newline="\n") as f:  # a CR inside a line stays in it: pairs stay aligned
+            return [line.rstrip("\n") for line in itertools.islice(f, n)]
+
+    return head(paths[0]), head(paths[1])
 
 
 def greedy_bleu(model: torch.nn.Module, vocab: Vocab, sources: list[str], references: list[str],

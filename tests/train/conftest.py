@@ -7,6 +7,7 @@ so that it can later be replaced by the real `mtkit prepare` + `mtkit bpe`.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import random
@@ -37,9 +38,11 @@ def build_data_dir(out: Path, splits: dict[str, tuple[list[str], list[str]]], vo
     (out / "raw").mkdir(exist_ok=True)
     stats = {}
     for split, (src, tgt) in splits.items():
-        counts = {"sentences": len(src)}
+        counts: dict = {"sentences": len(src), "inputs": {}}
         for lang, lines in ((src_lang, src), (tgt_lang, tgt)):
-            (out / "raw" / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            text = "".join(line + "\n" for line in lines).encode("utf-8")
+            (out / "raw" / f"{split}.{lang}").write_bytes(text)
+            counts["inputs"][lang] = hashlib.sha256(text).hexdigest()  # what `mtkit bpe` records of its input
             ids = sp.encode(lines, out_type=int)
             with BinaryWriter(out / "bin" / f"{split}.{lang}", sp.get_piece_size()) as writer:
                 for sentence in ids:

@@ -1,0 +1,45 @@
+"""One batch of sentence indices to its summed label-smoothed loss and NLL: the step training and validation share.
+
+Training (accumulate, in the trainer) calls it under autograd and runs backward on the loss;
+validation calls it under `torch.no_grad()`. Either way the numbers come from the same code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+from mtkit.data.dataset import ParallelSplit
+from mtkit.train.loss import label_smoothed_sums
+from mtkit.train.precision import Precision
+
+
+def batch_loss(model: torch.nn.Module, split: ParallelSplit, indices: np.ndarray, precision: Precision,
+               smoothing: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(loss sum, NLL sum, target tokens) of one batch; both sums are fp32 tensors on `device`."""
+    batch = split.collate(indices)
+    src, tgt_in, tgt_out = (torch.from_numpy(a).to(device, non_blocking=True)
+                            for a in (batch.src, batch.tgt_in, batch.tgt_out))
+    with precision.autocast():
+        logits = model(src, tgt_in)
+    loss, nll = label_smoothed_sums(logits, tgt_out, smoothing)
+    return loss, nll, batch.tgt_tokens
+
+
+def accumulate(model: torch.nn.Module, split: ParallelSplit, group: list[np.ndarray], scale: float,
+               precision: Precision, smoothing: float, device: torch.device) -> torch.Tensor:
+    """Forward and backward over the batches of one update; returns the summed (loss, nll) on the device.
+
+    Each batch's loss sum is multiplied by `scale` (world_size / update tokens) before backward.
+    With DDP, gradients are all-reduced only on the last batch (`no_sync` on the others).
+    """
+    sums = torch.zeros(2, device=device)
+    for i, indices in enumerate(group):
+        sync = i == len(group) - 1 or not hasattr(model, "no_sync")
+        with contextlib.nullcontext() if sync else model.no_sync():  # type: ignore[operator]
+            loss, nll, _ = batch_loss(model, split, indices, precision, smoothing, device)
+            precision.backward(loss * scale)
+        sums += torch.stack((loss.detach(), nll))
+    return sums

@@ -1,0 +1,41 @@
+"""Preemption: SIGTERM (SLURM, Kubernetes, torchrun) or Ctrl-C asks training to stop after the current update.
+
+The handler only records the signal; the trainer reads it when it builds the update's
+all-reduce, so every rank stops after the same update (one rank's signal is enough), and
+then saves checkpoint_last.pt. A second Ctrl-C raises KeyboardInterrupt at once: atomic
+writes (mtkit/atomic.py) remove their temporary file, so nothing is left half-written.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType, TracebackType
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNAL_STOPS = ("SIGTERM", "SIGINT")  # their names: the stop reasons that save at once, without a last validation
+
+
+class StopRequests:
+    """A context that turns SIGTERM/SIGINT into a request (`received`), restoring the old handlers on exit."""
+
+    def __init__(self) -> None:
+        self.received = ""  # "SIGTERM" or "SIGINT" once one arrived
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: stop now
+        if not self.received:
+            self.received = signal.Signals(signum).name
+
+    def __enter__(self) -> StopRequests:
+        if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
