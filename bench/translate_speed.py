@@ -16,7 +16,8 @@ end token too: the tests hold the scores equal), longest output = source tokens 
 --batch-tokens source tokens (CTranslate2: batch_type="tokens"), --threads intra-op threads.
 Stopping differs and is each engine's default: mtkit stops a sentence when no live hypothesis
 can beat the best finished one (exact), CTranslate2 once `beam` hypotheses have finished
-(patience 1). The CTranslate2 rows suppress <pad> and <s> as mtkit's search does.
+(patience 1). mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained
+model gives them next to no probability; its `suppress_sequences` would renormalise the scores).
 
 mtkit int8 runs only where `mtkit translate --precision int8` exists; elsewhere the row is
 skipped with a note. The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
@@ -49,6 +50,14 @@ def read_lines(path: str, limit: int | None) -> list[str]:
     with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
         lines = [line.rstrip("\n") for line in f]
     return lines[:limit] if limit else lines
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return platform.processor() or platform.machine()
 
 
 def peak_rss_mib() -> float:
@@ -90,14 +99,13 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
     sp = spm.SentencePieceProcessor(model_file=str(Path(job["ct2_dir"]) / "spm.model"))
     translator = ctranslate2.Translator(job["ct2_dir"], device="cpu", compute_type=compute_type,
                                         intra_threads=job["threads"], inter_threads=1)
-    suppress = [[sp.id_to_piece(sp.pad_id())], [sp.id_to_piece(sp.bos_id())]]
 
     def translate(lines: list[str]) -> list[list[str]]:
         pieces = sp.encode(lines, out_type=str)
         limit = max(map(len, pieces), default=0) + 1 + job["max_len_b"]  # + 1: CTranslate2 counts EOS
         results = translator.translate_batch(pieces, max_batch_size=job["batch_tokens"], batch_type="tokens",
                                              beam_size=job["beam"], length_penalty=job["alpha"],
-                                             max_decoding_length=limit, suppress_sequences=suppress)
+                                             max_decoding_length=limit)
         return [r.hypotheses[0] for r in results]
 
     translate(job["lines"][:WARMUP])
@@ -229,7 +237,8 @@ def main() -> None:
     print(json.dumps({"bench": "translate_speed", "model": args.model, "input": args.input, "sentences": len(lines),
                       "beam": args.beam, "lenpen": f"fairseq alpha {args.alpha}", "max_len_b": args.max_len_b,
                       "batch_tokens": args.batch_tokens, "threads": args.threads, "rows": list(rows.values()),
-                      "notes": notes, "cpu": platform.processor() or platform.machine(),
+                      "notes": notes, "cpu": cpu_name(), "cpus": os.cpu_count(),
+                      "load_average_1min": round(os.getloadavg()[0], 2),
                       "python": platform.python_version()}))
 
 

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import shutil
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,8 @@ class ExportConfig:
 def import_ctranslate2() -> Any:
     """The optional `ct2` extra, or one sentence that says how to install it."""
     try:
-        import ctranslate2
-        import ctranslate2.specs  # noqa: F401
+        import ctranslate2  # type: ignore[import-untyped]
+        import ctranslate2.specs  # type: ignore[import-untyped]
     except ImportError:
         raise MtkitError(MISSING_EXTRA) from None
     return ctranslate2
@@ -75,7 +76,7 @@ def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: Ex
     ckpt = checkpoint.load(model_path)
     if not ckpt.get("vocab"):
         raise MtkitError(f"{model_path} holds no SentencePiece vocabulary; an exported model needs one.")
-    model = checkpoint.build_from(ckpt).float().eval()
+    model = typing.cast(Transformer, checkpoint.build_from(ckpt).float().eval())
     vocab = Vocab.from_bytes(ckpt["vocab"])
     spec = ctranslate2_spec(model, vocab)
     record = {"format": config.format, "quantization": config.quantization, "source": str(model_path),
@@ -89,7 +90,7 @@ def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: Ex
 # --------------------------------------------------------------------------- the spec
 def ctranslate2_spec(model: Transformer, vocab: Vocab) -> Any:
     """A CTranslate2 TransformerSpec holding `model`'s weights and `vocab`'s pieces (not yet quantized)."""
-    from ctranslate2.specs import transformer_spec
+    from ctranslate2.specs import transformer_spec  # type: ignore[import-untyped]
 
     cfg = model.cfg
     spec = transformer_spec.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.heads,
@@ -99,7 +100,7 @@ def ctranslate2_spec(model: Transformer, vocab: Vocab) -> Any:
     spec.register_source_vocabulary(pieces(vocab, cfg.vocab_size))
     spec.register_target_vocabulary(pieces(vocab, cfg.target_vocab_size))
     set_tokens(spec.config, vocab)
-    spec.config.layer_norm_epsilon = model.encoder[0].res_attn.norm.eps
+    spec.config.layer_norm_epsilon = typing.cast(Any, model.encoder[0]).res_attn.norm.eps
     return spec
 
 
@@ -123,17 +124,17 @@ def _array(t: torch.Tensor) -> Any:
     return t.detach().float().cpu().numpy().copy()
 
 
-def set_linear(spec: Any, layer: torch.nn.Linear) -> None:
+def set_linear(spec: Any, layer: Any) -> None:
     spec.weight = _array(layer.weight)
     if layer.bias is not None:
         spec.bias = _array(layer.bias)
 
 
-def set_layer_norm(spec: Any, norm: torch.nn.LayerNorm) -> None:
+def set_layer_norm(spec: Any, norm: Any) -> None:
     spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
 
 
-def set_attention(spec: Any, attn: MultiHeadAttention, norm: torch.nn.LayerNorm) -> None:
+def set_attention(spec: Any, attn: MultiHeadAttention, norm: Any) -> None:
     """Self-attention: [fused QKV, W^O]; cross-attention: [W^Q, fused KV, W^O] (CTranslate2's order)."""
     if attn.self_attention:
         set_linear(spec.linear[0], attn.qkv_proj)
@@ -150,14 +151,15 @@ def set_ffn(spec: Any, layer: Any) -> None:
     set_layer_norm(spec.layer_norm, layer.res_ffn.norm)
 
 
-def set_embeddings(stack: Any, embedding_spec: Any, model: Transformer, table: torch.nn.Embedding) -> None:
+def set_embeddings(stack: Any, embedding_spec: Any, model: Transformer, table: Any) -> None:
     embedding_spec.weight = _array(table.weight)
     stack.scale_embeddings = True  # times sqrt(d_model), section 3.4
-    stack.position_encodings.encodings = _array(model.src_embed.positions.pe)  # mtkit's interleaved table
+    stack.position_encodings.encodings = _array(model.src_embed.positions(model.cfg.max_positions))  # interleaved
 
 
 def set_encoder(spec: Any, model: Transformer) -> None:
     set_embeddings(spec, spec.embeddings[0], model, model.src_embed.table)
+    layer: Any
     for layer_spec, layer in zip(spec.layer, model.encoder):
         set_attention(layer_spec.self_attention, layer.self_attn, layer.res_attn.norm)
         set_ffn(layer_spec.ffn, layer)
@@ -167,8 +169,9 @@ def set_encoder(spec: Any, model: Transformer) -> None:
 
 def set_decoder(spec: Any, model: Transformer) -> None:
     set_embeddings(spec, spec.embeddings, model, model.tgt_embed.table)
-    projection = model.output_proj if model.output_proj is not None else model.tgt_embed.table
+    projection: Any = model.output_proj if model.output_proj is not None else model.tgt_embed.table
     spec.projection.weight = _array(projection.weight)
+    layer: Any
     for layer_spec, layer in zip(spec.layer, model.decoder):
         set_attention(layer_spec.self_attention, layer.self_attn, layer.res_self.norm)
         set_attention(layer_spec.attention, layer.cross_attn, layer.res_cross.norm)
