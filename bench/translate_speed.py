@@ -12,7 +12,8 @@ first 8 sentences once before the clock starts.
 Settings, the same for every system: beam 4, fairseq's length normalisation score / |Y|^0.6
 (mtkit `--lenpen fairseq --alpha 0.6`; CTranslate2 `length_penalty=0.6`, where |Y| counts the
 end token too: the tests hold the scores equal), longest output = source tokens + 50
-(CTranslate2 takes one limit for all: the longest source + 50), batches of about
+(CTranslate2 takes one limit for all: the longest source + 50), an empty output allowed
+(CTranslate2 `min_decoding_length=0`; its default 1 renormalises the first step), batches of about
 --batch-tokens source tokens (CTranslate2: batch_type="tokens"), --threads intra-op threads.
 Stopping differs and is each engine's default: mtkit stops a sentence when no live hypothesis
 can beat the best finished one (exact), CTranslate2 once `beam` hypotheses have finished
@@ -105,7 +106,7 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
         limit = max(map(len, pieces), default=0) + 1 + job["max_len_b"]  # + 1: CTranslate2 counts EOS
         results = translator.translate_batch(pieces, max_batch_size=job["batch_tokens"], batch_type="tokens",
                                              beam_size=job["beam"], length_penalty=job["alpha"],
-                                             max_decoding_length=limit)
+                                             max_decoding_length=limit, min_decoding_length=0)
         return [r.hypotheses[0] for r in results]
 
     translate(job["lines"][:WARMUP])

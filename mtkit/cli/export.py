@@ -22,13 +22,11 @@ def export(
     *,
     given: dict[str, Any],
 ) -> None:
-    """Export a model to CTranslate2 (needs the extra: pip install 'mtkit[ct2]').
+    """Export a model to CTranslate2 (needs the extra: pip install 'mtkit\\[ct2]').
 
     Example: mtkit export runs/small/averaged.pt --format ctranslate2 --quantization int8 -o runs/small/ct2
 
-    The directory holds model.bin, config.json, shared_vocabulary.json (SentencePiece pieces in
-    mtkit's id order) and spm.model: tokenize with spm.model into pieces, translate with
-    ctranslate2.Translator (EOS is appended to the source and decoding starts from <s> by itself).
+    Tokenize with DIR/spm.model into pieces; ctranslate2.Translator(DIR) appends EOS and starts from <s> itself.
     """
     import logging
 

@@ -36,18 +36,21 @@ def exported(trained_model, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def engines(trained_model, exported) -> tuple[Translator, object, spm.SentencePieceProcessor]:
     sp = spm.SentencePieceProcessor(model_file=str(exported / "spm.model"))
-    return (Translator.load(trained_model, device="cpu"), ctranslate2.Translator(str(exported), device="cpu"), sp)
+    ct2 = ctranslate2.Translator(str(exported), device="cpu", intra_threads=1)
+    return Translator.load(trained_model, device="cpu"), ct2, sp
 
 
 def ct2_translate(ct2: object, sp: spm.SentencePieceProcessor, lines: list[str], **options) -> list:
-    """CTranslate2 with mtkit's output limit.
+    """CTranslate2 with mtkit's output limits: at most MAX_LEN tokens before EOS, and EOS allowed first.
 
+    CTranslate2's default `min_decoding_length=1` forbids an empty output, renormalising the
+    first step's probabilities without EOS (its scores then differ from mtkit's by about 1e-3).
     mtkit never generates <pad> or <s> (their log-probabilities are set to -inf); CTranslate2's
-    `suppress_sequences` would do the same but renormalises the rest, which shifts the scores.
+    `suppress_sequences` would do the same but renormalise the rest, which shifts the scores.
     A trained model gives both next to no probability, so they are left alone here.
     """
     return ct2.translate_batch(sp.encode(lines, out_type=str), max_decoding_length=MAX_LEN + 1,  # + 1: EOS
-                               return_scores=True, **options)
+                               min_decoding_length=0, return_scores=True, **options)
 
 
 def mtkit_translate(mt: Translator, lines: list[str], beam: int, alpha: float = 0.0) -> list:
@@ -84,7 +87,7 @@ def test_beam_outputs_and_scores_equal_without_patience_stop(engines, toy_senten
     theirs = ct2_translate(ct2, sp, toy_sentences, beam_size=4, length_penalty=alpha, patience=1000.0)
     assert [t.text for t in ours] == [sp.decode(r.hypotheses[0]) for r in theirs]
     for t, r in zip(ours, theirs):  # score = log P / |Y|^alpha, |Y| counting EOS, in both
-        assert r.scores[0] == pytest.approx(t.score, abs=5e-3)
+        assert r.scores[0] == pytest.approx(t.score, abs=1e-4)
 
 
 def test_positions_are_mtkit_interleaved_table(exported, trained_model):
@@ -103,12 +106,16 @@ def test_vocabulary_is_spm_pieces_in_id_order(exported, engines):
     assert (config["decoder_start_token"], config["add_source_eos"], config["add_source_bos"]) == ("<s>", True, False)
 
 
-def test_int8_export_translates_like_fp32(trained_model, engines, toy_sentences, tmp_path):
+def test_int8_export_is_int8_and_translates(trained_model, exported, engines, toy_sentences, tmp_path):
+    """int8 weights take about a quarter of the bytes; a 64-wide toy model loses more to them than a real
+    one, so its outputs need only mostly agree (CTranslate2's int8 kernels differ between CPUs, too)."""
     _, ct2, sp = engines
-    int8 = ctranslate2.Translator(str(export(trained_model, tmp_path / "int8", ExportConfig(quantization="int8"))))
+    int8_dir = export(trained_model, tmp_path / "int8", ExportConfig(quantization="int8"))
+    assert (int8_dir / "model.bin").stat().st_size < 0.5 * (exported / "model.bin").stat().st_size
+    int8 = ctranslate2.Translator(str(int8_dir), device="cpu", intra_threads=1)
     fp32_out = [r.hypotheses[0] for r in ct2_translate(ct2, sp, toy_sentences, beam_size=1)]
     int8_out = [r.hypotheses[0] for r in ct2_translate(int8, sp, toy_sentences, beam_size=1)]
-    assert sum(a == b for a, b in zip(fp32_out, int8_out)) >= 0.8 * len(toy_sentences)
+    assert sum(a == b for a, b in zip(fp32_out, int8_out)) >= 0.5 * len(toy_sentences)
 
 
 # --------------------------------------------------------------------------- the CLI and the directory
@@ -138,3 +145,25 @@ def test_cli_replaces_its_own_export_but_refuses_a_foreign_directory(trained_mod
 def test_cli_bad_model_is_one_sentence(tmp_path):
     done = run_cli("export", tmp_path / "missing.pt", "-o", tmp_path / "out")
     assert done.returncode == 1 and "does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("overrides", [{"pre_norm": True}, {"share_embeddings": "none"},
+                                       {"share_embeddings": "decoder", "vocab_size": 140}])
+def test_other_architectures_score_alike(overrides, tmp_path, toy_sentences):
+    """Pre-norm (final LayerNorms), an untied output projection, a source table larger than the
+    SentencePiece model (placeholder pieces): log-probabilities still equal, on a random model."""
+    from tests.decode.conftest import random_model, train_spm
+
+    vocab = train_spm(toy_sentences * 3, vocab_size=80)
+    sp = spm.SentencePieceProcessor(model_proto=vocab)
+    fields = {"vocab_size": sp.get_piece_size(), "tgt_vocab_size": sp.get_piece_size(), **overrides}
+    model = random_model(fields.pop("vocab_size"), seed=2, **fields)
+    path = tmp_path / "model.pt"
+    checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, vocab), path)
+    ct2 = ctranslate2.Translator(str(export(path, tmp_path / "ct2")), device="cpu", intra_threads=1)
+    src, tgt = sp.encode(toy_sentences[0]), sp.encode(toy_sentences[1])
+    result = ct2.score_batch([sp.id_to_piece(src)], [sp.id_to_piece(tgt)])[0]
+    with torch.no_grad():
+        lprobs = model(torch.tensor([src + [EOS]]), torch.tensor([[BOS] + tgt])).log_softmax(-1)[0]
+    assert result.log_probs == pytest.approx(lprobs.gather(1, torch.tensor([tgt + [EOS]]).T).squeeze(1).tolist(),
+                                             abs=1e-4)

@@ -21,4 +21,5 @@ def test_missing_ctranslate2_is_one_sentence(cli_model, tmp_path):
 def test_export_is_listed_with_its_choices():
     done = run_cli("export", "--help")
     assert done.returncode == 0
-    assert "ctranslate2" in done.stdout and "int8_float32" in done.stdout
+    assert "mtkit export" in done.stdout and "Example" in done.stdout and "--quantization" in done.stdout
+    assert "mtkit[ct2]" in done.stdout  # not eaten as rich markup
