@@ -73,7 +73,7 @@ def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: Ex
     out = Path(out_dir)
     check_target(out)
     import_ctranslate2()
-    ckpt = checkpoint.load(model_path)
+    ckpt = checkpoint.load(model_path, mmap=True)  # a checkpoint's optimizer state is never read
     if not ckpt.get("vocab"):
         raise MtkitError(f"{model_path} holds no SentencePiece vocabulary; an exported model needs one.")
     model = typing.cast(Transformer, checkpoint.build_from(ckpt).float().eval())

@@ -32,7 +32,7 @@ def export(
 
     from mtkit.export import export as run_export
 
-    setup_logging(logging.INFO)
+    setup_logging(logging.WARNING)  # the one line below says what was written
     config = build(ExportConfig(), given)
     out = run_export(model, output, config)
     err.print(f"mtkit: wrote {escape(str(out))} ({config.format}, {config.quantization}).")
