@@ -113,7 +113,8 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
     start = time.perf_counter()
     hypotheses = translate(job["lines"])
     seconds = time.perf_counter() - start
-    return [sp.decode(h) for h in hypotheses], sum(map(len, hypotheses)), seconds
+    outputs = [sp.decode(h) for h in hypotheses]
+    return outputs, sum(map(len, sp.encode(outputs))), seconds  # tokens counted as for mtkit: the text re-encoded
 
 
 def child(system: str, job_path: str, out_path: str) -> None:
