@@ -1,105 +1,247 @@
-"""Decoding speed: sentences/s and target tokens/s for beam search on the Multi30k test set, and peak RSS.
+"""Decoding speed side by side: mtkit fp32, mtkit int8 and the same weights exported to CTranslate2 fp32/int8.
 
-    python bench/translate_speed.py --model runs/small/averaged.pt        # the meaningful figure
-    python bench/translate_speed.py --limit 100                           # a quick check, random model
+    python bench/translate_speed.py --model /work/models/m30k/model.pt          # Multi30k test_2016_flickr
+    python bench/translate_speed.py --model runs/small/averaged.pt --limit 200  # a quick check
 
-Without --model a randomly initialised model (preset --preset) with a SentencePiece model
-trained here on Multi30k is used; its output is noise, so output lengths are capped at the
-source length (--max-len-b 0) to keep the work per sentence close to a real translation's.
-The last line printed is one JSON object with the figures.
+Every system translates the same sentences in a child process of its own (one after the
+other, never at once), so that each peak RSS is its own: the child reads VmHWM from
+/proc/self/status (`ru_maxrss` of a child would include what the parent had when it forked).
+The mtkit children import torch, the CTranslate2 children do not. Each child translates the
+first 8 sentences once before the clock starts.
+
+Settings, the same for every system: beam 4, fairseq's length normalisation score / |Y|^0.6
+(mtkit `--lenpen fairseq --alpha 0.6`; CTranslate2 `length_penalty=0.6`, where |Y| counts the
+end token too: the tests hold the scores equal), longest output = source tokens + 50
+(CTranslate2 takes one limit for all: the longest source + 50), an empty output allowed
+(CTranslate2 `min_decoding_length=0`; its default 1 renormalises the first step), batches of about
+--batch-tokens source tokens (CTranslate2: batch_type="tokens"), --threads intra-op threads.
+Stopping differs and is each engine's default: mtkit stops a sentence when no live hypothesis
+can beat the best finished one (exact), CTranslate2 once `beam` hypotheses have finished
+(patience 1). mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained
+model gives them next to no probability; its `suppress_sequences` would renormalise the scores).
+
+mtkit int8 runs only where `mtkit translate --precision int8` exists; elsewhere the row is
+skipped with a note. The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
+sentences/s over CTranslate2 fp32's (and mtkit int8 over CTranslate2 int8's). The last line
+printed is one JSON object with every figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import io
-import itertools
 import json
+import os
 import platform
-import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mtkit.config import DecodeConfig  # noqa: E402
-from mtkit.data.vocab import Vocab  # noqa: E402
-from mtkit.decode.translator import Translator  # noqa: E402
-from mtkit.model import build_model  # noqa: E402
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k-en-de"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "multi30k-en-de"
+SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8")
+WARMUP = 8
 
 
-def read(name: str, limit: int | None = None) -> list[str]:
-    with gzip.open(DATA / name, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in itertools.islice(f, limit)]
+def read_lines(path: str, limit: int | None) -> list[str]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        lines = [line.rstrip("\n") for line in f]
+    return lines[:limit] if limit else lines
 
 
-def random_translator(preset: str, vocab_size: int, device: str) -> Translator:
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+def peak_rss_mib() -> float:
+    """This process's own high-water mark of resident memory (VmHWM), in MiB."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# --------------------------------------------------------------------------- children
+def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float]:
+    """(outputs, target tokens, seconds) of mtkit's Translator."""
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from mtkit.config import DecodeConfig
+    from mtkit.decode.translator import Translator
+
+    torch.set_num_threads(job["threads"])
+    translator = Translator.load(job["model"], device="cpu", precision=precision)
+    config = DecodeConfig(beam=job["beam"], alpha=job["alpha"], lenpen="fairseq", max_len_a=1.0,
+                          max_len_b=job["max_len_b"])
+    lines = job["lines"]
+    list(translator.translate_stream(lines[:WARMUP], config, job["batch_tokens"]))
+    start = time.perf_counter()
+    outputs = [t.text for t in translator.translate_stream(lines, config, job["batch_tokens"])]
+    seconds = time.perf_counter() - start
+    tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
+    return outputs, tokens, seconds
+
+
+def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, float]:
+    """(outputs, target tokens, seconds) of ctranslate2.Translator on the exported directory."""
+    import ctranslate2
     import sentencepiece as spm
 
-    model = io.BytesIO()
-    lines = read("train.en.gz", 10_000) + read("train.de.gz", 10_000)
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size,
-                                   model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-                                   character_coverage=1.0, minloglevel=2)
-    vocab = Vocab.from_bytes(model.getvalue())
-    torch.manual_seed(1)
-    return Translator(build_model(preset, len(vocab)), vocab, device)
+    sp = spm.SentencePieceProcessor(model_file=str(Path(job["ct2_dir"]) / "spm.model"))
+    translator = ctranslate2.Translator(job["ct2_dir"], device="cpu", compute_type=compute_type,
+                                        intra_threads=job["threads"], inter_threads=1)
+
+    def translate(lines: list[str]) -> list[list[str]]:
+        pieces = sp.encode(lines, out_type=str)
+        limit = max(map(len, pieces), default=0) + 1 + job["max_len_b"]  # + 1: CTranslate2 counts EOS
+        results = translator.translate_batch(pieces, max_batch_size=job["batch_tokens"], batch_type="tokens",
+                                             beam_size=job["beam"], length_penalty=job["alpha"],
+                                             max_decoding_length=limit, min_decoding_length=0)
+        return [r.hypotheses[0] for r in results]
+
+    translate(job["lines"][:WARMUP])
+    start = time.perf_counter()
+    hypotheses = translate(job["lines"])
+    seconds = time.perf_counter() - start
+    outputs = [sp.decode(h) for h in hypotheses]
+    return outputs, sum(map(len, sp.encode(outputs))), seconds  # tokens counted as for mtkit: the text re-encoded
+
+
+def child(system: str, job_path: str, out_path: str) -> None:
+    job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+    if system.startswith("mtkit"):
+        outputs, tokens, seconds = run_mtkit(job, system.split("-")[1])
+    else:
+        outputs, tokens, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
+    result = {"outputs": outputs, "tgt_tokens": tokens, "seconds": seconds, "peak_rss_mib": peak_rss_mib()}
+    Path(out_path).write_text(json.dumps(result), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- parent
+def available(system: str) -> str | None:
+    """None when `system` can run here, else the note that says why not."""
+    if system == "mtkit-int8":
+        sys.path.insert(0, str(ROOT))
+        from mtkit.config import PRECISION_CHOICES
+
+        if "int8" not in PRECISION_CHOICES:
+            return "skipped: this mtkit has no --precision int8"
+    if system.startswith("ct2"):
+        try:
+            import ctranslate2  # noqa: F401
+        except ImportError:
+            return "skipped: ctranslate2 is not installed (pip install 'mtkit[ct2]')"
+    return None
+
+
+def export_model(model: str, directory: Path) -> str:
+    """The model exported once in fp32; CTranslate2 quantizes to int8 on load (compute_type)."""
+    sys.path.insert(0, str(ROOT))
+    from mtkit.export import export
+
+    return str(export(model, directory / "ct2"))
+
+
+def run_child(system: str, job_path: Path, tmp: Path) -> dict[str, Any]:
+    out_path = tmp / f"{system}.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    subprocess.run([sys.executable, __file__, "--child", system, "--job", str(job_path), "--out", str(out_path)],
+                   check=True, env=env)
+    return json.loads(out_path.read_text(encoding="utf-8"))
+
+
+def bleu(outputs: list[str], refs: list[str] | None) -> float | None:
+    if refs is None:
+        return None
+    import sacrebleu
+
+    return round(sacrebleu.corpus_bleu(outputs, [refs]).score, 2)
+
+
+def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) -> dict[str, Any]:
+    return {"system": system, "seconds": round(r["seconds"], 3), "sentences_per_s": round(n / r["seconds"], 2),
+            "tgt_tokens_per_s": round(r["tgt_tokens"] / r["seconds"], 1), "tgt_tokens": r["tgt_tokens"],
+            "peak_rss_mib": round(r["peak_rss_mib"], 1), "bleu": bleu(r["outputs"], refs)}
+
+
+def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
+    anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
+    for system, anchor in anchors.items():
+        if system in rows and anchor in rows:
+            rows[system][f"vs_{anchor}"] = round(rows[system]["sentences_per_s"] / rows[anchor]["sentences_per_s"], 3)
+
+
+def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
+    print(f"{'system':<11} {'sent/s':>8} {'tok/s':>9} {'peak RSS MiB':>13} {'BLEU':>6}  ratio")
+    for system, row in rows.items():
+        ratios = ", ".join(f"{v:.2f}x {k[3:]}" for k, v in row.items() if k.startswith("vs_"))
+        print(f"{system:<11} {row['sentences_per_s']:>8.2f} {row['tgt_tokens_per_s']:>9.1f} "
+              f"{row['peak_rss_mib']:>13.0f} {row['bleu'] if row['bleu'] is not None else '-':>6}  {ratios}")
+    for system, note in notes.items():
+        print(f"{system:<11} {note}")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="a trained mtkit model or checkpoint (required)")
+    parser.add_argument("--input", default=str(DATA / "test_2016_flickr.en.gz"), help="source text (.gz is fine)")
+    parser.add_argument("--ref", default=str(DATA / "test_2016_flickr.de.gz"),
+                        help="reference translations for BLEU ('' for none)")
+    parser.add_argument("--limit", type=int, default=None, help="translate only the first N lines")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of: {', '.join(SYSTEMS)}")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.6, help="fairseq length normalisation exponent")
+    parser.add_argument("--max-len-b", type=int, default=50, help="longest output = source tokens + this")
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--job", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if not args.child and not args.model:
+        parser.error("--model is required: the figures mean something only for a trained model")
+    return args
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", help="a trained mtkit model or checkpoint (default: a random --preset model)")
-    parser.add_argument("--preset", default="small", help="architecture of the random model (default: small)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece size for the random model")
-    parser.add_argument("--input", default=str(DATA / "test_2016_flickr.en.gz"), help="source text (.gz is fine)")
-    parser.add_argument("--limit", type=int, default=None, help="translate only the first N lines")
-    parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--max-len-b", type=int, default=None,
-                        help="default: 50 (the paper) with --model, 0 (source length) for a random model")
-    parser.add_argument("--batch-tokens", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", default="fp32")
-    args = parser.parse_args()
-
-    torch.set_num_threads(args.threads)
-    if args.model:
-        translator = Translator.load(args.model, device=args.device, precision=args.precision)
-    else:
-        print("!" * 78 + "\n!! NO --model: a RANDOM model translates; its output is noise, lengths are capped at\n"
-              "!! the source length. Only --model with a trained model gives the figure that counts.\n" + "!" * 78,
-              file=sys.stderr)
-        translator = random_translator(args.preset, args.vocab_size, args.device)
-    max_len_b = args.max_len_b if args.max_len_b is not None else (50 if args.model else 0)
-    config = DecodeConfig(beam=args.beam, max_len_b=max_len_b)
-    path = Path(args.input)
-    lines = read(path.name, args.limit) if path.parent == DATA else (
-        [line.rstrip("\n") for line in itertools.islice(path.open(encoding="utf-8"), args.limit)])
-
-    translator.translate(lines[:8], beam=args.beam, max_len_b=max_len_b)  # warm-up: allocator, kernels
-    start = time.perf_counter()
-    outputs = [t.text for t in translator.translate_stream(lines, config, args.batch_tokens)]
-    seconds = time.perf_counter() - start
-    tgt_tokens = sum(len(ids) for ids in translator.vocab.encode_batch(outputs))
-    src_tokens = sum(len(ids) for ids in translator.vocab.encode_batch(lines))
-    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result = {
-        "bench": "translate_speed", "model": args.model or f"random {args.preset}", "device": args.device,
-        "precision": args.precision, "threads": args.threads, "beam": args.beam, "max_len_b": max_len_b,
-        "batch_tokens": args.batch_tokens, "sentences": len(lines), "src_tokens": src_tokens,
-        "tgt_tokens": tgt_tokens, "seconds": round(seconds, 3),
-        "sentences_per_s": round(len(lines) / seconds, 2), "tgt_tokens_per_s": round(tgt_tokens / seconds, 1),
-        "peak_rss_mib": round(peak_rss_mib, 1), "torch": torch.__version__, "cpu": platform.processor() or "",
-    }
-    print(f"{len(lines)} sentences in {seconds:.2f} s: {result['sentences_per_s']} sentences/s, "
-          f"{result['tgt_tokens_per_s']} target tokens/s, peak RSS {peak_rss_mib:.0f} MiB")
-    print(json.dumps(result))
+    args = parse_args()
+    if args.child:
+        child(args.child, args.job, args.out)
+        return
+    lines = read_lines(args.input, args.limit)
+    refs = read_lines(args.ref, args.limit) if args.ref else None
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    notes = {s: note for s in systems if (note := available(s))}
+    rows: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="translate-speed-") as name:
+        tmp = Path(name)
+        job = {"model": args.model, "lines": lines, "beam": args.beam, "alpha": args.alpha,
+               "max_len_b": args.max_len_b, "batch_tokens": args.batch_tokens, "threads": args.threads,
+               "ct2_dir": export_model(args.model, tmp) if any(s.startswith("ct2") and s not in notes
+                                                                 for s in systems) else None}
+        job_path = tmp / "job.json"
+        job_path.write_text(json.dumps(job), encoding="utf-8")
+        for system in (s for s in systems if s not in notes):
+            rows[system] = summarise(system, run_child(system, job_path, tmp), len(lines), refs)
+            print(f"{system}: {rows[system]['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
+    add_ratios(rows)
+    print_table(rows, notes)
+    print(json.dumps({"bench": "translate_speed", "model": args.model, "input": args.input, "sentences": len(lines),
+                      "beam": args.beam, "lenpen": f"fairseq alpha {args.alpha}", "max_len_b": args.max_len_b,
+                      "batch_tokens": args.batch_tokens, "threads": args.threads, "rows": list(rows.values()),
+                      "notes": notes, "cpu": cpu_name(), "cpus": os.cpu_count(),
+                      "load_average_1min": round(os.getloadavg()[0], 2),
+                      "python": platform.python_version()}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,229 @@
+"""`mtkit export`: an mtkit model as a CTranslate2 model directory (the CPU engine people deploy with).
+
+The model is declared with CTranslate2's own `TransformerSpec` (its converters for fairseq and
+OpenNMT-py do the same), so CTranslate2 checks that every weight is set and does the
+quantization itself. What has to be right for CTranslate2 to compute what mtkit computes:
+
+- Positions: mtkit's sinusoidal table interleaves sin and cos (PE(pos, 2i) = sin, 2i+1 = cos,
+  section 3.5); CTranslate2's built-in table puts all sines first (it differs by up to 2.0),
+  so mtkit's own table is written into the model, row p for position p from 0.
+- Self-attention's fused Q, K, V rows and cross-attention's fused K, V rows are already in
+  CTranslate2's fused layout (query, key, value stacked along the output dimension).
+- Post-norm (pre-norm gets the final LayerNorms), ReLU, embeddings times sqrt(d_model), tied
+  output projection, LayerNorm epsilon 1e-5 (PyTorch's; CTranslate2's default differs).
+- Tokens: the vocabulary is the SentencePiece model's pieces in id order, so a CTranslate2
+  token index is mtkit's id; the source gets EOS appended and the decoder starts from BOS.
+  The SentencePiece model is copied beside the weights as `spm.model` to tokenize with.
+
+The directory appears whole or not at all: it is written in a temporary directory beside
+it and renamed. An existing non-empty directory is replaced only if mtkit wrote it
+(`mtkit-export.json` says so); anything else is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mtkit import __version__, checkpoint
+from mtkit.config import BOS, EOS, UNK, option
+from mtkit.data.vocab import Vocab
+from mtkit.errors import MtkitError
+from mtkit.files import work_dir
+from mtkit.model.transformer import MultiHeadAttention, Transformer
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("ctranslate2",)
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
+RECORD = "mtkit-export.json"  # the mark of a directory mtkit wrote (and may replace)
+SPM_NAME = "spm.model"
+MISSING_EXTRA = "exporting to CTranslate2 needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """What `mtkit export` writes: the target format and how the weights are stored."""
+
+    format: str = option("ctranslate2", "Target format.", FORMATS)
+    quantization: str = option("float32", "Weight type in the exported model (CTranslate2 converts on load "
+                               "if a device cannot run it).", QUANTIZATIONS)
+
+
+def import_ctranslate2() -> Any:
+    """The optional `ct2` extra, or one sentence that says how to install it."""
+    try:
+        import ctranslate2  # type: ignore[import-untyped]
+        import ctranslate2.specs  # type: ignore[import-untyped]
+    except ImportError:
+        raise MtkitError(MISSING_EXTRA) from None
+    return ctranslate2
+
+
+def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: ExportConfig = ExportConfig()) -> Path:
+    """Write `model_path` (an mtkit model or checkpoint) to `out_dir` in `config.format`; returns the directory."""
+    out = Path(out_dir)
+    check_target(out)
+    import_ctranslate2()
+    ckpt = checkpoint.load(model_path, mmap=True)  # a checkpoint's optimizer state is never read
+    if not ckpt.get("vocab"):
+        raise MtkitError(f"{model_path} holds no SentencePiece vocabulary; an exported model needs one.")
+    model = typing.cast(Transformer, checkpoint.build_from(ckpt).float().eval())
+    vocab = Vocab.from_bytes(ckpt["vocab"])
+    spec = ctranslate2_spec(model, vocab)
+    record = {"format": config.format, "quantization": config.quantization, "source": str(model_path),
+              "step": int(ckpt.get("step", 0)), "mtkit": __version__}
+    del ckpt
+    write_directory(spec, vocab, record, out)
+    logger.info("wrote %s (CTranslate2, %s)", out, config.quantization)
+    return out
+
+
+# --------------------------------------------------------------------------- the spec
+def ctranslate2_spec(model: Transformer, vocab: Vocab) -> Any:
+    """A CTranslate2 TransformerSpec holding `model`'s weights and `vocab`'s pieces (not yet quantized)."""
+    from ctranslate2.specs import transformer_spec  # type: ignore[import-untyped]
+
+    cfg = model.cfg
+    spec = transformer_spec.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.heads,
+                                                        pre_norm=cfg.pre_norm)
+    set_encoder(spec.encoder, model)
+    set_decoder(spec.decoder, model)
+    spec.register_source_vocabulary(pieces(vocab, cfg.vocab_size))
+    spec.register_target_vocabulary(pieces(vocab, cfg.target_vocab_size))
+    set_tokens(spec.config, vocab)
+    spec.config.layer_norm_epsilon = typing.cast(Any, model.encoder[0]).res_attn.norm.eps
+    return spec
+
+
+def pieces(vocab: Vocab, size: int) -> list[str]:
+    """The SentencePiece pieces in id order; embedding rows beyond them get unique placeholder names."""
+    tokens = [vocab.sp.id_to_piece(i) for i in range(len(vocab))]
+    return tokens + [f"<mtkit_unused_{i}>" for i in range(len(tokens), size)]
+
+
+def set_tokens(config: Any, vocab: Vocab) -> None:
+    """mtkit's convention: the source is ids + [EOS], the decoder's first input is BOS."""
+    config.unk_token = vocab.sp.id_to_piece(UNK)
+    config.bos_token = vocab.sp.id_to_piece(BOS)
+    config.eos_token = vocab.sp.id_to_piece(EOS)
+    config.decoder_start_token = config.bos_token
+    config.add_source_bos = False
+    config.add_source_eos = True
+
+
+def _array(t: torch.Tensor) -> Any:
+    return t.detach().float().cpu().numpy().copy()
+
+
+def set_linear(spec: Any, layer: Any) -> None:
+    spec.weight = _array(layer.weight)
+    if layer.bias is not None:
+        spec.bias = _array(layer.bias)
+
+
+def set_layer_norm(spec: Any, norm: Any) -> None:
+    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+
+
+def set_attention(spec: Any, attn: MultiHeadAttention, norm: Any) -> None:
+    """Self-attention: [fused QKV, W^O]; cross-attention: [W^Q, fused KV, W^O] (CTranslate2's order)."""
+    if attn.self_attention:
+        set_linear(spec.linear[0], attn.qkv_proj)
+    else:
+        set_linear(spec.linear[0], attn.q_proj)
+        set_linear(spec.linear[1], attn.kv_proj)
+    set_linear(spec.linear[-1], attn.out_proj)
+    set_layer_norm(spec.layer_norm, norm)
+
+
+def set_ffn(spec: Any, layer: Any) -> None:
+    set_linear(spec.linear_0, layer.ffn.w_1)
+    set_linear(spec.linear_1, layer.ffn.w_2)
+    set_layer_norm(spec.layer_norm, layer.res_ffn.norm)
+
+
+def set_embeddings(stack: Any, embedding_spec: Any, model: Transformer, table: Any) -> None:
+    embedding_spec.weight = _array(table.weight)
+    stack.scale_embeddings = True  # times sqrt(d_model), section 3.4
+    stack.position_encodings.encodings = _array(model.src_embed.positions(model.cfg.max_positions))  # interleaved
+
+
+def set_encoder(spec: Any, model: Transformer) -> None:
+    set_embeddings(spec, spec.embeddings[0], model, model.src_embed.table)
+    layer: Any
+    for layer_spec, layer in zip(spec.layer, model.encoder):
+        set_attention(layer_spec.self_attention, layer.self_attn, layer.res_attn.norm)
+        set_ffn(layer_spec.ffn, layer)
+    if model.cfg.pre_norm:
+        set_layer_norm(spec.layer_norm, model.encoder_norm)
+
+
+def set_decoder(spec: Any, model: Transformer) -> None:
+    set_embeddings(spec, spec.embeddings, model, model.tgt_embed.table)
+    projection: Any = model.output_proj if model.output_proj is not None else model.tgt_embed.table
+    spec.projection.weight = _array(projection.weight)
+    layer: Any
+    for layer_spec, layer in zip(spec.layer, model.decoder):
+        set_attention(layer_spec.self_attention, layer.self_attn, layer.res_self.norm)
+        set_attention(layer_spec.attention, layer.cross_attn, layer.res_cross.norm)
+        set_ffn(layer_spec.ffn, layer)
+    if model.cfg.pre_norm:
+        set_layer_norm(spec.layer_norm, model.decoder_norm)
+
+
+# --------------------------------------------------------------------------- the directory
+def check_target(out: Path) -> None:
+    """Refuse, before any work, a path that is a file or a non-empty directory mtkit did not write."""
+    if out.exists() and not out.is_dir():
+        raise MtkitError(f"{out} exists and is not a directory; choose another --output.")
+    if out.is_dir() and any(out.iterdir()) and not (out / RECORD).is_file():
+        raise MtkitError(f"{out} is a non-empty directory that `mtkit export` did not write (no {RECORD}); "
+                         f"move it away or choose another --output.")
+
+
+def write_directory(spec: Any, vocab: Vocab, record: dict[str, Any], out: Path) -> None:
+    """Validate, quantize and save `spec` in a temporary directory beside `out`, then rename it to `out`."""
+    try:
+        spec.validate()
+        spec.optimize(quantization=record["quantization"])
+    except ValueError as exc:  # CTranslate2 lists every unset or unsupported weight in one message
+        raise MtkitError(f"CTranslate2 refused the model: {' '.join(str(exc).split())}") from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with work_dir(out.parent, f".{out.name}.export-") as tmp:
+        spec.save(str(tmp))
+        (tmp / SPM_NAME).write_bytes(vocab.proto)
+        record["files"] = sorted(p.name for p in tmp.iterdir()) + [RECORD]
+        (tmp / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would hide the model from other users
+        replace_directory(tmp, out)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def replace_directory(new: Path, out: Path) -> None:
+    """Put directory `new` at `out`. A directory cannot be renamed over a non-empty one, so an old
+    export is first renamed aside and removed after; a crash in between leaves the old one aside, whole."""
+    if not out.exists():
+        os.replace(new, out)
+        return
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except OSError:
+        os.replace(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
