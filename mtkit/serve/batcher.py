@@ -13,9 +13,9 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translation

@@ -13,9 +13,10 @@ import importlib
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translation, Translator
@@ -117,7 +118,7 @@ class Service:
         def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
             return list(translator.translate_stream(lines, config, s.max_tokens))
 
-        def count_tokens(lines: list[str]) -> int:
+        def count_tokens(lines: Sequence[str]) -> int:
             return sum(len(ids) + 1 for ids in translator.vocab.encode_batch(lines))  # + EOS, as decoded
 
         self.batcher = Batcher(decode_hook(decode), count_tokens, max_tokens=s.max_tokens,
