@@ -7,9 +7,11 @@ A real server is started (`python -m mtkit serve --port 0`); for each client cou
 clients each send --requests requests of --lines sentences one after another (a fixed amount
 of work: the run stops by itself) and every answer is checked. Reported per client count:
 sentences/s, latency p50/p95/p99, errors by status, lost requests (sent but never answered,
-or answered with the wrong number of lines), and answers that differ from the batch's
-translation. The baseline is `mtkit translate` on the same sentences, timed in-process
-(model load excluded) with the same --max-tokens. The last line printed is one JSON object.
+or answered with the wrong number of lines), answers that differ from the batch's
+translation, and how many sentences the server decoded together on average. The baseline is
+`mtkit translate` on the same sentences, timed in-process (model load excluded) with the same
+--max-tokens: all at once, and (unless --no-chunks) CLIENTS x LINES sentences at a time, the
+largest batch those clients can form. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -106,9 +108,12 @@ async def load(url: str, clients: int, args: argparse.Namespace, lines: list[str
     work = [[[next(order) for _ in range(args.lines)] for _ in range(args.requests)] for _ in range(clients)]
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as http:
+        before = (await http.get(url + "/health")).json()["decoded"]
         start = time.perf_counter()
         await asyncio.gather(*(client(http, url, w, lines, reference, out) for w in work))
         wall = time.perf_counter() - start
+        after = (await http.get(url + "/health")).json()["decoded"]
+    batches = after["batches"] - before["batches"]
     sent = clients * args.requests
     lat = out["latency"]
     return {"clients": clients, "requests": sent, "answered": out["answered"], "sentences": out["sentences"],
@@ -117,11 +122,17 @@ async def load(url: str, clients: int, args: argparse.Namespace, lines: list[str
             "p95_ms": round(1000 * percentile(lat, 95), 1) if lat else None,
             "p99_ms": round(1000 * percentile(lat, 99), 1) if lat else None,
             "errors": dict(out["errors"]), "lost": sent - out["answered"] - sum(out["errors"].values()) + out["lost"],
-            "differ_from_batch": out["differ"]}
+            "differ_from_batch": out["differ"], "server_batches": batches,
+            "sentences_per_batch": round((after["sentences"] - before["sentences"]) / max(batches, 1), 2)}
 
 
-def batch_baseline(args: argparse.Namespace, lines: list[str]) -> tuple[list[str], dict[str, Any]]:
-    """`mtkit translate`'s code path on the same sentences as one input: translations and sentences/s."""
+def batch_baseline(args: argparse.Namespace, lines: list[str],
+                   chunks: list[int]) -> tuple[list[str], dict[str, Any]]:
+    """`mtkit translate`'s code path on the same sentences: all as one input, then `chunk` sentences at a time.
+
+    A server with N clients of one sentence each decodes at most N sentences together, so
+    "N at a time" is the best it can do; "all" is what one offline run of `mtkit translate` does.
+    """
     import torch
 
     from mtkit.config import DecodeConfig
@@ -131,10 +142,18 @@ def batch_baseline(args: argparse.Namespace, lines: list[str]) -> tuple[list[str
         torch.set_num_threads(args.threads)
     translator = Translator.load(args.model, device="cpu")
     config = DecodeConfig(beam=args.beam, max_len_b=args.max_len_b)
-    start = time.perf_counter()
-    out = [t.text for t in translator.translate_stream(lines, config, args.max_tokens)]
-    wall = time.perf_counter() - start
-    return out, {"sentences": len(lines), "wall_s": round(wall, 3), "sentences_per_s": round(len(lines) / wall, 2)}
+    figures: dict[str, Any] = {}
+    out: list[str] = []
+    for chunk in [len(lines), *chunks]:
+        start = time.perf_counter()
+        out = [t.text for i in range(0, len(lines), chunk)
+               for t in translator.translate_stream(lines[i:i + chunk], config, args.max_tokens)]
+        wall = time.perf_counter() - start
+        name = "all" if chunk == len(lines) else f"{chunk}_at_a_time"
+        figures[name] = {"sentences": len(lines), "wall_s": round(wall, 3),
+                         "sentences_per_s": round(len(lines) / wall, 2)}
+        print(f"batch (mtkit translate, in-process), {name}: {figures[name]}", flush=True)
+    return out, figures
 
 
 def main() -> None:
@@ -150,13 +169,13 @@ def main() -> None:
     parser.add_argument("--batch-wait-ms", type=float, default=5.0)
     parser.add_argument("--queue-size", type=int, default=256, help="above the largest client count: no 503s")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: PyTorch's default)")
+    parser.add_argument("--no-chunks", action="store_true", help="time the batch baseline on all sentences only")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one request may take")
     args = parser.parse_args()
 
     counts = [int(c) for c in args.clients.split(",")]
     lines = read(args.input, max(counts) * args.requests * args.lines)
-    reference, baseline = batch_baseline(args, lines)
-    print(f"batch (mtkit translate, in-process): {baseline}", flush=True)
+    reference, baseline = batch_baseline(args, lines, [] if args.no_chunks else [c * args.lines for c in counts])
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_server(args, Path(tmp) / "serve.log")
         try:

@@ -92,7 +92,7 @@ def create_app(service: Service, on_load_failure: Any = None) -> FastAPI:
     async def health() -> JSONResponse:
         if service.batcher is not None:
             return JSONResponse({"status": "ready", "model": service.settings.name,
-                                 "queued": service.batcher.queued})
+                                 "queued": service.batcher.queued, "decoded": dict(service.batcher.done)})
         return JSONResponse({"status": "loading", "model": service.settings.name}, status_code=503)
 
     @app.get("/info")

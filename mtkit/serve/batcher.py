@@ -55,6 +55,7 @@ class Batcher:
         self._queue: collections.deque[Job] = collections.deque()
         self._cond = threading.Condition()
         self._closed = False
+        self.done = {"batches": 0, "requests": 0, "sentences": 0}  # decoded so far (for /health and benchmarks)
         self._thread = threading.Thread(target=self._work, name="mtkit-serve-decoder", daemon=True)
         self._thread.start()
 
@@ -128,6 +129,9 @@ class Batcher:
             for job in batch:
                 job.future.set_exception(exc)
             return
+        self.done["batches"] += 1
+        self.done["requests"] += len(batch)
+        self.done["sentences"] += len(lines)
         start = 0
         for job in batch:
             job.future.set_result(translations[start:start + len(job.lines)])
