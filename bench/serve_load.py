@@ -95,6 +95,10 @@ async def client(http: httpx.AsyncClient, url: str, work: list[list[int]], lines
         out["differ"] += sum(g != reference[i] for g, i in zip(got, picked))
 
 
+def log_tail(path: Path, n: int = 20) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
+
+
 def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
@@ -183,6 +187,8 @@ def main() -> None:
             for clients in counts:
                 runs.append(asyncio.run(load(url, clients, args, lines, reference)))
                 print(f"serve, {clients} clients: {runs[-1]}", flush=True)
+                if runs[-1]["errors"]:
+                    print("server log (last lines):\n" + "\n".join(log_tail(Path(tmp) / "serve.log")), flush=True)
         finally:
             proc.send_signal(signal.SIGTERM)
             exit_code = proc.wait(timeout=300)

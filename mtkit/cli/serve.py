@@ -47,19 +47,19 @@ def serve(
     Example: mtkit serve -m runs/small/averaged.pt --port 5000
     """
     import logging
-    from pathlib import Path
 
     _require_extra()
     import torch
 
+    from mtkit.decode.translator import resolve_dtype
+    from mtkit.device import pick_device
     from mtkit.serve.payload import Limits
     from mtkit.serve.server import serve as run_server
-    from mtkit.serve.service import ServeSettings
+    from mtkit.serve.service import ServeSettings, check_models
 
     setup_logging(logging.INFO)
-    missing = [m for m in model if not Path(m).is_file()]
-    if missing:
-        raise MtkitError(f"model file {missing[0]} does not exist.")
+    check_models(tuple(model))
+    resolve_dtype(precision, pick_device(device))  # a bad --device or --precision is said before serving
     if threads:
         torch.set_num_threads(threads)
     settings = ServeSettings(models=tuple(model), decode=build(DecodeConfig(), given),

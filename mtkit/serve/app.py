@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -55,7 +55,7 @@ def opennmt_answer(sources: list[str], translations: list[Translation], nbest: i
              for src, t in zip(sources, translations) for text, score in t.hypotheses]]
 
 
-def create_app(service: Service, on_load_failure: Any = None) -> FastAPI:
+def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> FastAPI:
     """The FastAPI app; loading starts with the server, and shutdown drains the queue."""
 
     @contextlib.asynccontextmanager

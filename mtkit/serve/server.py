@@ -19,6 +19,11 @@ from mtkit.serve.service import ServeSettings, Service
 
 logger = logging.getLogger(__name__)
 
+# uvicorn closes an idle keep-alive connection after 5 s by default, the very time after which
+# httpx (and others) stop reusing one: a request sent on it as the server closes it fails with a
+# read error. Keeping connections longer than clients do leaves that race to the client's side.
+KEEP_ALIVE_S = 65
+
 
 def bind(host: str, port: int) -> socket.socket:
     """A TCP socket bound to (host, port), or one sentence on why it cannot be."""
@@ -53,7 +58,7 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
 
     app = create_app(service, on_load_failure=stop)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                           timeout_graceful_shutdown=None))
+                                           timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=None))
     where = f"[{host}]" if ":" in host else host
     logger.info("listening on http://%s:%d (loading %s)", where, port, settings.name)
     previous = signal.signal(signal.SIGTERM, _terminated)

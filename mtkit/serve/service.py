@@ -50,10 +50,18 @@ class ServeSettings:
         return "+".join(Path(m).name for m in self.models)
 
 
-def load_translator(models: tuple[str, ...], device: str, precision: str) -> Translator:
-    """One Translator for the `-m` files given; an ensemble of several is not served yet."""
+def check_models(models: tuple[str, ...]) -> None:
+    """Said before the server starts: the files exist, and (for now) there is one."""
+    missing = [m for m in models if not Path(m).is_file()]
+    if missing:
+        raise MtkitError(f"model file {missing[0]} does not exist.")
     if len(models) != 1:
         raise MtkitError(f"mtkit serve takes one model for now; got {len(models)} (-m given more than once).")
+
+
+def load_translator(models: tuple[str, ...], device: str, precision: str) -> Translator:
+    """One Translator for the `-m` files given; an ensemble of several is not served yet."""
+    check_models(models)
     return Translator.load(models[0], device=device, precision=precision)
 
 

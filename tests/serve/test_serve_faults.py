@@ -105,9 +105,11 @@ def test_missing_extra_is_one_sentence(cli_model, tmp_path):
     assert "pip install 'mtkit[serve]'" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_missing_model_and_busy_port_are_one_sentence(cli_model, tmp_path):
+def test_missing_model_two_models_and_busy_port_are_one_sentence(cli_model, tmp_path):
     result = run_cli("serve", "-m", tmp_path / "none.pt")
     assert result.returncode == 1 and "does not exist" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("serve", "-m", cli_model, "-m", cli_model)
+    assert result.returncode == 1 and "one model for now" in result.stderr and "Traceback" not in result.stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
