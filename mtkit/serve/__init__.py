@@ -6,5 +6,5 @@
     app.py       the FastAPI endpoints
     server.py    uvicorn on a socket bound here; exit 0 after SIGTERM
 
-Only batcher.py and payload.py import without FastAPI and uvicorn installed.
+Only app.py and server.py need FastAPI and uvicorn; the rest imports without the extra.
 """
