@@ -1,0 +1,69 @@
+"""`mtkit serve`: the model behind an HTTP endpoint (FastAPI + uvicorn, the optional `serve` extra)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import typer
+
+from mtkit.cli.app import app, setup_logging
+from mtkit.cli.options import build, config_options, device_option
+from mtkit.config import DEFAULT_BATCH_TOKENS, PRECISION_CHOICES, DecodeConfig
+from mtkit.errors import MtkitError
+
+
+def _require_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise MtkitError(f"mtkit serve needs the serve extra ({exc.name} is missing): "
+                         "pip install 'mtkit[serve]'.") from None
+
+
+@app.command()
+@config_options(DecodeConfig)
+def serve(
+    model: list[str] = typer.Option(..., "--model", "-m", show_default=False, metavar="FILE",
+                                    help="An mtkit model or checkpoint file (e.g. averaged.pt)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on; 0.0.0.0 opens the server to the network."),
+    port: int = typer.Option(5000, min=0, max=65535, help="TCP port; 0 picks a free one (said in the log)."),
+    max_tokens: int = typer.Option(DEFAULT_BATCH_TOKENS, "--max-tokens", "--batch-tokens", min=1,
+                                   help="Source tokens decoded together at most (requests batched dynamically)."),
+    batch_wait_ms: float = typer.Option(5.0, min=0.0, help="How long a batch waits for more requests to join it."),
+    queue_size: int = typer.Option(64, min=1, help="Requests waiting at most; past it, 503 with Retry-After."),
+    max_lines: int = typer.Option(64, min=1, help="Sentences in one request at most (413 past it)."),
+    max_chars: int = typer.Option(16384, min=1, help="Characters in one request at most (413 past it)."),
+    max_beam: int = typer.Option(16, min=1, help="The largest beam a request may ask for."),
+    device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
+    precision: Literal[PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
+        "fp32", help="fp32, bf16, or fp16 (fp16 on CUDA only)."),
+    threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
+    *,
+    given: dict[str, Any],
+) -> None:
+    """Serve translations over HTTP: POST /translate, POST /translator/translate (OpenNMT-py), GET /health, /info.
+
+    Example: mtkit serve -m runs/small/averaged.pt --port 5000
+    """
+    import logging
+
+    _require_extra()
+    import torch
+
+    from mtkit.decode.translator import resolve_dtype
+    from mtkit.device import pick_device
+    from mtkit.serve.payload import Limits
+    from mtkit.serve.server import serve as run_server
+    from mtkit.serve.service import ServeSettings, check_models
+
+    setup_logging(logging.INFO)
+    check_models(tuple(model))
+    resolve_dtype(precision, pick_device(device))  # a bad --device or --precision is said before serving
+    if threads:
+        torch.set_num_threads(threads)
+    settings = ServeSettings(models=tuple(model), decode=build(DecodeConfig(), given),
+                             limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
+                             max_tokens=max_tokens, batch_wait_ms=batch_wait_ms, queue_size=queue_size,
+                             device=device, precision=precision)
+    run_server(settings, host, port)

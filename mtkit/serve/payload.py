@@ -1,0 +1,131 @@
+"""Request bodies checked by hand: every mistake gets one sentence and its own HTTP status.
+
+Written out rather than left to pydantic models so that a client sees one plain sentence
+("text must be a list of strings") instead of a list of validation records, and so that
+invalid UTF-8 and lone surrogates, which a JSON parser accepts, are refused before decoding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from mtkit.config import ConfigError, DecodeConfig
+
+# The decoding settings a request may choose for itself (the rest stay the server's).
+REQUEST_OPTIONS = ("beam", "alpha", "lenpen", "max_len_a", "max_len_b", "nbest")
+
+
+class RequestError(Exception):
+    """A bad request: the HTTP status and the one sentence that says what is wrong."""
+
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.retry_after = status, message, retry_after
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for; past them the answer is 413 (size) or 422 (beam)."""
+
+    max_lines: int = 64
+    max_chars: int = 16384
+    max_beam: int = 16
+
+    @property
+    def max_body_bytes(self) -> int:
+        """Generous room for JSON escapes (\\uXXXX is 6 bytes a character) and per-line overhead."""
+        return 6 * self.max_chars + 256 * self.max_lines + 4096
+
+
+def parse_json(body: bytes) -> Any:
+    """The request body as JSON, or 400 with why not."""
+    if not body.strip():
+        raise RequestError(400, "the request body is empty; send a JSON document.")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(400, f"the request body is not valid UTF-8 (byte {exc.start}).") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RequestError(400, f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} "
+                                f"column {exc.colno}.") from None
+
+
+def check_lines(lines: Any, name: str, limits: Limits) -> list[str]:
+    """A non-empty list of strings, each encodable as UTF-8, within the request limits."""
+    if not isinstance(lines, list) or not all(isinstance(s, str) for s in lines):
+        raise RequestError(422, f"{name} must be a list of strings.")
+    if not lines:
+        raise RequestError(422, f"{name} is an empty list; send at least one sentence.")
+    for i, line in enumerate(lines):
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestError(422, f"{name}[{i}] is not valid Unicode (a lone surrogate escape).") from None
+    if len(lines) > limits.max_lines:
+        raise RequestError(413, f"{len(lines)} sentences in one request; the limit is {limits.max_lines}.")
+    chars = sum(map(len, lines))
+    if chars > limits.max_chars:
+        raise RequestError(413, f"{chars} characters in one request; the limit is {limits.max_chars}.")
+    return lines
+
+
+def _type_ok(value: Any, kind: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def request_config(options: dict[str, Any], default: DecodeConfig, limits: Limits) -> DecodeConfig:
+    """The server's settings with the request's own choices laid over them, checked as the CLI checks them."""
+    hints = typing.get_type_hints(DecodeConfig)
+    for name, value in options.items():
+        if not _type_ok(value, hints[name]):
+            raise RequestError(422, f"{name} must be of type {hints[name].__name__}, got {json.dumps(value)}.")
+    if options.get("beam", 0) > max(limits.max_beam, default.beam):
+        raise RequestError(422, f"beam {options['beam']} is more than this server allows "
+                                f"({max(limits.max_beam, default.beam)}).")
+    try:
+        return dataclasses.replace(default, **options)
+    except ConfigError as exc:
+        raise RequestError(422, f"{exc.name} must be {exc.expected}, got {json.dumps(exc.value)}.") from None
+
+
+def parse_translate(data: Any, default: DecodeConfig, limits: Limits) -> tuple[list[str], DecodeConfig]:
+    """`{"text": [...], "beam": 4, ...}`: the lines and the decoding settings for them."""
+    if not isinstance(data, dict):
+        raise RequestError(422, 'the request must be a JSON object like {"text": ["A sentence."]}.')
+    unknown = sorted(set(data) - {"text", *REQUEST_OPTIONS})
+    if unknown:
+        raise RequestError(422, f"unknown field(s) {', '.join(unknown)}; known: text, {', '.join(REQUEST_OPTIONS)}.")
+    if "text" not in data:
+        raise RequestError(422, 'the request has no "text" field (a list of sentences).')
+    lines = check_lines(data["text"], "text", limits)
+    return lines, request_config({k: v for k, v in data.items() if k != "text"}, default, limits)
+
+
+def parse_opennmt(data: Any, limits: Limits) -> list[str]:
+    """OpenNMT-py's REST format, `[{"src": "...", "id": 100}, ...]`: the sources in order.
+
+    `id` names a model in OpenNMT-py's server config; this server holds one, so any integer is taken.
+    """
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise RequestError(422, 'the request must be a JSON list like [{"src": "A sentence.", "id": 100}].')
+    if not data:
+        raise RequestError(422, "the request is an empty list; send at least one sentence.")
+    for i, item in enumerate(data):
+        if "src" not in item:
+            raise RequestError(422, f'item {i} has no "src" field.')
+        if "id" in item and (isinstance(item["id"], bool) or not isinstance(item["id"], int)):
+            raise RequestError(422, f'item {i}: "id" must be an integer (a model id), got {json.dumps(item["id"])}.')
+    sources = [item["src"] for item in data]
+    if not all(isinstance(s, str) for s in sources):
+        raise RequestError(422, 'every "src" must be a string.')
+    return check_lines(sources, "src", limits)

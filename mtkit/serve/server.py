@@ -1,0 +1,72 @@
+"""Run the app under uvicorn on a socket bound here, and leave with exit code 0 after SIGTERM.
+
+The socket is bound before uvicorn starts so that `--port 0` (an ephemeral port, for tests)
+can be said in the log line "listening on http://HOST:PORT", and so that a port in use is
+one clear sentence. uvicorn drains on SIGTERM (no new connections, requests in flight
+answered, then the app's shutdown finishes the queue) and then raises the signal again to
+die by it; a handler installed here takes that second SIGTERM, so the process exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from types import FrameType
+
+from mtkit.errors import MtkitError
+from mtkit.serve.service import ServeSettings, Service
+
+logger = logging.getLogger(__name__)
+
+# uvicorn closes an idle keep-alive connection after 5 s by default, the very time after which
+# httpx (and others) stop reusing one: a request sent on it as the server closes it fails with a
+# read error. Keeping connections longer than clients do leaves that race to the client's side.
+KEEP_ALIVE_S = 65
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port), or one sentence on why it cannot be."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        raise MtkitError(f"cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
+    return sock
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    """uvicorn raises SIGTERM again after draining; by then all is done, so this returns and main exits 0."""
+
+
+def serve(settings: ServeSettings, host: str, port: int) -> None:
+    """Serve until SIGTERM or Ctrl-C; raise MtkitError if the model cannot be loaded."""
+    import uvicorn
+
+    from mtkit.serve.app import create_app
+
+    sock = bind(host, port)
+    port = sock.getsockname()[1]
+    service = Service(settings)
+    server: uvicorn.Server | None = None
+
+    def stop() -> None:
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(service, on_load_failure=stop)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                                           timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=None))
+    where = f"[{host}]" if ":" in host else host
+    logger.info("listening on http://%s:%d (loading %s)", where, port, settings.name)
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        sock.close()
+    if service.error:
+        raise MtkitError(service.error)
+    logger.info("stopped.")

@@ -1,0 +1,157 @@
+"""The served model: loaded in the background, described for /info, and fed through one Batcher.
+
+The HTTP layer (mtkit/serve/app.py) sees only `Service`: ready or not, translate these lines
+with these settings, describe the model. Models are loaded with the Translator's public API,
+so decoding internals can change beneath the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtkit.config import DecodeConfig
+from mtkit.decode.translator import Translation, Translator
+from mtkit.errors import MtkitError
+from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
+from mtkit.serve.payload import Limits, RequestError
+
+logger = logging.getLogger(__name__)
+
+# "module:function" that wraps the decode function, `function(decode) -> decode`: for tests and fault
+# drills (a slow or failing decoder in a real server process). Unset in normal use.
+DECODE_HOOK_ENV = "MTKIT_SERVE_DECODE_HOOK"
+RETRY_AFTER_S = 1
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What `mtkit serve` was asked for, beside the host and port."""
+
+    models: tuple[str, ...]
+    decode: DecodeConfig = DecodeConfig()
+    limits: Limits = Limits()
+    max_tokens: int = 4096
+    batch_wait_ms: float = 5.0
+    queue_size: int = 64
+    device: str = "auto"
+    precision: str = "fp32"
+
+    @property
+    def name(self) -> str:
+        return "+".join(Path(m).name for m in self.models)
+
+
+def check_models(models: tuple[str, ...]) -> None:
+    """Said before the server starts: the files exist, and (for now) there is one."""
+    missing = [m for m in models if not Path(m).is_file()]
+    if missing:
+        raise MtkitError(f"model file {missing[0]} does not exist.")
+    if len(models) != 1:
+        raise MtkitError(f"mtkit serve takes one model for now; got {len(models)} (-m given more than once).")
+
+
+def load_translator(models: tuple[str, ...], device: str, precision: str) -> Translator:
+    """One Translator for the `-m` files given; an ensemble of several is not served yet."""
+    check_models(models)
+    return Translator.load(models[0], device=device, precision=precision)
+
+
+def model_info(path: str, translator: Translator) -> dict[str, Any]:
+    """What the model file says about itself: kind, step, architecture, parameters, vocabulary."""
+    from mtkit import checkpoint
+
+    ckpt = checkpoint.load(path, mmap=True)  # mapped: its tensors (and any optimizer state) are not read
+    model = translator.model
+    return {"path": str(path), "kind": ckpt.get("kind"), "step": ckpt.get("step"),
+            "architecture": dataclasses.asdict(model.cfg),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "vocab_size": len(translator.vocab)}
+
+
+def decode_hook(decode: Decode) -> Decode:
+    """The decode function, wrapped by $MTKIT_SERVE_DECODE_HOOK when that names one."""
+    spec = os.environ.get(DECODE_HOOK_ENV)
+    if not spec:
+        return decode
+    module, _, name = spec.partition(":")
+    wrap: Callable[[Decode], Decode] = getattr(importlib.import_module(module), name)
+    logger.warning("%s=%s wraps the decoder (a test or fault drill).", DECODE_HOOK_ENV, spec)
+    return wrap(decode)
+
+
+class Service:
+    """A model being loaded or loaded, its Batcher, and the one sentence said when loading failed."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        self.settings = settings
+        self.info: dict[str, Any] = {}
+        self.error: str | None = None
+        self.batcher: Batcher | None = None
+        self._loader: threading.Thread | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.batcher is not None
+
+    def start_loading(self, on_failure: Callable[[], None]) -> None:
+        """Load in a thread, so the server answers /health ("loading") while the weights are read."""
+
+        def load() -> None:
+            try:
+                self._load()
+            except Exception as exc:  # noqa: BLE001 - said once, then the server stops
+                self.error = str(exc) if isinstance(exc, MtkitError) else f"loading the model failed: {exc!r}"
+                on_failure()
+
+        self._loader = threading.Thread(target=load, name="mtkit-serve-loader", daemon=True)
+        self._loader.start()
+
+    def _load(self) -> None:
+        s = self.settings
+        translator = load_translator(s.models, s.device, s.precision)
+        self.info = {"model": s.name, "models": [model_info(m, translator) for m in s.models],
+                     "device": str(translator.device), "precision": s.precision,
+                     "decode": dataclasses.asdict(s.decode), "limits": dataclasses.asdict(s.limits),
+                     "max_tokens": s.max_tokens, "batch_wait_ms": s.batch_wait_ms, "queue_size": s.queue_size}
+
+        def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
+            return list(translator.translate_stream(lines, config, s.max_tokens))
+
+        def count_tokens(lines: Sequence[str]) -> int:
+            return sum(len(ids) + 1 for ids in translator.vocab.encode_batch(lines))  # + EOS, as decoded
+
+        self.batcher = Batcher(decode_hook(decode), count_tokens, max_tokens=s.max_tokens,
+                               wait_s=s.batch_wait_ms / 1000, queue_size=s.queue_size)
+        logger.info("model %s loaded (%d parameters) on %s; ready.", s.name,
+                    self.info["models"][0]["parameters"], translator.device)
+
+    async def translate(self, lines: list[str], config: DecodeConfig) -> list[Translation]:
+        """The translations of `lines`, decoded in whatever batch the worker puts them in."""
+        if self.batcher is None:
+            raise RequestError(503, "the model is still loading; retry shortly.", retry_after=RETRY_AFTER_S)
+        try:
+            future = self.batcher.submit(lines, config)
+        except QueueFull:
+            raise RequestError(503, f"the server is busy ({self.batcher.queue_size} requests queued); retry "
+                                    f"after {RETRY_AFTER_S} s.", retry_after=RETRY_AFTER_S) from None
+        except Closed:
+            raise RequestError(503, "the server is shutting down.") from None
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as exc:  # noqa: BLE001 - the batch failed; the server goes on
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+            raise RequestError(500, f"decoding this request's batch failed ({reason}).") from None
+
+    def close(self) -> None:
+        """Finish every queued request, then stop the decoder thread."""
+        if self.batcher is not None:
+            self.batcher.close()
