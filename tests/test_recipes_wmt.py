@@ -16,7 +16,7 @@ import pytest
 
 from recipe_tools import ROOT, parse_line, parse_mtkit, run_recipe, tree
 
-from mtkit.config import get_preset
+from mtkit.config import DecodeConfig, get_preset
 
 RECIPES = {"wmt14-en-de": ("de", 37000, {"base": 0.1, "big": 0.3}),
            "wmt14-en-fr": ("fr", 32000, {"base": 0.1, "big": 0.1})}
@@ -89,12 +89,13 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
     if node_rank:
         return
 
-    assert steps["average"]["paths"] == [str(out / "run")] and steps["average"]["last"] == paper_last
+    assert [str(p) for p in steps["average"]["paths"]] == [str(out / "run")] and steps["average"]["last"] == paper_last
     assert steps["average"]["output"] == str(out / "model.pt")
     pairs = [(parsed[i], parsed[i + 1]) for i in (4, 6)]
     models = []
     for (_, tr, _, _), (_, sc, _, target) in pairs:
-        assert (tr["beam"], tr["alpha"], tr["lenpen"], tr["max_len_a"], tr["max_len_b"]) == (4, 0.6, "gnmt", 1, 50)
+        lenpen = tr["lenpen"] or DecodeConfig().lenpen  # None: not given, the config's default
+        assert (tr["beam"], tr["alpha"], lenpen, tr["max_len_a"], tr["max_len_b"]) == (4, 0.6, "gnmt", 1, 50)
         assert tr["input"] == str(data / "raw" / "test.en") and sc["hyp"] == tr["output"]
         assert sc["ref"] == [str(data / "raw" / f"test.{tgt}")] and sc["paper_bleu"] and sc["lang"] == tgt
         assert target is not None and Path(target).parent == out
