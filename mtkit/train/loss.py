@@ -123,8 +123,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         if ctx.consumed:  # the gradient buffer was scaled in place and handed to autograd the first time
             raise RuntimeError("the fused label-smoothed loss supports one backward pass; compute the loss again")
         ctx.consumed = True
-        grad, scale = ctx.grad, float(grad_loss)
-        shift = grad.new_full((), -ctx.smoothing / grad.size(1) * scale)  # the -eps / V term, scaled
-        grad = torch.add(shift, grad, alpha=scale, out=grad)  # (grad - eps / V) * scale in one pass, in place
+        grad, scale = ctx.grad, grad_loss.to(ctx.grad.dtype)  # a tensor: float() would wait for a GPU
+        shift = scale * (-ctx.smoothing / grad.size(1))  # the -eps / V term, scaled
+        grad = torch.addcmul(shift, grad, scale, out=grad)  # (grad - eps / V) * scale in one pass, in place
         _zero_rows(grad, ctx.target.ne(PAD))  # padding rows took the shift too
         return grad, None, None

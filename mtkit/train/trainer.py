@@ -137,7 +137,7 @@ class Trainer:
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
         self.model = Transformer(model_cfg).to(world.device)
-        self.precision = Precision(cfg.precision, world.device)
+        self.precision = Precision(cfg.precision, world.device, model_cfg.d_model)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps,
                                           fused=world.device.type in ("cuda", "cpu") or None)
@@ -380,8 +380,8 @@ class Trainer:
         per_update = cfg.update_freq * world.size
         real = (self.plan.src_tokens.mean() + self.plan.tgt_tokens.mean()) / 2 * per_update
         src_eff, tgt_eff, both = padding_efficiency(self.plan)
-        self.log.event("start", params=params, device=str(world.device), precision=cfg.precision,
-                       world_size=world.size,
+        self.log.event("start", params=params, device=str(world.device), precision=self.precision.name,
+                       precision_why=self.precision.reason, world_size=world.size,
                        effective_batch=f"{cfg.update_freq} x {cfg.max_tokens:,} tokens x {world.size} rank(s) "
                                        f"= up to {cfg.max_tokens * per_update:,} tokens per side, "
                                        f"about {real:,.0f} real",
