@@ -1,4 +1,4 @@
-"""Training throughput of `mtkit train`: source+target tokens/s, seconds per update, peak memory.
+"""Training throughput of `mtkit train`: target tokens/s, seconds per update, peak memory, FLOPs, fairseq beside it.
 
 Runs the real training loop (mtkit.train.trainer.train) for each preset and precision in a
 fresh child process (so that peak RSS belongs to one configuration), on a synthetic corpus
@@ -8,11 +8,16 @@ from the loop's own per-update log (log_every=1), so they include everything an 
 
     python bench/train_throughput.py                       # small and base, fp32, on CPU
     python bench/train_throughput.py --preset base --preset big --precision bf16 --device cuda
+    # issue 9's comparison: Multi30k as `mtkit prepare` + `mtkit bpe --vocab-size 8000` make it, and
+    # fairseq 0.12 (../shared/peers/setup.sh + prep_multi30k.sh, PEERS=/tmp/peers) right after each mtkit run:
+    python bench/train_throughput.py --data DATA/multi30k-en-de --precision fp32 --precision bf16 --fairseq
 
-Prints one line per configuration and, last, one JSON line with every figure. On CUDA it also
-reports the model FLOPs utilisation: 6 x (encoder params x source tokens + (decoder params +
-output projection) x target tokens) per second over the device's peak (attention scores,
-a few percent at these lengths, are not counted, so MFU is slightly understated).
+Prints one line per configuration and, last, one JSON line with every figure. Target tokens are
+the non-pad decoder outputs, EOS included: fairseq's `wps`. FLOPs per target token count
+6 x (encoder params x source tokens + (decoder params + output projection) x target tokens) /
+target tokens (matrix products only; attention scores, ~1% at Multi30k's lengths, are not counted),
+and the fraction of peak divides the achieved FLOP/s by the device's: --peak-gflops, else this
+issue's 2-core EPYC figures on CPU (fp32 ~188, bf16 ~417 GFLOP/s) and the dense bf16 peak on GPUs.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import dataclasses
 import io
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -33,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}  # dense bf16
+CPU_PEAK_GFLOPS = {"fp32": 188.0, "bf16": 417.0}  # 2-core AMD EPYC of issue 9 (matmul peak, measured)
+FAIRSEQ_ARCH = {"small": "small", "base": "big"}  # peers/bench_train_throughput.sh's names: big = the paper's base
+PEERS = Path(__file__).resolve().parents[2] / "shared" / "peers"
 
 
 def make_corpus(out: Path, sentences: int, vocab: int, seed: int) -> Path:
@@ -66,18 +75,34 @@ def flops_per_token_pair(model) -> tuple[int, int]:
     return enc, dec
 
 
+def count_tokens(trainer) -> list[tuple[int, int]]:
+    """Wrap the loop's accumulate so that each update's (source, target) real tokens are recorded."""
+    real_accumulate, counts = trainer.accumulate, []
+
+    def counting(model, split, group, *rest):
+        src = sum(int(split.src_sizes[i].sum()) + len(i) for i in group)  # + EOS per sentence
+        tgt = sum(int(split.tgt_sizes[i].sum()) + len(i) for i in group)
+        counts.append((src, tgt))
+        return real_accumulate(model, split, group, *rest)
+
+    trainer.accumulate = counting
+    return counts
+
+
 def run_one(args: argparse.Namespace) -> dict:
     """One configuration, in this process: train warmup+steps updates and read the loop's own log."""
     import torch
 
     from mtkit.config import get_preset, model_config
+    from mtkit.data.dataset import open_data
     from mtkit.train import trainer
 
     # The synthetic corpus has no real 37k-piece SentencePiece model; the check that the model
     # and spm.model agree is irrelevant to speed, so it is switched off here (and only here).
     trainer._check_vocab = lambda *a: None
+    counts = count_tokens(trainer)
     preset = get_preset(args.preset[0])
-    model_cfg = model_config(preset.name, args.vocab)
+    model_cfg = model_config(preset.name, open_data(args.data).vocab_size)
     train_cfg = dataclasses.replace(preset.train, max_tokens=args.max_tokens, update_freq=1, update_tokens=0,
                                     precision=args.precision[0], max_steps=args.warmup_steps + args.steps,
                                     log_every=1, valid_every=10**9, save_every_steps=0, save_every_minutes=0.0,
@@ -85,21 +110,43 @@ def run_one(args: argparse.Namespace) -> dict:
     run = Path(args.workdir) / f"run-{preset.name}-{args.precision[0]}"
     result = trainer.train(args.data, run, model_cfg, train_cfg, device=args.device, threads=args.threads)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    resolved = next(r["precision"] for r in records if r["event"] == "start")
     timed = [r for r in records if r["event"] == "train" and r["step"] > args.warmup_steps]
     seconds = sum(r["s_per_update"] for r in timed)
-    tokens = sum(r["tokens_per_s"] * r["s_per_update"] for r in timed)
-    out = {"preset": preset.name, "precision": args.precision[0], "device": args.device, "max_tokens": args.max_tokens,
+    src_tokens, tgt_tokens = (sum(c[k] for c in counts[args.warmup_steps:]) for k in (0, 1))
+    enc, dec = flops_per_token_pair(result.model)
+    flops = 6 * (enc * src_tokens + dec * tgt_tokens)
+    out = {"preset": preset.name, "precision": args.precision[0], "resolved": resolved, "device": args.device,
+           "max_tokens": args.max_tokens, "vocab": model_cfg.vocab_size,
            "params": sum(p.numel() for p in result.model.parameters()), "threads": torch.get_num_threads(),
-           "steps": len(timed), "tokens_per_s": round(tokens / seconds, 1), "s_per_update": round(seconds / len(timed), 4),
+           "steps": len(timed), "tgt_tokens_per_s": round(tgt_tokens / seconds, 1),
+           "tokens_per_s": round((src_tokens + tgt_tokens) / seconds, 1), "s_per_update": round(seconds / len(timed), 4),
+           "flops_per_tgt_token": round(flops / tgt_tokens), "gflops": round(flops / seconds / 1e9, 1),
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    peak = args.peak_gflops * 1e9
     if torch.cuda.is_available() and args.device != "cpu":
-        enc, dec = flops_per_token_pair(result.model)
-        flops = 6 * (enc + dec) * tokens / 2 / seconds  # tokens counts both sides; about half are target
         name = torch.cuda.get_device_name()
-        peak = args.peak_tflops or next((v for k, v in PEAK_TFLOPS.items() if k in name), 0.0)
-        out.update(gpu=name, peak_gpu_mem_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1),
-                   model_tflops=round(flops / 1e12, 2), mfu=round(flops / (peak * 1e12), 4) if peak else None)
+        peak = peak or next((v for k, v in PEAK_TFLOPS.items() if k in name), 0.0) * 1e12
+        out.update(gpu=name, peak_gpu_mem_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1))
+    peak = peak or CPU_PEAK_GFLOPS.get(resolved, 0.0) * 1e9
+    out["fraction_of_peak"] = round(flops / seconds / peak, 4) if peak else None
     return out
+
+
+def run_fairseq(preset: str, steps: int, peers: Path) -> dict:
+    """fairseq 0.12's figures from the peers' script (its own Multi30k data and venv under $PEERS)."""
+    import os
+
+    arch = FAIRSEQ_ARCH[preset]
+    cmd = ["bash", str(PEERS / "bench_train_throughput.sh"), arch, str(steps)]
+    child = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PEERS": str(peers)})
+    steady = re.search(r"steady .*?: (\d+) tgt tok/s, ([\d.]+) s/update", child.stdout)
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", child.stdout)
+    if child.returncode != 0 or not steady:
+        return {"preset": preset, "system": "fairseq", "error": (child.stdout + child.stderr)[-300:]}
+    return {"preset": preset, "system": "fairseq", "arch": arch, "precision": "fp32", "updates": steps,
+            "tgt_tokens_per_s": float(steady[1]), "s_per_update": float(steady[2]),
+            "peak_rss_mb": round(int(rss[1]) / 1024, 1) if rss else None}
 
 
 def main() -> None:
@@ -113,7 +160,12 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=20000, help="Sentence pairs in the synthetic corpus.")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto.")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default).")
-    parser.add_argument("--peak-tflops", type=float, default=0.0, help="Device peak for MFU (0: from the GPU name).")
+    parser.add_argument("--peak-gflops", type=float, default=0.0,
+                        help="Device peak for the fraction of peak (0: the GPU's by name; on CPU fp32 188, bf16 417).")
+    parser.add_argument("--fairseq", action="store_true", help="Also run fairseq 0.12 (peers script) after each preset.")
+    parser.add_argument("--fairseq-steps", type=int, default=0,
+                        help="fairseq updates (0: 60 for small, 20 for base; the first 10 are not timed).")
+    parser.add_argument("--peers", default="/tmp/peers", help="PEERS dir of ../shared/peers/setup.sh (venv + data).")
     parser.add_argument("--data", help="Use this binarized data directory instead of a synthetic corpus.")
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
@@ -122,27 +174,51 @@ def main() -> None:
         print(json.dumps(run_one(args)))
         return
     presets, precisions = args.preset or ["small", "base"], args.precision or ["fp32"]
+    if args.fairseq and not args.data:
+        print("note: --fairseq without --data compares fairseq's Multi30k with mtkit's synthetic corpus", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or str(make_corpus(Path(tmp) / "data", args.sentences, args.vocab, seed=1))
         results = []
         for preset in presets:
             for precision in precisions:
-                cmd = [sys.executable, __file__, "--one", "--preset", preset, "--precision", precision, "--data", data,
-                       "--workdir", tmp, "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
-                       "--max-tokens", str(args.max_tokens), "--vocab", str(args.vocab), "--device", args.device,
-                       "--threads", str(args.threads), "--peak-tflops", str(args.peak_tflops)]
-                child = subprocess.run(cmd, capture_output=True, text=True)
-                if child.returncode != 0:
-                    print(f"{preset} {precision}: failed\n{child.stderr[-2000:]}", file=sys.stderr)
-                    results.append({"preset": preset, "precision": precision, "error": child.stderr[-300:]})
-                    continue
-                r = json.loads(child.stdout.strip().splitlines()[-1])
-                results.append(r)
-                extra = f", MFU {r['mfu']:.1%}" if r.get("mfu") else ""
-                print(f"{preset:>6} {precision}: {r['tokens_per_s']:>9,.0f} src+tgt tokens/s, {r['s_per_update']:.3f} "
-                      f"s/update, peak RSS {r['peak_rss_mb']:,.0f} MB ({r['params'] / 1e6:.1f} M params, "
-                      f"{r['threads']} threads{extra})")
+                results.append(run_child(args, preset, precision, data, tmp))
+            if args.fairseq:
+                steps = args.fairseq_steps or {"small": 60}.get(preset, 20)
+                results.append(run_fairseq(preset, steps, Path(args.peers)))
+                print_fairseq(results, preset)
     print(json.dumps({"bench": "train_throughput", "results": results}))
+
+
+def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, tmp: str) -> dict:
+    cmd = [sys.executable, __file__, "--one", "--preset", preset, "--precision", precision, "--data", data,
+           "--workdir", tmp, "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
+           "--max-tokens", str(args.max_tokens), "--vocab", str(args.vocab), "--device", args.device,
+           "--threads", str(args.threads), "--peak-gflops", str(args.peak_gflops)]
+    child = subprocess.run(cmd, capture_output=True, text=True)
+    if child.returncode != 0:
+        print(f"{preset} {precision}: failed\n{child.stderr[-2000:]}", file=sys.stderr)
+        return {"preset": preset, "precision": precision, "error": child.stderr[-300:]}
+    r = json.loads(child.stdout.strip().splitlines()[-1])
+    peak = f", {r['fraction_of_peak']:.0%} of peak" if r.get("fraction_of_peak") else ""
+    print(f"{preset:>6} {precision}->{r['resolved']}: {r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
+          f"({r['tokens_per_s']:,.0f} src+tgt), {r['s_per_update']:.3f} s/update, peak RSS {r['peak_rss_mb']:,.0f} MB, "
+          f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak} "
+          f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads)")
+    return r
+
+
+def print_fairseq(results: list[dict], preset: str) -> None:
+    """fairseq's line, and each mtkit configuration of this preset as a ratio to it (added to its record)."""
+    fs = results[-1]
+    if "error" in fs:
+        print(f"{preset:>6} fairseq: failed: {fs['error']}", file=sys.stderr)
+        return
+    print(f"{preset:>6} fairseq fp32: {fs['tgt_tokens_per_s']:>8,.0f} tgt tokens/s, {fs['s_per_update']:.3f} s/update, "
+          f"peak RSS {fs['peak_rss_mb'] or 0:,.0f} MB")
+    for r in results[:-1]:
+        if r.get("preset") == preset and "tgt_tokens_per_s" in r and r.get("system") != "fairseq":
+            r["vs_fairseq_fp32"] = round(r["tgt_tokens_per_s"] / fs["tgt_tokens_per_s"], 3)
+            print(f"{preset:>6} mtkit {r['precision']} / fairseq fp32: {r['vs_fairseq_fp32']:.2f}x target tokens/s")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from mtkit.errors import MtkitError
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # fixed SentencePiece ids (DESIGN.md, "Data on disk")
 
 SHARE_CHOICES = ("all", "decoder", "none")
-PRECISION_CHOICES = ("fp32", "bf16", "fp16")
+PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
 
 DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
@@ -186,7 +186,8 @@ class TrainConfig:
     max_epochs: int = option(0, "Stop after this many epochs (0: no limit).")
     clip_norm: float = option(0.0, "Clip the gradient norm to this (0: off, as in the paper).")
     seed: int = option(1, "Seed for weights, dropout and batch order.")
-    precision: str = option("fp32", "fp32, bf16 (autocast) or fp16 (with a loss scaler).", PRECISION_CHOICES)
+    precision: str = option("auto", "auto (bf16 where the GPU or CPU runs it natively and faster, else fp32), fp32, "
+                                    "bf16 (autocast) or fp16 (with a loss scaler).", PRECISION_CHOICES)
     valid_every: int = option(1000, "Updates between validations.")
     patience: int = option(0, "Stop after this many validations without a new best (0: never).")
     valid_bleu: int = option(0, "Also translate the first N dev sentences greedily at each validation and pick "

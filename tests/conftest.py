@@ -22,6 +22,10 @@ SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-en-de"
 
 # Tests are small; two intra-op threads match the CI machine and keep timings stable.
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+# `--precision auto` (the default) picks bf16 on CPUs with native bf16; tests pin it to fp32 so that
+# they compute the same numbers on every machine (subprocesses inherit it). tests/train/test_precision.py
+# lifts the pin to test the rule itself.
+os.environ.setdefault("MTKIT_AUTO_PRECISION", "fp32")
 
 
 def run_cli(*args: str, input: str | bytes | None = None, cwd: Path | None = None,

@@ -73,7 +73,7 @@ def translate(
     scores: bool = typer.Option(False, "--scores", help="Append <TAB>SCORE (log-probability / length penalty)."),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     precision: Literal[PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
-        "fp32", help="fp32, bf16, or fp16 (fp16 on CUDA only)."),
+        "fp32", help="fp32, bf16, fp16 (CUDA only), or auto (training's rule: bf16 where native and faster)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     *,
     given: dict[str, Any],

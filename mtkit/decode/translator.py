@@ -15,12 +15,13 @@ from typing import Iterable, Iterator, Sequence
 import torch
 
 from mtkit import checkpoint
-from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD, PRECISION_CHOICES, DecodeConfig
+from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD, DecodeConfig
 from mtkit.data.vocab import Vocab
 from mtkit.decode.beam import beam_search
 from mtkit.device import pick_device
 from mtkit.errors import MtkitError
 from mtkit.model.transformer import Transformer
+from mtkit.train.precision import TORCH_DTYPES, resolve_precision
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +44,11 @@ class Translation:
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
-    if precision not in PRECISION_CHOICES:
-        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISION_CHOICES)}.")
-    if precision == "fp16" and device.type != "cuda":
-        raise MtkitError("precision fp16 needs a CUDA device; use fp32 or bf16 on the CPU.")
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    """The weights' dtype, by training's rule (mtkit.train.precision.resolve_precision), "auto" included."""
+    name, reason = resolve_precision(precision, device)
+    if precision == "auto":
+        logger.info("precision auto -> %s: %s", name, reason)
+    return TORCH_DTYPES[name]
 
 
 def pack_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:

@@ -180,8 +180,9 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, cache: LayerCache, src_mask: Tensor | None, self_mask: Tensor | None,
                 causal: bool) -> tuple[Tensor, LayerCache]:
         q, k, v = self.self_attn.project_qkv(self.res_self.before(x))
-        k = torch.cat([cache.self_k, k], dim=2)  # (B, H, t + T, d_k)
-        v = torch.cat([cache.self_v, v], dim=2)
+        if cache.self_k.size(2):  # training (and a decode's first step) starts empty: no copy (issue 9)
+            k = torch.cat([cache.self_k, k], dim=2)  # (B, H, t + T, d_k)
+            v = torch.cat([cache.self_v, v], dim=2)
         x = self.res_self.after(x, self.self_attn.attend(q, k, v, self_mask, causal))
         q = split_heads(self.cross_attn.q_proj(self.res_cross.before(x)), self.cross_attn.heads)
         x = self.res_cross.after(x, self.cross_attn.attend(q, cache.cross_k, cache.cross_v, src_mask))

@@ -8,7 +8,10 @@ the loss (mtkit.train.loss) is always computed in fp32.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import os
+import time
 from typing import ContextManager
 
 import torch
@@ -18,6 +21,12 @@ from mtkit.errors import MtkitError
 logger = logging.getLogger(__name__)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# oneDNN keeps up to 1024 compiled bf16 primitives (with their scratch buffers), one set per
+# batch shape; token-bucketed batches have hundreds of shapes, which is how bf16 training's RSS
+# grew by ~1 GiB (issue 9). Capped before the first bf16 kernel runs (oneDNN reads it once).
+ONEDNN_CACHE_CAPACITY = "128"
+AUTO_ENV = "MTKIT_AUTO_PRECISION"  # pins what "auto" resolves to (the tests set fp32, for the same results anywhere)
 
 
 def cpu_has_native_bf16() -> bool:
@@ -28,14 +37,69 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
+@functools.cache
+def bf16_matmul_speedup(d_model: int = 512) -> float:
+    """fp32 time / bf16 time of a feed-forward-sized product (2048 x d_model x 4 d_model), best of 3 each."""
+    x = torch.randn(2048, d_model)
+    w = torch.randn(d_model, 4 * d_model)
+    best = {torch.float32: float("inf"), torch.bfloat16: float("inf")}
+    for _ in range(3):
+        for dtype in best:
+            a, b = x.to(dtype), w.to(dtype)
+            start = time.perf_counter()
+            a @ b
+            best[dtype] = min(best[dtype], time.perf_counter() - start)
+    return best[torch.float32] / best[torch.bfloat16]
+
+
+def resolve_precision(precision: str, device: torch.device, d_model: int = 512) -> tuple[str, str]:
+    """The one rule for training and translation: (fp32 | bf16 | fp16, why), "auto" resolved for this device.
+
+    auto = bf16 on a CUDA GPU that supports it; on a CPU, bf16 only when the CPU has native bf16
+    instructions (AVX512-BF16 or AMX; without them bf16 is emulated and ~20x slower) AND a
+    matrix product of the model's size measures at least 10% faster in bf16; fp32 everywhere else.
+    """
+    if precision not in TORCH_DTYPES and precision != "auto":
+        raise MtkitError(f"unknown precision {precision!r}; choose one of: auto, {', '.join(TORCH_DTYPES)}.")
+    if precision == "fp16" and device.type != "cuda":
+        raise MtkitError("precision fp16 needs a CUDA device; use fp32 or bf16 on the CPU.")
+    if precision != "auto":
+        return precision, "asked for"
+    pinned = os.environ.get(AUTO_ENV)
+    if pinned in ("fp32", "bf16"):
+        return pinned, f"{AUTO_ENV}={pinned}"
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return "bf16", f"{torch.cuda.get_device_name(device)} supports bf16"
+        return "fp32", f"{torch.cuda.get_device_name(device)} has no bf16"
+    if device.type != "cpu":
+        return "fp32", f"auto picks fp32 on {device.type}"
+    return _resolve_cpu(d_model)
+
+
+def _resolve_cpu(d_model: int) -> tuple[str, str]:
+    capability = torch.backends.cpu.get_cpu_capability()
+    if not cpu_has_native_bf16():
+        return "fp32", f"this CPU ({capability}) has no AVX512-BF16 or AMX instructions"
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
+    speedup = bf16_matmul_speedup(d_model)
+    if speedup < 1.1:
+        return "fp32", f"this CPU ({capability}) has native bf16, but bf16 measured only {speedup:.2f}x fp32 here"
+    return "bf16", f"this CPU ({capability}) has native bf16 and bf16 measured {speedup:.2f}x fp32"
+
+
 class Precision:
     """The autocast context and (fp16 only) the GradScaler for one device."""
 
-    def __init__(self, name: str, device: torch.device):
-        self.name, self.device = name, device
+    def __init__(self, name: str, device: torch.device, d_model: int = 512):
         if name == "fp16" and device.type == "cpu":
             raise MtkitError("--precision fp16 needs a CUDA device (CPU kernels are not faster in fp16); "
                              "use --precision bf16 or fp32 on CPU.")
+        self.name, self.reason = resolve_precision(name, device, d_model)  # the trainer's first log line shows both
+        self.device = device
+        name = self.name
+        if name == "bf16" and device.type == "cpu":
+            os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
         if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
             raise MtkitError(f"{torch.cuda.get_device_name(device)} has no bf16 support; use --precision fp16 or fp32.")
         if name == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():

@@ -27,8 +27,8 @@ def start(t: Trainer) -> None:
     per_update = cfg.update_freq * world.size
     real = (t.plan.src_tokens.mean() + t.plan.tgt_tokens.mean()) / 2 * per_update
     src_eff, tgt_eff, both = padding_efficiency(t.plan)
-    t.log.event("start", params=params, device=str(world.device), precision=cfg.precision,
-                world_size=world.size,
+    t.log.event("start", params=params, device=str(world.device), precision=t.precision.name,
+                precision_why=t.precision.reason, world_size=world.size,
                 effective_batch=f"{cfg.update_freq} x {cfg.max_tokens:,} tokens x {world.size} rank(s) "
                              f"= up to {cfg.max_tokens * per_update:,} tokens per side, "
                              f"about {real:,.0f} real",

@@ -149,7 +149,7 @@ class Trainer:
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
         self.model = Transformer(model_cfg).to(world.device)
-        self.precision = Precision(cfg.precision, world.device)
+        self.precision = Precision(cfg.precision, world.device, model_cfg.d_model)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps,
                                           fused=world.device.type in ("cuda", "cpu") or None)
@@ -219,7 +219,7 @@ class Trainer:
         write_atomic(self.run_dir / "config.json", json.dumps(config, indent=2) + "\n")
         self.provenance = provenance.start_run(
             self.run_dir, self.data.path, self.data.src_lang, self.data.tgt_lang, device=self.world.device,
-            threads=torch.get_num_threads(), precision=self.cfg.precision, world_size=self.world.size,
+            threads=torch.get_num_threads(), precision=self.precision.name, world_size=self.world.size,
             start_step=self.progress.step)
 
     def _epoch(self, number: int) -> Epoch:

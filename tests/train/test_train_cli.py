@@ -26,7 +26,8 @@ def test_a_run_directory_holds_config_metrics_and_complete_checkpoints(toy_data,
                    "--keep-last", "2", "--valid-every", "6", "--log-every", "3", "--set", "d_ff=96", "--dropout", "0.2")
     assert done.returncode == 0, done.stderr
     first = done.stderr.splitlines()[0]
-    for words in ("params", "device cpu", "precision fp32", "world_size 1", "effective_batch"):
+    for words in ("params", "device cpu", "precision fp32", "precision_why MTKIT_AUTO_PRECISION=fp32", "world_size 1",
+                  "effective_batch"):
         assert words in first
     config = json.loads((run / "config.json").read_text())
     assert config["model"]["d_ff"] == 96 and config["model"]["dropout"] == 0.2
@@ -92,7 +93,7 @@ def test_a_wall_clock_budget_stops_the_run_and_a_rerun_has_nothing_left_to_do(to
     (("--set", "vocab_size=500"), "vocab_size 500 does not match the data's vocabulary"),
     (("--set", "colour=blue"), "--set 'colour=blue': expected FIELD=VALUE with FIELD one of"),
     (("--set", "heads=3"), "ModelConfig.d_model must be divisible by heads=3"),
-    (("--precision", "fp8"), "'--precision': 'fp8' is not one of 'fp32', 'bf16', 'fp16'"),
+    (("--precision", "fp8"), "'--precision': 'fp8' is not one of 'auto', 'fp32', 'bf16', 'fp16'"),
     (("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
     (("--max-tokens", "0"), "--max-tokens must be a positive integer, got 0."),
     (("--device", "tpu"), "unknown --device 'tpu'; use auto, cpu, cuda, cuda:N or mps"),

@@ -1,0 +1,71 @@
+"""`--precision auto`: one rule for training and translation, decided by the CPU's capability and a measurement."""
+
+import pytest
+import torch
+
+from mtkit.decode.translator import resolve_dtype
+from mtkit.errors import MtkitError
+from mtkit.train import precision
+from mtkit.train.precision import Precision, resolve_precision
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def cpu_rule(monkeypatch):
+    """Lift the tests' fp32 pin; the caller sets the capability and the measured speed-up."""
+    monkeypatch.delenv(precision.AUTO_ENV, raising=False)
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "")  # the rule may set it; monkeypatch restores it
+
+    def set_cpu(native: bool, speedup: float) -> None:
+        monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+        monkeypatch.setattr(precision, "bf16_matmul_speedup", lambda d_model=512: speedup)
+
+    return set_cpu
+
+
+def test_auto_is_bf16_on_a_cpu_with_native_bf16_that_measures_faster(cpu_rule):
+    cpu_rule(native=True, speedup=1.8)
+    name, why = resolve_precision("auto", CPU)
+    assert name == "bf16" and "native bf16" in why and "1.80x" in why
+    assert resolve_dtype("auto", CPU) is torch.bfloat16  # translate follows the same rule
+
+
+def test_auto_is_fp32_when_bf16_is_native_but_not_faster(cpu_rule):
+    cpu_rule(native=True, speedup=1.02)
+    name, why = resolve_precision("auto", CPU)
+    assert name == "fp32" and "measured only 1.02x" in why
+
+
+def test_auto_is_fp32_without_bf16_instructions_and_never_measures(cpu_rule, monkeypatch):
+    cpu_rule(native=False, speedup=5.0)
+    monkeypatch.setattr(precision, "bf16_matmul_speedup", lambda d_model=512: pytest.fail("measured"))
+    name, why = resolve_precision("auto", CPU)
+    assert name == "fp32" and "no AVX512-BF16 or AMX" in why
+    assert resolve_dtype("auto", CPU) is torch.float32
+
+
+def test_explicit_choices_are_kept_and_checked(cpu_rule):
+    cpu_rule(native=False, speedup=1.0)
+    assert resolve_precision("fp32", CPU) == ("fp32", "asked for")
+    assert resolve_precision("bf16", CPU)[0] == "bf16"  # translate may still ask for bf16 anywhere
+    with pytest.raises(MtkitError, match="fp16 needs a CUDA device"):
+        resolve_precision("fp16", CPU)
+    with pytest.raises(MtkitError, match="unknown precision 'fp8'"):
+        resolve_precision("fp8", CPU)
+
+
+def test_training_knows_the_choice_and_the_reason(cpu_rule):
+    cpu_rule(native=False, speedup=1.0)
+    chosen = Precision("auto", CPU, d_model=64)
+    assert chosen.name == "fp32" and chosen.reason.startswith("this CPU (")
+
+
+def test_the_tests_pin_auto_to_fp32(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "bf16_matmul_speedup", lambda d_model=512: 3.0)
+    assert resolve_precision("auto", CPU) == ("fp32", f"{precision.AUTO_ENV}=fp32")
+
+
+def test_the_measurement_is_a_ratio_of_real_timings():
+    assert precision.bf16_matmul_speedup(16) > 0
