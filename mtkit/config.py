@@ -315,3 +315,29 @@ class DecodeConfig:
         _check(isinstance(self.max_len_b, int) and self.max_len_b >= 0, type(self), "max_len_b",
                "an integer >= 0", self.max_len_b)
         _check(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling instead of beam search (back-translation, Edunov et al. 2018): temperature, then top-k, then top-p.
+
+    Each sample has its own random stream, seeded by (seed, the source's subword ids, the sample's
+    index), so a sentence gets the same samples alone or in any batch. `samples` is set by --nbest.
+    """
+
+    topk: int = option(0, "With --sampling: draw from the K most probable tokens only (0: all; 1: greedy).")
+    topp: float = option(1.0, "With --sampling: draw from the smallest set of tokens whose probability reaches P "
+                              "(nucleus sampling; 1: all).")
+    temperature: float = option(1.0, "With --sampling: divide the logits by T (< 1 sharper, > 1 flatter).")
+    seed: int = option(1, "With --sampling: the seed; the same seed gives the same samples.")
+    samples: int = 1  # independent samples per sentence (--nbest on the command line)
+
+    def __post_init__(self) -> None:
+        _positive(self, "samples")
+        _check(isinstance(self.topk, int) and self.topk >= 0, type(self), "topk", "0 (all) or a positive integer",
+               self.topk)
+        _check(isinstance(self.topp, (int, float)) and 0.0 < self.topp <= 1.0, type(self), "topp",
+               "a number in (0, 1]", self.topp)
+        _check(isinstance(self.temperature, (int, float)) and 0.0 < self.temperature < float("inf"), type(self),
+               "temperature", "a finite number > 0", self.temperature)
+        _check(isinstance(self.seed, int) and self.seed >= 0, type(self), "seed", "an integer >= 0", self.seed)

@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
+from mtkit.decode.ensemble import Ensemble, EnsembleCache
+from mtkit.decode.prefix import force_prefix
 from mtkit.model.transformer import DecoderCache, LayerCache, Transformer
 
 NEG_INF = -math.inf
@@ -60,6 +62,8 @@ def follow_beams(cache: DecoderCache, rows: Tensor, sentences_changed: bool) -> 
     while no sentence leaves the batch only the self-attention history is reordered; when
     one does, `DecoderCache.reorder` selects everything.
     """
+    if isinstance(cache, EnsembleCache):  # each model of an ensemble follows the beams in its own cache
+        return EnsembleCache(tuple(follow_beams(c, rows, sentences_changed) for c in cache.parts))
     if sentences_changed:
         return cache.reorder(rows)
     layers = tuple(LayerCache(c.self_k.index_select(0, rows), c.self_v.index_select(0, rows), c.cross_k, c.cross_v)
@@ -110,13 +114,14 @@ class _Finished:
 
 
 @torch.inference_mode()
-def beam_search(model: Transformer, src: Tensor, config: DecodeConfig = DecodeConfig(),
-                early_stop: bool = True) -> SearchResult:
+def beam_search(model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = DecodeConfig(),
+                early_stop: bool = True, prefix: Tensor | None = None) -> SearchResult:
     """Translate a batch of source ids (B, S) = ids + [EOS], right-padded with 0.
 
     A sentence stops as soon as no live hypothesis can beat its nbest-th finished one
     (`early_stop`; turning it off runs every sentence to its length limit and gives the
     same result). Beam 1 is greedy: with no alternatives kept, its first ending ends it.
+    `prefix` (B, P), PAD-padded: tokens each output must begin with (mtkit/decode/prefix.py).
     """
     B, k, K, device = src.size(0), config.beam, config.nbest, src.device
     if B == 0:
@@ -149,6 +154,8 @@ def beam_search(model: Transformer, src: Tensor, config: DecodeConfig = DecodeCo
         if bool(at_limit.any()):
             lprobs[at_limit, :, :EOS] = NEG_INF
             lprobs[at_limit, :, EOS + 1:] = NEG_INF
+        if prefix is not None:  # a sentence still within its prefix may only emit the prefix's next token
+            lprobs = force_prefix(lprobs, prefix[alive], t)
         # 4. The 2k best extensions: at most k of them end, so k always remain to go on.
         cand, beam, token = top_candidates(logp, lprobs, 2 * k)  # (n, 2k) each
         ends = token.eq(EOS)
