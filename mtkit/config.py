@@ -18,6 +18,7 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3  # fixed SentencePiece ids (DESIGN.md, "Data on 
 
 SHARE_CHOICES = ("all", "decoder", "none")
 PRECISION_CHOICES = ("fp32", "bf16", "fp16")
+DECODE_PRECISION_CHOICES = (*PRECISION_CHOICES, "int8")  # int8: dynamic quantization of the Linear layers (CPU)
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
 EARLY_STOP_CHOICES = ("exact", "patience", "none")
 

@@ -15,7 +15,8 @@ from typing import Iterable, Iterator, Sequence
 import torch
 
 from mtkit import checkpoint
-from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD, PRECISION_CHOICES, DecodeConfig
+from mtkit.config import (DECODE_PRECISION_CHOICES, DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD,
+                          DecodeConfig)
 from mtkit.data.vocab import Vocab
 from mtkit.decode.beam import beam_search
 from mtkit.device import pick_device
@@ -43,11 +44,14 @@ class Translation:
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
-    if precision not in PRECISION_CHOICES:
-        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISION_CHOICES)}.")
+    """The dtype the model runs in; int8 runs fp32 around its int8 Linear layers."""
+    if precision not in DECODE_PRECISION_CHOICES:
+        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(DECODE_PRECISION_CHOICES)}.")
     if precision == "fp16" and device.type != "cuda":
-        raise MtkitError("precision fp16 needs a CUDA device; use fp32 or bf16 on the CPU.")
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        raise MtkitError("precision fp16 needs a CUDA device; use fp32, bf16 or int8 on the CPU.")
+    if precision == "int8" and device.type != "cpu":
+        raise MtkitError("precision int8 runs on the CPU only; use --device cpu, or fp16/bf16 on a GPU.")
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32}[precision]
 
 
 def pack_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
@@ -93,7 +97,12 @@ class Translator:
         vocab = Vocab.from_bytes(ckpt["vocab"])
         del ckpt  # optimizer state can be twice the model's size
         target = pick_device(device)
-        return cls(model, vocab, target, resolve_dtype(precision, target))
+        dtype = resolve_dtype(precision, target)
+        if precision == "int8":
+            from mtkit.decode.quantize import quantize_int8
+
+            model = quantize_int8(model)
+        return cls(model, vocab, target, dtype)
 
     @property
     def max_source_tokens(self) -> int:

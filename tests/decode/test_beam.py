@@ -187,3 +187,23 @@ def test_hypotheses_are_ranked_and_within_the_length_limit(make_model):
         assert all(t not in (PAD, BOS, EOS) for h in hypotheses for t in h.tokens)
     nothing = beam_search(model, batch(ids), DecodeConfig(max_len_a=0.0, max_len_b=0)).hypotheses
     assert all(hs[0].tokens == [] for hs in nothing)
+
+
+def test_patience_stops_before_the_limit_and_never_beats_the_full_search(make_model):
+    V = 16
+    model = make_model(V, seed=5, share_embeddings="none").double()
+    with torch.no_grad():
+        model.output_proj.weight.mul_(2.0)
+    src = batch(sources(40, V, seed=25, max_len=12))
+    config = DecodeConfig(beam=3, max_len_b=20)
+    full = beam_search(model, src, dataclasses.replace(config, early_stop="none"))
+    patience = beam_search(model, src, dataclasses.replace(config, early_stop="patience"))
+    assert all(p <= f for p, f in zip(patience.steps, full.steps))
+    assert any(p < f for p, f in zip(patience.steps, full.steps)), "inputs on which patience stops sooner"
+    differ = 0
+    for p, f in zip(patience.hypotheses, full.hypotheses):  # the same search up to its stop: fewer endings
+        assert p[0].score <= f[0].score + 1e-12
+        differ += p[0].tokens != f[0].tokens
+    assert differ < len(full.hypotheses)
+    with pytest.raises(Exception, match="early_stop"):
+        DecodeConfig(early_stop="sometimes")
