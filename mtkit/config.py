@@ -18,7 +18,9 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3  # fixed SentencePiece ids (DESIGN.md, "Data on 
 
 SHARE_CHOICES = ("all", "decoder", "none")
 PRECISION_CHOICES = ("fp32", "bf16", "fp16")
+DECODE_PRECISION_CHOICES = (*PRECISION_CHOICES, "int8")  # int8: dynamic quantization of the Linear layers (CPU)
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
+EARLY_STOP_CHOICES = ("exact", "patience", "none")
 
 DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
 DEFAULT_CHUNK_LINES = 1000  # decoding: lines read ahead and sorted together (`--buffer-size`)
@@ -303,6 +305,10 @@ class DecodeConfig:
     max_len_a: float = option(1.0, "Longest output = a x source tokens + b.")
     max_len_b: int = option(50, "Longest output = a x source tokens + b.")
     nbest: int = option(1, "Write the K best as LINE<TAB>TRANSLATION<TAB>SCORE, K lines per input.")
+    early_stop: str = option("exact", "When a sentence's search stops: exact = once no live hypothesis can beat "
+                             "the best finished (the result of a search to the length limit); patience = once "
+                             "`beam` hypotheses have ended (fairseq/CTranslate2: fewer steps, a later better "
+                             "ending can be missed); none = at the length limit.", EARLY_STOP_CHOICES)
 
     def __post_init__(self) -> None:
         _positive(self, "beam", "nbest")
@@ -315,6 +321,8 @@ class DecodeConfig:
         _check(isinstance(self.max_len_b, int) and self.max_len_b >= 0, type(self), "max_len_b",
                "an integer >= 0", self.max_len_b)
         _check(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)
+        _check(self.early_stop in EARLY_STOP_CHOICES, type(self), "early_stop",
+               f"one of {', '.join(EARLY_STOP_CHOICES)}", self.early_stop)
 
 
 @dataclass(frozen=True)

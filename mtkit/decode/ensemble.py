@@ -1,61 +1,32 @@
 """Ensembles of independently trained models decoding as one: the log of the mean of their probabilities.
 
 log p(y_t | y_<t, X) = log (1/M) sum_m p_m(y_t | y_<t, X), as fairseq's EnsembleModel computes it,
-inside the same beam search (or sampling, or scoring) as a single model: `Ensemble` answers the
-calls a search makes of a `Transformer` (encode, init_cache, decode_step, decode), and each model
-keeps its own encoder output and key/value cache. Its "logits" are already log-probabilities,
-so the log-softmax a search applies to them changes nothing.
+inside the same beam search (or sampling, or scoring) as a single model. A search sees one
+`Step` (mtkit/decode/step.py); `EnsembleStep` holds one `ModelStep` per model, so each model
+keeps its own encoder output and key/value cache, and every reorder goes to all of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from mtkit.config import ModelConfig
-from mtkit.model.transformer import DecoderCache, Encoded, Transformer
+from mtkit.decode.step import ModelStep, Step
+from mtkit.model.transformer import Encoded, Transformer
 
 
-@dataclass(frozen=True)
-class EnsembleEncoded:
-    """Each model's encoder output for the same source batch."""
-
-    parts: tuple[Encoded, ...]
-
-    @property
-    def memory(self) -> Tensor:
-        return self.parts[0].memory  # a search reads its dtype and device
-
-
-@dataclass(frozen=True)
-class EnsembleCache:
-    """Each model's own decoder cache; reordered together."""
-
-    parts: tuple[DecoderCache, ...]
-
-    @property
-    def length(self) -> int:
-        return self.parts[0].length
-
-    def reorder(self, index: Tensor) -> "EnsembleCache":
-        return EnsembleCache(tuple(c.reorder(index) for c in self.parts))
-
-
-def mean_probability(logits: Sequence[Tensor]) -> Tensor:
-    """log((1/M) sum_m softmax(logits_m)), computed stably in fp32 at least (fp64 stays fp64)."""
-    dtype = torch.promote_types(logits[0].dtype, torch.float32)
-    lprobs = torch.stack([F.log_softmax(x.to(dtype), dim=-1) for x in logits])  # (M, ..., V)
-    return torch.logsumexp(lprobs, dim=0) - math.log(len(logits))
+def mean_probability(lprobs: Sequence[Tensor]) -> Tensor:
+    """log((1/M) sum_m exp(lprobs_m)) over M log-probability tensors of one shape, computed stably."""
+    return torch.logsumexp(torch.stack(list(lprobs)), dim=0) - math.log(len(lprobs))
 
 
 class Ensemble:
-    """Several models with one vocabulary, searched as one (see the module's docstring)."""
+    """Several models with one vocabulary (the translator checks the SentencePiece models are the same)."""
 
     def __init__(self, models: Sequence[Transformer]):
         if not models:
@@ -68,17 +39,38 @@ class Ensemble:
         self.cfg: ModelConfig = dataclasses.replace(models[0].cfg,
                                                     max_positions=min(m.cfg.max_positions for m in models))
 
-    def encode(self, src: Tensor) -> EnsembleEncoded:
-        return EnsembleEncoded(tuple(m.encode(src) for m in self.models))
+    def encode(self, src: Tensor) -> tuple[Encoded, ...]:
+        return tuple(m.encode(src) for m in self.models)
 
-    def init_cache(self, encoded: EnsembleEncoded) -> EnsembleCache:
-        return EnsembleCache(tuple(m.init_cache(e) for m, e in zip(self.models, encoded.parts)))
+    def decode(self, tgt_in: Tensor, encoded: tuple[Encoded, ...]) -> Tensor:
+        """Teacher forcing (scoring): decoder inputs (B, T) -> log mean probabilities (B, T, V)."""
+        logits = [m.decode(tgt_in, e) for m, e in zip(self.models, encoded)]
+        dtype = torch.promote_types(logits[0].dtype, torch.float32)  # fp32 at least; fp64 stays fp64
+        return mean_probability([x.to(dtype).log_softmax(-1) for x in logits])
 
-    def decode_step(self, tgt: Tensor, cache: EnsembleCache) -> tuple[Tensor, EnsembleCache]:
-        """Next target ids (B, T) -> log mean probabilities (B, T, V) and every model's new cache."""
-        steps = [m.decode_step(tgt, c) for m, c in zip(self.models, cache.parts)]
-        return mean_probability([logits for logits, _ in steps]), EnsembleCache(tuple(c for _, c in steps))
 
-    def decode(self, tgt_in: Tensor, encoded: EnsembleEncoded) -> Tensor:
-        """Teacher forcing: decoder inputs (B, T) -> log mean probabilities (B, T, V)."""
-        return mean_probability([m.decode(tgt_in, e) for m, e in zip(self.models, encoded.parts)])
+class EnsembleStep:
+    """A `Step` over several models: their next-token log-probabilities combined, every reorder sent to each."""
+
+    def __init__(self, steps: Sequence[Step]):
+        self.steps = tuple(steps)
+        self.max_positions = min(s.max_positions for s in steps)
+        self.dtype = steps[0].dtype
+
+    def log_probs(self, last: Tensor) -> Tensor:
+        return mean_probability([s.log_probs(last).to(self.dtype) for s in self.steps])  # (N, V)
+
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        for s in self.steps:
+            s.reorder(rows, sentences)
+
+    def select(self, rows: Tensor) -> None:
+        for s in self.steps:
+            s.select(rows)
+
+
+def make_step(model: Transformer | Ensemble, src: Tensor, rows_per_sentence: int, capacity: int) -> Step:
+    """The `Step` a search runs for one model or an ensemble: `rows_per_sentence` rows (beams, samples) each."""
+    if isinstance(model, Ensemble):
+        return EnsembleStep([ModelStep(m, src, rows_per_sentence, capacity) for m in model.models])
+    return ModelStep(model, src, rows_per_sentence, capacity)

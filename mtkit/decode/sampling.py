@@ -20,8 +20,9 @@ from torch import Tensor
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig, SamplingConfig
 from mtkit.decode.beam import Hypothesis, SearchResult, max_output_lengths
-from mtkit.decode.ensemble import Ensemble
+from mtkit.decode.ensemble import Ensemble, make_step
 from mtkit.decode.prefix import force_prefix
+from mtkit.decode.step import Step
 from mtkit.model.transformer import Transformer
 
 NEG_INF = -math.inf
@@ -48,7 +49,10 @@ def uniforms(sources: list[list[int]], samples: int, seed: int, lengths: list[in
 
 
 def sampling_weights(logits: Tensor, allowed: Tensor, config: SamplingConfig) -> Tensor:
-    """Unnormalised probabilities (n, V) to draw from: temperature, then top-k, then top-p; 0 where not allowed."""
+    """Probabilities (n, V) to draw from: temperature, then top-k, then top-p; 0 where not allowed.
+
+    `logits` may be log-probabilities: a constant per row changes nothing.
+    """
     scores = (logits.double() / config.temperature).masked_fill(~allowed, NEG_INF)
     if config.topk:
         kth = scores.topk(min(config.topk, scores.size(-1)), dim=-1).values[:, -1:]  # (n, 1)
@@ -75,31 +79,35 @@ def sample(model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = De
     """`sampling.samples` samples of each source of the batch (B, S) = ids + [EOS], right-padded with 0.
 
     Hypotheses come in sample order (not sorted), each scored log P(Y|X) under the model.
+    `prefix` (B, P), PAD-padded: tokens each output must begin with (mtkit/decode/prefix.py).
     """
-    B, N, device = src.size(0), sampling.samples, src.device
-    if B == 0:
+    if src.size(0) == 0:
         return SearchResult([], [])
-    encoded = model.encode(src)
-    dtype = torch.float64 if encoded.memory.dtype == torch.float64 else torch.float32
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, model.cfg.max_positions)  # (B,)
+    capacity = min(int(limit.max()) + 1, 2 * src.size(1) + 8)  # as beam search: the cache grows if needed
+    return draw_samples(make_step(model, src, sampling.samples, capacity), src, config, sampling, prefix)
+
+
+def draw_samples(step: Step, src: Tensor, config: DecodeConfig, sampling: SamplingConfig,
+                 prefix: Tensor | None = None) -> SearchResult:
+    """Sampling over anything that gives next-token log-probabilities (`Step`), `sampling.samples` rows a sentence."""
+    B, N, device = src.size(0), sampling.samples, src.device
+    limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
     steps = int(limit.max()) + 1
     sources = [row[row.ne(PAD)][:-1].tolist() for row in src.cpu()]  # the ids that seed each sentence's streams
     noise = uniforms(sources, N, sampling.seed, [int(n) + 1 for n in limit], steps).to(device)
-    # 1. Each sentence is encoded once; each of its N samples gets a row of the cache.
+    # 1. Each sentence is encoded once (by the step); each of its N samples is a row.
     per_row = torch.arange(B, device=device).repeat_interleave(N)  # (B * N,) row -> sentence
-    cache = model.init_cache(encoded).reorder(per_row)
     limit, rows = limit[per_row], per_row.numel()
     prefix = None if prefix is None else prefix[per_row]
     alive = torch.arange(rows, device=device)  # the rows still sampling
     tokens = src.new_zeros(rows, steps)
-    logp = torch.zeros(rows, dtype=dtype, device=device)
+    logp = torch.zeros(rows, dtype=step.dtype, device=device)
     length = src.new_zeros(rows)  # tokens emitted, EOS included
-    last = src.new_full((rows, 1), BOS)
+    last = src.new_full((rows,), BOS)
     for t in range(steps):
         # 2. One decoder step for every live sample; the model's own log-probabilities score it.
-        logits, cache = model.decode_step(last, cache)
-        logits = logits[:, -1]
-        lprobs = F.log_softmax(logits.to(dtype), dim=-1)  # (n, V)
+        lprobs = step.log_probs(last)  # (n, V)
         # 3. What may come next: never PAD or BOS; only EOS at the length limit; the prefix's token within it.
         allowed = torch.ones_like(lprobs, dtype=torch.bool)
         allowed[:, PAD] = allowed[:, BOS] = False
@@ -108,18 +116,19 @@ def sample(model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = De
         if prefix is not None:
             allowed = torch.isfinite(force_prefix(allowed.to(lprobs.dtype).log(), prefix[alive], t))
         # 4. Draw each row's token with its own uniform for this step, and score it.
-        token = draw(sampling_weights(logits, allowed, sampling), noise[alive, t])  # (n,)
+        token = draw(sampling_weights(lprobs, allowed, sampling), noise[alive, t])  # (n,)
         logp[alive] += lprobs.gather(1, token[:, None]).squeeze(1)
         tokens[alive, t] = token
-        # 5. Rows that drew EOS are done and leave the batch; the cache follows the rest.
+        # 5. Rows that drew EOS are done and leave the batch; the step keeps the rest.
         ended = token.eq(EOS)
         if bool(ended.any()):
             length[alive[ended]] = t + 1
             keep = (~ended).nonzero().squeeze(1)
             if keep.numel() == 0:
                 break
-            alive, token, cache = alive[keep], token[keep], cache.reorder(keep)
-        last = token[:, None]
+            alive, token = alive[keep], token[keep]
+            step.select(keep)
+        last = token
     return _result(tokens, logp, length, B, N)
 
 

@@ -15,8 +15,8 @@ from typing import Iterable, Iterator, Sequence, TypeVar, Union
 import torch
 
 from mtkit import checkpoint
-from mtkit.config import (DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD, PRECISION_CHOICES, DecodeConfig,
-                          SamplingConfig)
+from mtkit.config import (DECODE_PRECISION_CHOICES, DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD,
+                          DecodeConfig, SamplingConfig)
 from mtkit.data.vocab import Vocab
 from mtkit.decode.beam import beam_search, max_output_lengths
 from mtkit.decode.ensemble import Ensemble
@@ -50,11 +50,14 @@ class Translation:
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
-    if precision not in PRECISION_CHOICES:
-        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISION_CHOICES)}.")
+    """The dtype the model runs in; int8 runs fp32 around its int8 Linear layers."""
+    if precision not in DECODE_PRECISION_CHOICES:
+        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(DECODE_PRECISION_CHOICES)}.")
     if precision == "fp16" and device.type != "cuda":
-        raise MtkitError("precision fp16 needs a CUDA device; use fp32 or bf16 on the CPU.")
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        raise MtkitError("precision fp16 needs a CUDA device; use fp32, bf16 or int8 on the CPU.")
+    if precision == "int8" and device.type != "cpu":
+        raise MtkitError("precision int8 runs on the CPU only; use --device cpu, or fp16/bf16 on a GPU.")
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32}[precision]
 
 
 def in_order(batches: Iterable[dict[int, T]]) -> Iterator[T]:
@@ -125,7 +128,12 @@ class Translator:
                 raise MtkitError(f"{paths[0]} and {p} have different vocabularies (their embedded spm.model "
                                  "differ); an ensemble needs models trained with one vocabulary.")
         target = pick_device(device)
-        return cls(models, Vocab.from_bytes(vocabs[0]), target, resolve_dtype(precision, target))
+        dtype = resolve_dtype(precision, target)
+        if precision == "int8":
+            from mtkit.decode.quantize import quantize_int8
+
+            models = [quantize_int8(m) for m in models]
+        return cls(models, Vocab.from_bytes(vocabs[0]), target, dtype)
 
     @property
     def decoder(self) -> Transformer | Ensemble:

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from mtkit.config import BOS, DecodeConfig
 from mtkit.decode.beam import beam_search
-from mtkit.decode.ensemble import Ensemble
+from mtkit.decode.ensemble import Ensemble, make_step
 from mtkit.decode.scoring import score_batch
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
@@ -44,11 +44,12 @@ def test_two_models_give_the_log_of_their_mean_probability_between_theirs(make_m
     [(la, _)], [(lb, _)], [(lab, _)] = (score_batch(m, [[5, 6, 7]], [[]]) for m in (a, b, ensemble))
     assert lab == pytest.approx(math.log((math.exp(la) + math.exp(lb)) / 2), abs=1e-12)
     assert min(la, lb) < lab < max(la, lb)
-    # The incremental path (decode_step, each model with its own cache) agrees with teacher forcing.
-    cache = ensemble.init_cache(ensemble.encode(src))
-    step, cache = ensemble.decode_step(tgt_in[:, :1], cache)
-    step2, cache = ensemble.decode_step(tgt_in[:, 1:2], cache)
-    assert torch.allclose(torch.cat([step, step2], 1), both[:, :2], atol=1e-9) and cache.length == 2
+    # The incremental path (a step, each model with its own cache) agrees with teacher forcing.
+    step = make_step(ensemble, src, 2, 4)  # two rows of the one sentence
+    first = step.log_probs(tgt_in[0, :1].expand(2))
+    step.reorder(torch.tensor([1, 0]))
+    second = step.log_probs(tgt_in[0, 1:2].expand(2))
+    assert torch.allclose(torch.stack([first[0], second[0]]), both[0, :2], atol=1e-9)
 
 
 def test_models_with_different_vocabularies_are_refused_in_one_sentence(tmp_path, spm_bytes, cli_model):

@@ -8,43 +8,34 @@ import math
 import pytest
 import torch
 
-from mtkit.config import EOS, DecodeConfig, ModelConfig, SamplingConfig
+from mtkit.config import EOS, DecodeConfig, SamplingConfig
 from mtkit.decode.beam import beam_search
-from mtkit.decode.sampling import draw, sample, sampling_weights
+from mtkit.decode.sampling import draw, draw_samples, sample, sampling_weights
 from mtkit.decode.scoring import score_batch
 from tests.decode.test_beam import batch, sources
 
 
-class FirstTokenModel:
-    """A hand-built "model": the first step's logits are given; every later step ends the sentence."""
+class FirstTokenStep:
+    """A hand-built model, as the `Step` a search sees: the first step's logits are given; then EOS, surely."""
+
+    max_positions, dtype = 64, torch.float64
 
     def __init__(self, logits: list[float]):
-        self.first = torch.tensor(logits, dtype=torch.float64)
-        self.cfg = ModelConfig(vocab_size=len(logits), d_model=8, d_ff=8, heads=2, encoder_layers=1,
-                               decoder_layers=1)
+        self.first, self.t = torch.tensor(logits, dtype=torch.float64), 0
 
-    def encode(self, src):
-        return dataclasses.make_dataclass("Enc", ["memory"])(torch.zeros(src.size(0), 1, dtype=torch.float64))
+    def log_probs(self, last):
+        logits = self.first.expand(last.numel(), -1).clone()
+        if self.t > 0:
+            logits.fill_(-40.0)
+            logits[:, EOS] = 40.0
+        self.t += 1
+        return logits.log_softmax(-1)
 
-    def init_cache(self, encoded):
-        return Cache(encoded.memory.size(0), 0)
+    def reorder(self, rows, sentences=None):
+        pass
 
-    def decode_step(self, tgt, cache):
-        if cache.length == 0:
-            logits = self.first.expand(tgt.size(0), -1)
-        else:
-            logits = torch.full((tgt.size(0), self.first.numel()), -20.0, dtype=torch.float64)
-            logits[:, EOS] = 20.0
-        return logits[:, None, :], Cache(tgt.size(0), cache.length + 1)
-
-
-@dataclasses.dataclass(frozen=True)
-class Cache:
-    rows: int
-    length: int
-
-    def reorder(self, index):
-        return Cache(index.numel(), self.length)
+    def select(self, rows):
+        pass
 
 
 LOGITS = [0.0, 0.0, 0.0, -1.0, 1.5, 0.5, -0.5, 1.0, 0.2]  # PAD, UNK, BOS, EOS, 4..8
@@ -75,9 +66,8 @@ def first_tokens(result) -> list[int]:
                                     SamplingConfig(topp=0.6, temperature=2.0)], ids=["plain", "T0.5", "k3", "p0.6"])
 def test_first_token_frequencies_follow_the_softmax(config):
     n = 20_000
-    model = FirstTokenModel(LOGITS)
-    src = batch([[4, 5, 6]])
-    result = sample(model, src, DecodeConfig(max_len_b=3), dataclasses.replace(config, samples=n, seed=11))
+    config = dataclasses.replace(config, samples=n, seed=11)
+    result = draw_samples(FirstTokenStep(LOGITS), batch([[4, 5, 6]]), DecodeConfig(max_len_b=3), config)
     counts = torch.bincount(torch.tensor(first_tokens(result)), minlength=len(LOGITS))
     freq, p = counts.double() / n, expected_first(config)
     bound = 4.5 * torch.sqrt(p * (1 - p) / n) + 1e-9  # 4.5 standard errors: the seed is fixed, so this never flakes
@@ -88,7 +78,7 @@ def test_first_token_frequencies_follow_the_softmax(config):
 def test_the_frequency_test_can_fail():
     """The same check against a wrong distribution (no temperature applied) must fail."""
     n, config = 20_000, SamplingConfig(temperature=0.5, samples=20_000, seed=11)
-    result = sample(FirstTokenModel(LOGITS), batch([[4]]), DecodeConfig(max_len_b=3), config)
+    result = draw_samples(FirstTokenStep(LOGITS), batch([[4]]), DecodeConfig(max_len_b=3), config)
     counts = torch.bincount(torch.tensor(first_tokens(result)), minlength=len(LOGITS))
     wrong = expected_first(SamplingConfig())
     assert not bool(((counts.double() / n - wrong).abs() <= 4.5 * torch.sqrt(wrong * (1 - wrong) / n)).all())
