@@ -65,7 +65,8 @@ def main() -> None:
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--precision", default="fp32", help="fp32, bf16, or int8 (dynamic int8 Linear layers)")
+    parser.add_argument("--early-stop", default="exact", help="exact, patience or none (see mtkit translate --help)")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -77,7 +78,7 @@ def main() -> None:
               file=sys.stderr)
         translator = random_translator(args.preset, args.vocab_size, args.device)
     max_len_b = args.max_len_b if args.max_len_b is not None else (50 if args.model else 0)
-    config = DecodeConfig(beam=args.beam, max_len_b=max_len_b)
+    config = DecodeConfig(beam=args.beam, max_len_b=max_len_b, early_stop=args.early_stop)
     path = Path(args.input)
     lines = read(path.name, args.limit) if path.parent == DATA else (
         [line.rstrip("\n") for line in itertools.islice(path.open(encoding="utf-8"), args.limit)])
@@ -92,6 +93,7 @@ def main() -> None:
     result = {
         "bench": "translate_speed", "model": args.model or f"random {args.preset}", "device": args.device,
         "precision": args.precision, "threads": args.threads, "beam": args.beam, "max_len_b": max_len_b,
+        "early_stop": args.early_stop,
         "batch_tokens": args.batch_tokens, "sentences": len(lines), "src_tokens": src_tokens,
         "tgt_tokens": tgt_tokens, "seconds": round(seconds, 3),
         "sentences_per_s": round(len(lines) / seconds, 2), "tgt_tokens_per_s": round(tgt_tokens / seconds, 1),
