@@ -11,8 +11,13 @@ from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import build, config_options, device_option
-from mtkit.config import (DECODE_PRECISION_CHOICES, DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig,
-                          SamplingConfig)
+from mtkit.config import (
+    DECODE_PRECISION_CHOICES,
+    DEFAULT_BATCH_TOKENS,
+    DEFAULT_CHUNK_LINES,
+    DecodeConfig,
+    SamplingConfig,
+)
 from mtkit.errors import MtkitError
 
 
@@ -70,7 +75,9 @@ def _refuse(flags: list[str], why: str) -> None:
 def _check_modes(given: dict[str, Any], sampling: bool, prefix: bool, prefix_file: Optional[str], score_only: bool,
                  target_file: Optional[str]) -> None:
     """One sentence for a combination of flags that cannot work together."""
-    flag = lambda name: "--" + name.replace("_", "-")  # noqa: E731
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
     if score_only:
         decoding = {"sampling": sampling, "prefix": prefix, "prefix_file": prefix_file, **given}
         _refuse([flag(n) for n, v in decoding.items() if v], "does not apply with --score-only (it scores the "

@@ -44,11 +44,14 @@ def padded(rows: list[list[int]], device: torch.device) -> Tensor:
 def score_batch(model: Transformer | Ensemble, sources: list[list[int]],
                 targets: list[list[int]]) -> list[tuple[float, int]]:
     """(log P(target + EOS | source), target length + 1) for each pair, by one teacher-forced pass."""
-    device = next(iter(model.models[0].parameters() if isinstance(model, Ensemble) else model.parameters())).device
+    device = next((model.models[0] if isinstance(model, Ensemble) else model).parameters()).device
     src = padded([[*s, EOS] for s in sources], device)  # (B, S)
     tgt_in = padded([[BOS, *y] for y in targets], device)  # (B, T): right padding never reaches a real position
     tgt_out = padded([[*y, EOS] for y in targets], device)  # (B, T)
-    logits = model.decode(tgt_in, model.encode(src))
+    if isinstance(model, Ensemble):  # two branches only for the type checker: the calls are the same
+        logits = model.decode(tgt_in, model.encode(src))
+    else:
+        logits = model.decode(tgt_in, model.encode(src))
     lprobs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)  # (B, T, V)
     picked = lprobs.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1).masked_fill(tgt_out.eq(PAD), 0.0)  # (B, T)
     return list(zip(picked.sum(1).tolist(), tgt_out.ne(PAD).sum(1).tolist()))

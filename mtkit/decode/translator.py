@@ -9,14 +9,22 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import typing
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence, TypeVar, Union
+from typing import Iterable, Iterator, Sequence, TypeVar
 
 import torch
 
 from mtkit import checkpoint
-from mtkit.config import (DECODE_PRECISION_CHOICES, DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD,
-                          DecodeConfig, SamplingConfig)
+from mtkit.config import (
+    DECODE_PRECISION_CHOICES,
+    DEFAULT_BATCH_TOKENS,
+    DEFAULT_CHUNK_LINES,
+    EOS,
+    PAD,
+    DecodeConfig,
+    SamplingConfig,
+)
 from mtkit.data.vocab import Vocab
 from mtkit.decode.beam import beam_search, max_output_lengths
 from mtkit.decode.ensemble import Ensemble
@@ -29,7 +37,7 @@ from mtkit.model.transformer import Transformer
 
 logger = logging.getLogger(__name__)
 
-Source = Union[str, tuple[str, str]]  # a source line, or (source line, target prefix)
+Source = str | tuple[str, str]  # a source line, or (source line, target prefix)
 T = TypeVar("T")
 
 
@@ -115,12 +123,13 @@ class Translator:
              precision: str = "fp32") -> "Translator":
         """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
-        models, vocabs = [], []
+        models: list[Transformer] = []
+        vocabs: list[bytes] = []
         for p in paths:
             ckpt = checkpoint.load(p)
             if not ckpt.get("vocab"):
                 raise MtkitError(f"{p} holds no SentencePiece vocabulary, so its output cannot be turned into text.")
-            models.append(checkpoint.build_from(ckpt))
+            models.append(typing.cast(Transformer, checkpoint.build_from(ckpt)))
             vocabs.append(ckpt["vocab"])
             del ckpt  # optimizer state can be twice the model's size
         for p, v in zip(paths[1:], vocabs[1:]):

@@ -125,6 +125,6 @@ def test_samples_are_reproducible_batch_independent_and_scored_log_p(make_model)
 
 
 def test_sampling_config_says_what_it_accepts():
-    for bad in (dict(topk=-1), dict(topp=0.0), dict(topp=1.5), dict(temperature=0.0), dict(samples=0)):
+    for bad in ({"topk": -1}, {"topp": 0.0}, {"topp": 1.5}, {"temperature": 0.0}, {"samples": 0}):
         with pytest.raises(Exception, match="SamplingConfig"):
             SamplingConfig(**bad)
