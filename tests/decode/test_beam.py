@@ -61,7 +61,7 @@ def test_max_output_length_is_a_times_source_plus_b_within_the_positions():
 def test_top_candidates_are_the_best_beam_token_pairs():
     g = torch.Generator().manual_seed(0)
     logp, lprobs = torch.randn(3, 4, generator=g), torch.randn(3, 4, 7, generator=g)
-    scores, beam, token = top_candidates(logp, lprobs, 8)
+    scores, beam, token = top_candidates(logp, lprobs.clone(), 8)
     for s in range(3):
         everything = sorted(((logp[s, b] + lprobs[s, b, v]).item(), b, v) for b in range(4) for v in range(7))[::-1]
         assert [(b, v) for _, b, v in everything[:8]] == list(zip(beam[s].tolist(), token[s].tolist()))
