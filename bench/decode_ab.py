@@ -69,10 +69,10 @@ def parse_variant(text: str) -> tuple[str, str, dict]:
     return name, str(Path(code).resolve()), options
 
 
-def spm_for_random_model(tmp: Path) -> str:
+def spm_for_random_model(tmp: Path, data: Path) -> str:
     import sentencepiece as spm
 
-    with gzip.open(DATA / "train.en.gz", "rt") as en, gzip.open(DATA / "train.de.gz", "rt") as de:
+    with gzip.open(data / "train.en.gz", "rt") as en, gzip.open(data / "train.de.gz", "rt") as de:
         lines = [line.rstrip("\n") for line in itertools.chain(itertools.islice(en, 10_000), itertools.islice(de, 10_000))]
     spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=8000,
                                    model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
@@ -96,7 +96,7 @@ def main() -> None:
     with opener(args.input, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in itertools.islice(f, args.limit)]
     (tmp / "input.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    spm_path = "" if args.model else spm_for_random_model(tmp)
+    spm_path = "" if args.model else spm_for_random_model(tmp, Path(args.input).parent)
     variants = [parse_variant(v) for v in args.variant]
     best: dict[str, dict] = {}
     for _ in range(args.rounds):
