@@ -66,7 +66,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32", help="fp32, bf16, or int8 (dynamic int8 Linear layers)")
-    parser.add_argument("--early-stop", default="exact", help="exact, patience or none (see mtkit translate --help)")
+    parser.add_argument("--early-stop", default=DecodeConfig().early_stop,
+                        help="patience, exact or none (see mtkit translate --help)")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)

@@ -48,12 +48,14 @@ def max_output_lengths(src_lengths: Tensor, config: DecodeConfig, max_positions:
 def top_candidates(logp: Tensor, lprobs: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
     """The `count` best one-token extensions of each sentence's beams, best first.
 
-    logp (n, k): log-probabilities of the live hypotheses; lprobs (n, k, V): of the next token.
+    logp (n, k): log-probabilities of the live hypotheses; lprobs (n, k, V): of the next token
+    (overwritten with the sums).
     Returns (scores, beam, token), each (n, count). All live hypotheses have the same length,
     so ranking by log-probability is ranking by the length-penalised score.
     """
     n, k, V = lprobs.shape
-    scores, flat = (logp.unsqueeze(-1) + lprobs).view(n, k * V).topk(min(count, k * V), dim=1)
+    # In place: lprobs is the step's scratch, and a (n, k, V) temporary per step costs a fresh allocation.
+    scores, flat = lprobs.add_(logp.unsqueeze(-1)).view(n, k * V).topk(min(count, k * V), dim=1)
     return scores, torch.div(flat, V, rounding_mode="floor"), flat % V
 
 
@@ -141,12 +143,11 @@ def search(step: Step, src: Tensor, config: DecodeConfig = DecodeConfig(),
     logp = torch.full((B, k), NEG_INF, dtype=dtype, device=device)
     logp[:, 0] = 0.0  # the k beams start as copies; only the first counts
     last = src.new_full((B * k,), BOS)
+    never = torch.tensor([PAD, BOS], device=device)  # tokens no hypothesis may emit
     for t in range(steps):  # t tokens emitted so far
         n = alive.numel()
         # 2. One decoder step for every live hypothesis.
-        lprobs = step.log_probs(last).view(n, k, -1)  # (n, k, V)
-        lprobs[:, :, PAD] = NEG_INF
-        lprobs[:, :, BOS] = NEG_INF
+        lprobs = step.log_probs(last).view(n, k, -1).index_fill_(2, never, NEG_INF)  # (n, k, V)
         # 3. A sentence at its length limit may only end.
         at_limit = limit[alive] <= t
         if bool(at_limit.any()):

@@ -61,7 +61,7 @@ def test_max_output_length_is_a_times_source_plus_b_within_the_positions():
 def test_top_candidates_are_the_best_beam_token_pairs():
     g = torch.Generator().manual_seed(0)
     logp, lprobs = torch.randn(3, 4, generator=g), torch.randn(3, 4, 7, generator=g)
-    scores, beam, token = top_candidates(logp, lprobs, 8)
+    scores, beam, token = top_candidates(logp, lprobs.clone(), 8)
     for s in range(3):
         everything = sorted(((logp[s, b] + lprobs[s, b, v]).item(), b, v) for b in range(4) for v in range(7))[::-1]
         assert [(b, v) for _, b, v in everything[:8]] == list(zip(beam[s].tolist(), token[s].tolist()))
@@ -156,14 +156,14 @@ def test_a_batch_gives_what_each_sentence_gives_alone(beam, nbest, make_model):
                                     DecodeConfig(alpha=2.0, max_len_b=10),
                                     DecodeConfig(lenpen="fairseq", alpha=0.3, max_len_b=4)],
                          ids=["default", "nbest", "alpha2", "fairseq"])
-def test_early_stopping_never_changes_the_result(config, make_model):
+def test_exact_early_stopping_never_changes_the_result(config, make_model):
     V, stopped_early = 16, 0
     for seed in (1, 5):  # random models with a small vocabulary that end sentences early and often
         model = make_model(V, seed=seed, share_embeddings="none").double()
         with torch.no_grad():  # a little sharper than at initialisation: a stop rule that ignores the growth
             model.output_proj.weight.mul_(2.0)  # of the length penalty then changes results (with alpha 2)
         src = batch(sources(40, V, seed=20 + seed, max_len=12))
-        early = beam_search(model, src, config)
+        early = beam_search(model, src, dataclasses.replace(config, early_stop="exact"))
         full = beam_search(model, src, dataclasses.replace(config, early_stop="none"))
         assert [[h.tokens for h in hs] for hs in early.hypotheses] == [[h.tokens for h in hs] for hs in full.hypotheses]
         for a, b in zip(early.hypotheses, full.hypotheses):  # batches shrink differently: last-bit differences
