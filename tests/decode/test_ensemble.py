@@ -39,7 +39,8 @@ def test_two_models_give_the_log_of_their_mean_probability_between_theirs(make_m
     ensemble = Ensemble([a, b])
     both = ensemble.decode(tgt_in, ensemble.encode(src))
     assert torch.allclose(both, torch.log((pa + pb) / 2), atol=1e-12)  # by hand: log of the mean probability
-    assert bool((both >= torch.minimum(pa, pb).log() - 1e-12).all() & (both <= torch.maximum(pa, pb).log() + 1e-12).all())
+    low, high = torch.minimum(pa, pb).log() - 1e-12, torch.maximum(pa, pb).log() + 1e-12
+    assert bool(((both >= low) & (both <= high)).all())
     # A one-token target (EOS alone) by the scorer: log((p_a + p_b) / 2), between log p_a and log p_b.
     [(la, _)], [(lb, _)], [(lab, _)] = (score_batch(m, [[5, 6, 7]], [[]]) for m in (a, b, ensemble))
     assert lab == pytest.approx(math.log((math.exp(la) + math.exp(lb)) / 2), abs=1e-12)
