@@ -112,7 +112,7 @@ def beam_search(model: Transformer, src: Tensor, config: DecodeConfig = DecodeCo
     return search(ModelStep(model, src, config.beam, capacity), src, config)
 
 
-def search(step: Step, src: Tensor, config: DecodeConfig = DecodeConfig()) -> SearchResult:
+def search(step: Step, src: Tensor, config: DecodeConfig) -> SearchResult:
     """Beam search over anything that gives next-token log-probabilities (`Step`).
 
     When a sentence stops (config.early_stop): "exact" as soon as no live hypothesis can beat

@@ -10,7 +10,7 @@ import itertools
 import logging
 import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence, cast
 
 import torch
 
@@ -101,7 +101,7 @@ class Translator:
         if precision == "int8":
             from mtkit.decode.quantize import quantize_int8
 
-            model = quantize_int8(model)
+            model = quantize_int8(cast(Transformer, model))
         return cls(model, vocab, target, dtype)
 
     @property
