@@ -118,14 +118,13 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, config: DecodeConfig
     return search(make_step(model, src, config.beam, capacity), src, config, prefix)
 
 
-def search(step: Step, src: Tensor, config: DecodeConfig = DecodeConfig(),
-           prefix: Tensor | None = None) -> SearchResult:
+def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None) -> SearchResult:
     """Beam search over anything that gives next-token log-probabilities (`Step`).
 
     When a sentence stops (config.early_stop): "exact" as soon as no live hypothesis can beat
     its nbest-th finished one (the result is then the same as with "none", which runs every
     sentence to its length limit); "patience" once `beam` hypotheses have ended (fairseq's and
-    CTranslate2's rule: cheaper, and a later, better ending can be missed). Beam 1 is greedy:
+    CTranslate2's rule: usually fewer steps, and a later, better ending can be missed). Beam 1 is greedy:
     with no alternatives kept, its first ending ends it. `prefix` (B, P): see `beam_search`.
     """
     B, k, K, device = src.size(0), config.beam, config.nbest, src.device

@@ -209,7 +209,7 @@ class DecoderCache:
         first = self.layers[0]
         return first.self_k.size(1) // first.cross_k.size(0)
 
-    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> "DecoderCache":
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> DecoderCache:
         """Select (and repeat) rows, e.g. to follow the surviving beams; the one way a cache is reordered.
 
         Without `sentences`, rows may come from any sentence and each new row gets its own copy
