@@ -50,7 +50,9 @@ def test_every_option_field_reaches_the_config_under_its_flag(cli, tmp_path):
 def test_decoding_options_are_the_fields_of_decode_config(cli):
     done = cli("translate", "--help", env=WIDE)
     for f in option_fields(DecodeConfig) + option_fields(SamplingConfig):  # the options' rows, not the examples
-        row = re.search(rf"^\W+--{f.name.replace('_', '-')}\s.*", done.stdout, re.M).group(0)
+        # the option's row and the lines its help wraps onto (which start with spaces in the table)
+        block = re.search(rf"^\W+--{f.name.replace('_', '-')}\s.*(?:\n│ {{20,}}\S.*)*", done.stdout, re.M).group(0)
+        row = " ".join(block.replace("│", " ").split())
         assert f.metadata["help"][:30] in row and f"[default: ({f.default})]" in row
     assert {f.name for f in option_fields(DecodeConfig)} == {f.name for f in dataclasses.fields(DecodeConfig)}
 
