@@ -7,7 +7,8 @@ A variant is NAME=CODE_DIR[:key=value,...]: CODE_DIR is a checkout of mtkit (e.g
 /tmp/mtkit-main main`), keys are DecodeConfig fields plus precision and batch_tokens. Rounds
 alternate the variants (A B A B) so that a shared machine's load falls on all of them; the best
 round counts. CPU seconds (process time) are reported beside wall seconds: on a machine shared
-with other work, sentences per CPU-second with --threads 1 is the steadier figure. Each child reports its own peak RSS (VmHWM), and whether its output equals the
+with other work, sentences per CPU-second with --threads 1 is the steadier figure. Each child
+reports its own peak RSS (VmHWM), and whether its output equals the
 first variant's is printed. Without --model a random `small` model decodes (its output is noise,
 lengths capped at the source length). The last line printed is one JSON object.
 """
@@ -54,7 +55,8 @@ out = [t.text for t in tr.translate_stream(lines, config, batch_tokens)]
 seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
 tokens = sum(len(i) for i in tr.vocab.encode_batch(out))
-print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens, "peak_rss_mib": hwm, "outputs": out}))
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens, "peak_rss_mib": hwm,
+                  "outputs": out}))
 '''
 
 
@@ -73,7 +75,8 @@ def spm_for_random_model(tmp: Path, data: Path) -> str:
     import sentencepiece as spm
 
     with gzip.open(data / "train.en.gz", "rt") as en, gzip.open(data / "train.de.gz", "rt") as de:
-        lines = [line.rstrip("\n") for line in itertools.chain(itertools.islice(en, 10_000), itertools.islice(de, 10_000))]
+        pairs = itertools.chain(itertools.islice(en, 10_000), itertools.islice(de, 10_000))
+        lines = [line.rstrip("\n") for line in pairs]
     spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=8000,
                                    model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
                                    character_coverage=1.0, minloglevel=2)

@@ -305,10 +305,9 @@ class DecodeConfig:
     max_len_a: float = option(1.0, "Longest output = a x source tokens + b.")
     max_len_b: int = option(50, "Longest output = a x source tokens + b.")
     nbest: int = option(1, "Write the K best as LINE<TAB>TRANSLATION<TAB>SCORE, K lines per input.")
-    early_stop: str = option("patience", "When a sentence's search stops: patience = once `beam` hypotheses have "
-                             "ended (fairseq's and CTranslate2's rule); exact = once no live hypothesis can beat "
-                             "the best finished, the result of a search to the length limit (the paper's rule; "
-                             "about 12% slower on Multi30k, same output there); none = at the length limit.", EARLY_STOP_CHOICES)
+    early_stop: str = option("patience", "patience: stop once `beam` hypotheses end (fairseq, CTranslate2); exact: "
+                             "once none live can win (the paper; ~12% slower); none: at the length limit.",
+                             EARLY_STOP_CHOICES)
 
     def __post_init__(self) -> None:
         _positive(self, "beam", "nbest")
