@@ -306,7 +306,7 @@ class DecodeConfig:
     max_len_b: int = option(50, "Longest output = a x source tokens + b.")
     nbest: int = option(1, "Write the K best as LINE<TAB>TRANSLATION<TAB>SCORE, K lines per input.")
     early_stop: str = option("patience", "patience: stop once `beam` hypotheses end (fairseq, CTranslate2); exact: "
-                             "once none live can win (the paper; ~12% slower); none: at the length limit.",
+                             "once none live can win (the paper; up to 1.4x the time); none: at the length limit.",
                              EARLY_STOP_CHOICES)
 
     def __post_init__(self) -> None:
