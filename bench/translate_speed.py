@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig  # noqa: E402
+from mtkit.config import DecodeConfig  # noqa: E402
 from mtkit.data.vocab import Vocab  # noqa: E402
 from mtkit.decode.translator import Translator  # noqa: E402
 from mtkit.model import build_model  # noqa: E402
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--max-len-b", type=int, default=None,
                         help="default: 50 (the paper) with --model, 0 (source length) for a random model")
-    parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS)
+    parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32", help="fp32, bf16, or int8 (dynamic int8 Linear layers)")
