@@ -15,13 +15,11 @@ end token too: the tests hold the scores equal), longest output = source tokens 
 (CTranslate2 takes one limit for all: the longest source + 50), an empty output allowed
 (CTranslate2 `min_decoding_length=0`; its default 1 renormalises the first step), batches of about
 --batch-tokens source tokens (CTranslate2: batch_type="tokens"), --threads intra-op threads.
-Stopping differs and is each engine's default: mtkit stops a sentence when no live hypothesis
-can beat the best finished one (exact), CTranslate2 once `beam` hypotheses have finished
-(patience 1). mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained
+Stopping: mtkit by `--early-stop` (default patience: once `beam` hypotheses have finished, as
+CTranslate2's patience 1; `exact` runs until no live hypothesis can beat the best finished one). mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained
 model gives them next to no probability; its `suppress_sequences` would renormalise the scores).
 
-mtkit int8 runs only where `mtkit translate --precision int8` exists; elsewhere the row is
-skipped with a note. The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
+mtkit int8 runs only where `mtkit translate --precision int8` exists (skipped with a note elsewhere). The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
 sentences/s over CTranslate2 fp32's (and mtkit int8 over CTranslate2 int8's). The last line
 printed is one JSON object with every figure.
 """
@@ -82,7 +80,7 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     torch.set_num_threads(job["threads"])
     translator = Translator.load(job["model"], device="cpu", precision=precision)
     config = DecodeConfig(beam=job["beam"], alpha=job["alpha"], lenpen="fairseq", max_len_a=1.0,
-                          max_len_b=job["max_len_b"])
+                          max_len_b=job["max_len_b"], early_stop=job["early_stop"])
     lines = job["lines"]
     list(translator.translate_stream(lines[:WARMUP], config, job["batch_tokens"]))
     start = time.perf_counter()
@@ -132,9 +130,9 @@ def available(system: str) -> str | None:
     """None when `system` can run here, else the note that says why not."""
     if system == "mtkit-int8":
         sys.path.insert(0, str(ROOT))
-        from mtkit.config import PRECISION_CHOICES
+        from mtkit.config import DECODE_PRECISION_CHOICES
 
-        if "int8" not in PRECISION_CHOICES:
+        if "int8" not in DECODE_PRECISION_CHOICES:
             return "skipped: this mtkit has no --precision int8"
     if system.startswith("ct2"):
         try:
@@ -203,6 +201,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--alpha", type=float, default=0.6, help="fairseq length normalisation exponent")
     parser.add_argument("--max-len-b", type=int, default=50, help="longest output = source tokens + this")
     parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--early-stop", default="patience", choices=("patience", "exact", "none"),
+                        help="mtkit's stop rule (CTranslate2 stops by patience; see mtkit translate --help)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
@@ -227,8 +227,9 @@ def main() -> None:
         tmp = Path(name)
         job = {"model": args.model, "lines": lines, "beam": args.beam, "alpha": args.alpha,
                "max_len_b": args.max_len_b, "batch_tokens": args.batch_tokens, "threads": args.threads,
+               "early_stop": args.early_stop,
                "ct2_dir": export_model(args.model, tmp) if any(s.startswith("ct2") and s not in notes
-                                                                 for s in systems) else None}
+                                                               for s in systems) else None}
         job_path = tmp / "job.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")
         for system in (s for s in systems if s not in notes):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from mtkit.config import PRESETS, ModelConfig, Preset, TrainConfig
+from mtkit.config import PRESETS, DecodeConfig, ModelConfig, Preset, SamplingConfig, TrainConfig
 from mtkit.errors import MtkitError
 
 __version__ = "0.1.0"
@@ -32,4 +32,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'mtkit' has no attribute {name!r}")
 
 
-__all__ = ["PRESETS", "ModelConfig", "MtkitError", "Preset", "TrainConfig", "__version__", *_LAZY]
+__all__ = ["PRESETS", "DecodeConfig", "ModelConfig", "MtkitError", "Preset", "SamplingConfig", "TrainConfig",
+           "__version__", *_LAZY]

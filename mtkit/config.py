@@ -18,7 +18,9 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3  # fixed SentencePiece ids (DESIGN.md, "Data on 
 
 SHARE_CHOICES = ("all", "decoder", "none")
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
+DECODE_PRECISION_CHOICES = (*PRECISION_CHOICES, "int8")  # int8: dynamic quantization of the Linear layers (CPU)
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
+EARLY_STOP_CHOICES = ("exact", "patience", "none")
 
 DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
 DEFAULT_CHUNK_LINES = 1000  # decoding: lines read ahead and sorted together (`--buffer-size`)
@@ -307,6 +309,9 @@ class DecodeConfig:
     max_len_a: float = option(1.0, "Longest output = a x source tokens + b.")
     max_len_b: int = option(50, "Longest output = a x source tokens + b.")
     nbest: int = option(1, "Write the K best as LINE<TAB>TRANSLATION<TAB>SCORE, K lines per input.")
+    early_stop: str = option("patience", "patience: stop once `beam` hypotheses end (fairseq, CTranslate2); exact: "
+                             "once none live can win (the paper; up to 1.4x the time); none: at the length limit.",
+                             EARLY_STOP_CHOICES)
 
     def __post_init__(self) -> None:
         _positive(self, "beam", "nbest")
@@ -319,3 +324,31 @@ class DecodeConfig:
         _check(isinstance(self.max_len_b, int) and self.max_len_b >= 0, type(self), "max_len_b",
                "an integer >= 0", self.max_len_b)
         _check(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)
+        _check(self.early_stop in EARLY_STOP_CHOICES, type(self), "early_stop",
+               f"one of {', '.join(EARLY_STOP_CHOICES)}", self.early_stop)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling instead of beam search (back-translation, Edunov et al. 2018): temperature, then top-k, then top-p.
+
+    Each sample has its own random stream, seeded by (seed, the source's subword ids, the sample's
+    index), so a sentence gets the same samples alone or in any batch. `samples` is set by --nbest.
+    """
+
+    topk: int = option(0, "With --sampling: draw from the K most probable tokens only (0: all; 1: greedy).")
+    topp: float = option(1.0, "With --sampling: draw from the smallest set of tokens whose probability reaches P "
+                              "(nucleus sampling; 1: all).")
+    temperature: float = option(1.0, "With --sampling: divide the logits by T (< 1 sharper, > 1 flatter).")
+    seed: int = option(1, "With --sampling: the seed; the same seed gives the same samples.")
+    samples: int = 1  # independent samples per sentence (--nbest on the command line)
+
+    def __post_init__(self) -> None:
+        _positive(self, "samples")
+        _check(isinstance(self.topk, int) and self.topk >= 0, type(self), "topk", "0 (all) or a positive integer",
+               self.topk)
+        _check(isinstance(self.topp, (int, float)) and 0.0 < self.topp <= 1.0, type(self), "topp",
+               "a number in (0, 1]", self.topp)
+        _check(isinstance(self.temperature, (int, float)) and 0.0 < self.temperature < float("inf"), type(self),
+               "temperature", "a finite number > 0", self.temperature)
+        _check(isinstance(self.seed, int) and self.seed >= 0, type(self), "seed", "an integer >= 0", self.seed)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from mtkit.cli import app
 from mtkit.cli.options import option_fields
 from mtkit.cli.train import cpu_update_seconds
-from mtkit.config import PRESETS, DecodeConfig, ModelConfig, TrainConfig
+from mtkit.config import PRESETS, DecodeConfig, ModelConfig, SamplingConfig, TrainConfig
 
 WIDE = {"COLUMNS": "400"}  # one help row a line, so that a test can read it
 
@@ -53,8 +53,10 @@ def test_every_option_field_reaches_the_config_under_its_flag(cli, tmp_path):
 
 def test_decoding_options_are_the_fields_of_decode_config(cli):
     done = cli("translate", "--help", env=WIDE)
-    for f in option_fields(DecodeConfig):
-        row = re.search(rf"--{f.name.replace('_', '-')}\s.*", done.stdout).group(0)
+    for f in option_fields(DecodeConfig) + option_fields(SamplingConfig):  # the options' rows, not the examples
+        # the option's row and the lines its help wraps onto (which start with spaces in the table)
+        block = re.search(rf"^\W+--{f.name.replace('_', '-')}\s.*(?:\n│ {{20,}}\S.*)*", done.stdout, re.M).group(0)
+        row = " ".join(block.replace("│", " ").split())
         assert f.metadata["help"][:30] in row and f"[default: ({f.default})]" in row
     assert {f.name for f in option_fields(DecodeConfig)} == {f.name for f in dataclasses.fields(DecodeConfig)}
 

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Iterator, Literal, Optional
 
 import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import build, config_options, device_option
-from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, PRECISION_CHOICES, DecodeConfig
+from mtkit.config import (
+    DECODE_PRECISION_CHOICES,
+    DEFAULT_BATCH_TOKENS,
+    DEFAULT_CHUNK_LINES,
+    DecodeConfig,
+    SamplingConfig,
+)
 from mtkit.errors import MtkitError
 
 
@@ -56,11 +62,47 @@ def average(
     err.print(f"mtkit: wrote {escape(str(output))} (model only, step {averaged['step']}).")
 
 
+# Flags that only mean something in one mode: said at once instead of silently ignored.
+SAMPLING_ONLY = ("topk", "topp", "temperature", "seed")
+SEARCH_ONLY = ("beam", "alpha", "lenpen")
+
+
+def _refuse(flags: list[str], why: str) -> None:
+    if flags:
+        raise MtkitError(f"{flags[0]} {why}")
+
+
+def _check_modes(given: dict[str, Any], sampling: bool, prefix: bool, prefix_file: Optional[str], score_only: bool,
+                 target_file: Optional[str]) -> None:
+    """One sentence for a combination of flags that cannot work together."""
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    if score_only:
+        decoding = {"sampling": sampling, "prefix": prefix, "prefix_file": prefix_file, **given}
+        _refuse([flag(n) for n, v in decoding.items() if v], "does not apply with --score-only (it scores the "
+                "given targets; nothing is decoded).")
+    _refuse([flag(n) for n in SAMPLING_ONLY if n in given and not sampling], "applies only with --sampling.")
+    _refuse([flag(n) for n in SEARCH_ONLY if n in given and sampling], "does not apply with --sampling "
+            "(samples are drawn, not searched for).")
+    _refuse(["--prefix-file"] if prefix and prefix_file else [], "and --prefix are two ways to give prefixes; "
+            "pick one.")
+    _refuse(["--target-file"] if target_file and not score_only else [], "gives the targets of --score-only; "
+            "add --score-only.")
+
+
+def _second_file(stack: Any, path: Optional[str]) -> Optional[Iterator[str]]:
+    from mtkit.textio import open_input, read_lines_lenient
+
+    return None if path is None else read_lines_lenient(stack.enter_context(open_input(path)), name=path)
+
+
 @app.command()
-@config_options(DecodeConfig)
+@config_options(DecodeConfig, SamplingConfig)
 def translate(
-    model: str = typer.Option(..., "--model", "-m", help="An mtkit model or checkpoint file (e.g. averaged.pt).",
-                               show_default=False),
+    model: list[str] = typer.Option(..., "--model", "-m", show_default=False,
+                                    help="An mtkit model or checkpoint file (e.g. averaged.pt); repeat for an "
+                                         "ensemble (log of the mean of the models' probabilities)."),
     input: Optional[str] = typer.Option(None, "--input", "-i", show_default="stdin",
                                          help="Raw text to translate, one sentence a line (a file, a pipe, or -)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", show_default="stdout",
@@ -70,17 +112,39 @@ def translate(
     buffer_size: Optional[int] = typer.Option(None, "--buffer-size", min=1, show_default=f"{DEFAULT_CHUNK_LINES}; "
                                               "1 on a terminal", help="Lines read before translating them; "
                                               "1 answers each line at once (for a co-process)."),
-    scores: bool = typer.Option(False, "--scores", help="Append <TAB>SCORE (log-probability / length penalty)."),
+    scores: bool = typer.Option(False, "--scores", help="Append <TAB>SCORE (log-probability / length penalty; "
+                                                        "with --sampling, log-probability)."),
+    sampling: bool = typer.Option(False, "--sampling", help="Sample instead of beam search (back-translation); "
+                                                            "--nbest N draws N independent samples."),
+    prefix: bool = typer.Option(False, "--prefix", help="Input lines are SOURCE<TAB>PREFIX: each output begins "
+                                                        "with its target prefix (a line without TAB has none)."),
+    prefix_file: Optional[str] = typer.Option(None, "--prefix-file", show_default="none",
+                                              help="Target prefixes, one a line, aligned with the input."),
+    score_only: bool = typer.Option(False, "--score-only", help="Score given translations instead: input lines "
+                                    "SOURCE<TAB>TARGET; writes log P(target|source), its per-token average and "
+                                    "the length (EOS counted), tab-separated."),
+    target_file: Optional[str] = typer.Option(None, "--target-file", show_default="none",
+                                              help="With --score-only: the targets, one a line, aligned with "
+                                                   "the input (which then holds sources only)."),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
-    precision: Literal[PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
-        "fp32", help="fp32, bf16, fp16 (CUDA only), or auto (training's rule: bf16 where native and faster)."),
+    precision: Literal[DECODE_PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
+        "fp32", help="fp32, bf16, fp16 (CUDA only), int8 (CPU only: dynamic int8 Linear layers; faster, BLEU within "
+                     "a few tenths), or auto (training's rule: bf16 where native and faster)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     *,
     given: dict[str, Any],
 ) -> None:
-    """Translate raw text, one sentence a line, with beam search.
+    """Translate raw text, one sentence a line, with beam search (or sampling); or score given translations.
 
     Example: mtkit translate -m runs/small/averaged.pt < test.en > test.hyp.de
+
+    Sampling, 3 samples a line: mtkit translate -m averaged.pt --sampling --topk 10 --nbest 3 --seed 7 < mono.de
+
+    Ensemble: mtkit translate -m seed1/averaged.pt -m seed2/averaged.pt < test.en
+
+    Target prefix: printf 'A man sleeps.\tEin Mann\n' | mtkit translate -m averaged.pt --prefix
+
+    Scoring pairs: paste test.en test.de | mtkit translate -m averaged.pt --score-only
     """
     import contextlib
     import logging
@@ -88,25 +152,42 @@ def translate(
     import torch
     from tqdm import tqdm
 
+    from mtkit.decode.pairs import tab_pairs, zip_lines
     from mtkit.decode.translator import Translator
-    from mtkit.textio import one_line, open_input, open_output, read_lines_lenient
+    from mtkit.textio import open_input, open_output, read_lines_lenient
 
     setup_logging(logging.WARNING)
-    config = build(DecodeConfig(), given)
+    _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
+    config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
+    sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
     if threads:
         torch.set_num_threads(threads)
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_input(input))
+        second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
         translator = Translator.load(model, device=device, precision=precision)
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)
         lines = read_lines_lenient(source, name=str(input or "input"))
-        stream = translator.translate_stream(lines, config, batch_tokens, chunk_lines=chunk_lines)
-        for tr in tqdm(stream, unit=" lines", disable=not sys.stderr.isatty() or interactive, file=sys.stderr):
-            if config.nbest > 1:
-                text = "".join(f"{tr.line}\t{one_line(t)}\t{s:.4f}\n" for t, s in tr.hypotheses)
-            else:
-                text = f"{one_line(tr.text)}\t{tr.score:.4f}\n" if scores else f"{one_line(tr.text)}\n"
+        pairs = zip_lines(lines, second, (str(input or "the input"), str(prefix_file or target_file))) \
+            if second is not None else tab_pairs(lines, "--score-only" if score_only else None)
+        if score_only:
+            texts = (f"{s.logprob:.4f}\t{s.average:.4f}\t{s.length}\n"
+                     for s in translator.score_stream(pairs, batch_tokens, chunk_lines))
+        else:
+            items = pairs if (prefix or prefix_file) else lines
+            stream = translator.translate_stream(items, config, batch_tokens, chunk_lines, sampling=sampler)
+            texts = (_format(tr, sampler.samples if sampler else config.nbest, scores) for tr in stream)
+        for text in tqdm(texts, unit=" lines", disable=not sys.stderr.isatty() or interactive, file=sys.stderr):
             out.write(text.encode("utf-8"))
             out.flush()
+
+
+def _format(tr: Any, nbest: int, scores: bool) -> str:
+    """One translation's output: TEXT, TEXT<TAB>SCORE, or with nbest > 1 LINE<TAB>TEXT<TAB>SCORE lines."""
+    from mtkit.textio import one_line
+
+    if nbest > 1:
+        return "".join(f"{tr.line}\t{one_line(t)}\t{s:.4f}\n" for t, s in tr.hypotheses)
+    return f"{one_line(tr.text)}\t{tr.score:.4f}\n" if scores else f"{one_line(tr.text)}\n"

@@ -3,7 +3,8 @@
 Hypotheses are ranked by log P(Y|X) / lp(|Y|), where |Y| counts the end-of-sentence token
 (as tensor2tensor and fairseq count it). All work happens on tensors over the flattened
 (sentences x beams) rows; sentences leave the batch as soon as they are done, and the
-key/value cache shrinks with them.
+key/value cache shrinks with them. The search asks a `Step` for log-probabilities and tells it
+which rows to keep; it never sees a model's cache.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
-from mtkit.model.transformer import DecoderCache, LayerCache, Transformer
+from mtkit.decode.ensemble import Ensemble, make_step
+from mtkit.decode.prefix import force_prefix
+from mtkit.decode.step import Step
+from mtkit.model.transformer import Transformer
 
 NEG_INF = -math.inf
 
@@ -44,27 +48,15 @@ def max_output_lengths(src_lengths: Tensor, config: DecodeConfig, max_positions:
 def top_candidates(logp: Tensor, lprobs: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
     """The `count` best one-token extensions of each sentence's beams, best first.
 
-    logp (n, k): log-probabilities of the live hypotheses; lprobs (n, k, V): of the next token.
+    logp (n, k): log-probabilities of the live hypotheses; lprobs (n, k, V): of the next token
+    (overwritten with the sums).
     Returns (scores, beam, token), each (n, count). All live hypotheses have the same length,
     so ranking by log-probability is ranking by the length-penalised score.
     """
     n, k, V = lprobs.shape
-    scores, flat = (logp.unsqueeze(-1) + lprobs).view(n, k * V).topk(min(count, k * V), dim=1)
+    # In place: lprobs is the step's scratch, and a (n, k, V) temporary per step costs a fresh allocation.
+    scores, flat = lprobs.add_(logp.unsqueeze(-1)).view(n, k * V).topk(min(count, k * V), dim=1)
     return scores, torch.div(flat, V, rounding_mode="floor"), flat % V
-
-
-def follow_beams(cache: DecoderCache, rows: Tensor, sentences_changed: bool) -> DecoderCache:
-    """The cache rows of the surviving hypotheses (rows index the flattened sentences x beams).
-
-    Every beam of a sentence has the same cross-attention keys/values and source mask, so
-    while no sentence leaves the batch only the self-attention history is reordered; when
-    one does, `DecoderCache.reorder` selects everything.
-    """
-    if sentences_changed:
-        return cache.reorder(rows)
-    layers = tuple(LayerCache(c.self_k.index_select(0, rows), c.self_v.index_select(0, rows), c.cross_k, c.cross_v)
-                   for c in cache.layers)
-    return DecoderCache(layers, cache.src_mask, cache.length)
 
 
 @dataclass(frozen=True)
@@ -90,6 +82,7 @@ class _Finished:
     score: Tensor  # (B, K), -inf where empty
     tokens: Tensor  # (B, K, W)
     length: Tensor  # (B, K)
+    count: Tensor  # (B,) endings found so far, kept or not (the patience rule counts them)
 
     def add(self, sentences: Tensor, score: Tensor, tokens: Tensor) -> None:
         """Merge new endings (score (n, c), tokens (n, c, t)) of `sentences` into their best K."""
@@ -102,6 +95,7 @@ class _Finished:
         self.score[sentences] = best_score
         self.tokens[sentences] = all_tokens.gather(1, pick.unsqueeze(-1).expand(-1, -1, W))
         self.length[sentences] = all_length.gather(1, pick)
+        self.count[sentences] += score.isfinite().sum(1)
 
     def hypotheses(self) -> list[list[Hypothesis]]:
         score, tokens, length = self.score.tolist(), self.tokens.tolist(), self.length.tolist()
@@ -110,45 +104,56 @@ class _Finished:
 
 
 @torch.inference_mode()
-def beam_search(model: Transformer, src: Tensor, config: DecodeConfig = DecodeConfig(),
-                early_stop: bool = True) -> SearchResult:
-    """Translate a batch of source ids (B, S) = ids + [EOS], right-padded with 0.
+def beam_search(model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = DecodeConfig(),
+                prefix: Tensor | None = None) -> SearchResult:
+    """Translate a batch of source ids (B, S) = ids + [EOS], right-padded with 0, with one model or an ensemble.
 
-    A sentence stops as soon as no live hypothesis can beat its nbest-th finished one
-    (`early_stop`; turning it off runs every sentence to its length limit and gives the
-    same result). Beam 1 is greedy: with no alternatives kept, its first ending ends it.
+    `prefix` (B, P), PAD-padded: tokens each output must begin with (mtkit/decode/prefix.py).
+    """
+    if src.size(0) == 0:
+        return SearchResult([], [])
+    limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, model.cfg.max_positions)  # (B,)
+    # Room for the usual output length; the cache doubles in the rare case that needs more.
+    capacity = min(int(limit.max()) + 1, 2 * src.size(1) + 8)
+    return search(make_step(model, src, config.beam, capacity), src, config, prefix)
+
+
+def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None) -> SearchResult:
+    """Beam search over anything that gives next-token log-probabilities (`Step`).
+
+    When a sentence stops (config.early_stop): "exact" as soon as no live hypothesis can beat
+    its nbest-th finished one (the result is then the same as with "none", which runs every
+    sentence to its length limit); "patience" once `beam` hypotheses have ended (fairseq's and
+    CTranslate2's rule: usually fewer steps, and a later, better ending can be missed). Beam 1 is greedy:
+    with no alternatives kept, its first ending ends it. `prefix` (B, P): see `beam_search`.
     """
     B, k, K, device = src.size(0), config.beam, config.nbest, src.device
     if B == 0:
         return SearchResult([], [])
-    encoded = model.encode(src)
-    # Scores in fp32 at least (fp64 when the model runs in fp64, as some tests do).
-    dtype = torch.float64 if encoded.memory.dtype == torch.float64 else torch.float32
-    limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, model.cfg.max_positions)  # (B,)
+    limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
     steps = int(limit.max()) + 1
+    dtype = step.dtype
     finished = _Finished(torch.full((B, K), NEG_INF, dtype=dtype, device=device), src.new_zeros(B, K, steps),
-                         src.new_zeros(B, K))
+                         src.new_zeros(B, K), src.new_zeros(B))
     done_at = [0] * B
-    # 1. Each sentence is encoded once (above); each of its k beams gets a row of the cache.
-    cache = model.init_cache(encoded).reorder(torch.arange(B, device=device).repeat_interleave(k))
+    # 1. Each sentence is encoded once (by the step); each of its k beams is a row.
     alive = torch.arange(B, device=device)  # (n,) the sentences still searching
     tokens = src.new_zeros(B, k, 0)  # (n, k, t) live hypotheses, BOS left out
     logp = torch.full((B, k), NEG_INF, dtype=dtype, device=device)
     logp[:, 0] = 0.0  # the k beams start as copies; only the first counts
-    last = src.new_full((B * k, 1), BOS)
+    last = src.new_full((B * k,), BOS)
+    never = torch.tensor([PAD, BOS], device=device)  # tokens no hypothesis may emit
     for t in range(steps):  # t tokens emitted so far
         n = alive.numel()
         # 2. One decoder step for every live hypothesis.
-        logits, cache = model.decode_step(last, cache)
-        logits = logits[:, -1]
-        lprobs = F.log_softmax(logits.to(dtype), dim=-1).view(n, k, -1)  # (n, k, V)
-        lprobs[:, :, PAD] = NEG_INF
-        lprobs[:, :, BOS] = NEG_INF
+        lprobs = step.log_probs(last).view(n, k, -1).index_fill_(2, never, NEG_INF)  # (n, k, V)
         # 3. A sentence at its length limit may only end.
         at_limit = limit[alive] <= t
         if bool(at_limit.any()):
             lprobs[at_limit, :, :EOS] = NEG_INF
             lprobs[at_limit, :, EOS + 1:] = NEG_INF
+        if prefix is not None:  # a sentence still within its prefix may only emit the prefix's next token
+            lprobs = force_prefix(lprobs, prefix[alive], t)
         # 4. The 2k best extensions: at most k of them end, so k always remain to go on.
         cand, beam, token = top_candidates(logp, lprobs, 2 * k)  # (n, 2k) each
         ends = token.eq(EOS)
@@ -162,26 +167,38 @@ def beam_search(model: Transformer, src: Tensor, config: DecodeConfig = DecodeCo
         logp, pick = cand.masked_fill(ends, NEG_INF).topk(k, dim=1)  # (n, k)
         beam, token = beam.gather(1, pick), token.gather(1, pick)
         tokens = torch.cat([tokens.gather(1, beam[..., None].expand(-1, -1, t)), token[..., None]], dim=2)
-        rows = (torch.arange(n, device=device) * k)[:, None] + beam  # (n, k) rows of the cache
-        # 7. Done: nothing left alive, or (greedy) an ending, or no live hypothesis can win any more.
-        #    Later tokens only lower log P, so the best a live hypothesis can still score is its
-        #    log P over the largest penalty any length left to it allows (|Y| in [t + 2, limit + 1]).
-        done = ~torch.isfinite(logp[:, 0])
-        worst_kept = finished.score[alive, K - 1]
-        if k == 1:
-            done |= torch.isfinite(finished.score[alive, 0])
-        if early_stop:
-            lp_max = torch.maximum(length_penalty(limit[alive].to(logp.dtype) + 1.0, config.alpha, config.lenpen),
-                                   length_penalty(torch.full_like(logp[:, 0], t + 2.0), config.alpha, config.lenpen))
-            done |= worst_kept >= logp[:, 0] / lp_max
-        # 8. Done sentences leave the batch; the cache follows the surviving hypotheses.
+        rows = (torch.arange(n, device=device) * k)[:, None] + beam  # (n, k) rows of the step
+        # 7. Done: nothing left alive, or (greedy) an ending, or the stop rule says so.
+        done = ~torch.isfinite(logp[:, 0]) | stop(config, finished, alive, logp, limit, t)
+        # 8. Done sentences leave the batch; the step follows the surviving hypotheses.
+        sentences = None
         if bool(done.any()):
             for b in alive[done].tolist():
                 done_at[b] = t + 1
             keep = ~done
             if not bool(keep.any()):
                 break
+            sentences = keep.nonzero().squeeze(1)
             alive, tokens, logp, rows, token = alive[keep], tokens[keep], logp[keep], rows[keep], token[keep]
-        cache = follow_beams(cache, rows.reshape(-1), sentences_changed=bool(done.any()))
-        last = token.reshape(-1, 1)
+        step.reorder(rows.reshape(-1), sentences)
+        last = token.reshape(-1)
     return SearchResult(finished.hypotheses(), done_at)
+
+
+def stop(config: DecodeConfig, finished: _Finished, alive: Tensor, logp: Tensor, limit: Tensor, t: int) -> Tensor:
+    """Which live sentences (n,) are done after t + 1 tokens, by config.early_stop (beam 1: its first ending).
+
+    exact: later tokens only lower log P, so the best a live hypothesis can still score is its
+    log P over the largest penalty any length left to it allows (|Y| in [t + 2, limit + 1]).
+    """
+    K = finished.score.size(1)
+    if config.beam == 1:
+        return torch.isfinite(finished.score[alive, 0])
+    if config.early_stop == "patience":
+        return finished.count[alive] >= config.beam
+    if config.early_stop == "none":
+        return torch.zeros_like(alive, dtype=torch.bool)
+    best = logp[:, 0]
+    lp_max = torch.maximum(length_penalty(limit[alive].to(best.dtype) + 1.0, config.alpha, config.lenpen),
+                           length_penalty(torch.full_like(best, t + 2.0), config.alpha, config.lenpen))
+    return finished.score[alive, K - 1] >= best / lp_max

@@ -9,15 +9,28 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import typing
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence, TypeVar
 
 import torch
 
 from mtkit import checkpoint
-from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, PAD, DecodeConfig
+from mtkit.config import (
+    DECODE_PRECISION_CHOICES,
+    DEFAULT_BATCH_TOKENS,
+    DEFAULT_CHUNK_LINES,
+    EOS,
+    PAD,
+    DecodeConfig,
+    SamplingConfig,
+)
 from mtkit.data.vocab import Vocab
-from mtkit.decode.beam import beam_search
+from mtkit.decode.beam import beam_search, max_output_lengths
+from mtkit.decode.ensemble import Ensemble
+from mtkit.decode.prefix import prefix_tensor
+from mtkit.decode.sampling import sample
+from mtkit.decode.scoring import PairScore, score_batch
 from mtkit.device import pick_device
 from mtkit.errors import MtkitError
 from mtkit.model.transformer import Transformer
@@ -25,6 +38,8 @@ from mtkit.train.precision import TORCH_DTYPES, resolve_precision
 
 logger = logging.getLogger(__name__)
 
+Source = str | tuple[str, str]  # a source line, or (source line, target prefix)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,11 +59,29 @@ class Translation:
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
-    """The weights' dtype, by training's rule (mtkit.train.precision.resolve_precision), "auto" included."""
+    """The dtype the model runs in, by training's rule (mtkit.train.precision.resolve_precision), "auto"
+    included; int8 runs fp32 around its int8 Linear layers."""
+    if precision not in DECODE_PRECISION_CHOICES:
+        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(DECODE_PRECISION_CHOICES)}.")
+    if precision == "int8":
+        if device.type != "cpu":
+            raise MtkitError("precision int8 runs on the CPU only; use --device cpu, or fp16/bf16 on a GPU.")
+        return torch.float32
     name, reason = resolve_precision(precision, device)
     if precision == "auto":
         logger.info("precision auto -> %s: %s", name, reason)
     return TORCH_DTYPES[name]
+
+
+def in_order(batches: Iterable[dict[int, T]]) -> Iterator[T]:
+    """Results that arrive batch by batch ({index: result}), yielded in index order as soon as each is ready."""
+    ready: dict[int, T] = {}
+    next_out = 0
+    for done in batches:
+        ready.update(done)
+        while next_out in ready:
+            yield ready.pop(next_out)
+            next_out += 1
 
 
 def pack_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
@@ -68,83 +101,169 @@ def pack_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
 
 
 class Translator:
-    """A model and its SentencePiece vocabulary, ready to translate raw text.
+    """A model (or an ensemble of models sharing one vocabulary) and its SentencePiece vocabulary, ready for raw text.
 
-    >>> translator = Translator.load("runs/small/averaged.pt")
+    >>> translator = Translator.load("runs/small/averaged.pt")  # or a list of files: an ensemble
     >>> translator.translate(["A man is riding a bike."])
+    >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
+    >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
     """
 
-    def __init__(self, model: Transformer, vocab: Vocab, device: torch.device | str = "cpu",
+    def __init__(self, model: Transformer | Sequence[Transformer], vocab: Vocab, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32):
-        cfg = model.cfg
-        if len(vocab) > min(cfg.vocab_size, cfg.target_vocab_size):
-            raise MtkitError(f"the SentencePiece vocabulary has {len(vocab)} pieces, more than the model's "
-                             f"{min(cfg.vocab_size, cfg.target_vocab_size)} embeddings.")
+        models = [model] if isinstance(model, Transformer) else list(model)
+        for cfg in (m.cfg for m in models):
+            if len(vocab) > min(cfg.vocab_size, cfg.target_vocab_size):
+                raise MtkitError(f"the SentencePiece vocabulary has {len(vocab)} pieces, more than the model's "
+                                 f"{min(cfg.vocab_size, cfg.target_vocab_size)} embeddings.")
+        if len({m.cfg.target_vocab_size for m in models}) > 1:
+            raise MtkitError("the models have output layers of different sizes; an ensemble needs one vocabulary.")
         self.device = torch.device(device)
-        self.model = model.to(device=self.device, dtype=dtype).eval()
+        self.models = [m.to(device=self.device, dtype=dtype).eval() for m in models]
+        self.model = self.models[0]
         self.vocab = vocab
 
     @classmethod
-    def load(cls, path: str | os.PathLike, device: str = "auto", precision: str = "fp32") -> "Translator":
-        """From an mtkit file of kind "model" (e.g. averaged) or "checkpoint"; training state is ignored."""
-        ckpt = checkpoint.load(path)
-        if not ckpt.get("vocab"):
-            raise MtkitError(f"{path} holds no SentencePiece vocabulary, so its output cannot be turned into text.")
-        checkpoint.check_finite(ckpt, path)
-        model = checkpoint.build_from(ckpt)
-        vocab = Vocab.from_bytes(ckpt["vocab"])
-        del ckpt  # optimizer state can be twice the model's size
+    def load(cls, path: str | os.PathLike | Sequence[str | os.PathLike], device: str = "auto",
+             precision: str = "fp32") -> "Translator":
+        """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble."""
+        paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+        models: list[Transformer] = []
+        vocabs: list[bytes] = []
+        for p in paths:
+            ckpt = checkpoint.load(p)
+            if not ckpt.get("vocab"):
+                raise MtkitError(f"{p} holds no SentencePiece vocabulary, so its output cannot be turned into text.")
+            checkpoint.check_finite(ckpt, p)
+            models.append(typing.cast(Transformer, checkpoint.build_from(ckpt)))
+            vocabs.append(ckpt["vocab"])
+            del ckpt  # optimizer state can be twice the model's size
+        for p, v in zip(paths[1:], vocabs[1:]):
+            if v != vocabs[0]:
+                raise MtkitError(f"{paths[0]} and {p} have different vocabularies (their embedded spm.model "
+                                 "differ); an ensemble needs models trained with one vocabulary.")
         target = pick_device(device)
-        return cls(model, vocab, target, resolve_dtype(precision, target))
+        dtype = resolve_dtype(precision, target)
+        if precision == "int8":
+            from mtkit.decode.quantize import quantize_int8
+
+            models = [quantize_int8(m) for m in models]
+        return cls(models, Vocab.from_bytes(vocabs[0]), target, dtype)
+
+    @property
+    def decoder(self) -> Transformer | Ensemble:
+        """What the searches run: the model, or the ensemble of all the models."""
+        return self.model if len(self.models) == 1 else Ensemble(self.models)
 
     @property
     def max_source_tokens(self) -> int:
-        return self.model.cfg.max_positions - 1  # the EOS appended to the source needs a position too
+        # the EOS appended to the source needs a position too
+        return min(m.cfg.max_positions for m in self.models) - 1
 
-    def translate(self, lines: Sequence[str], beam: int = 4, alpha: float = 0.6, *, lenpen: str = "gnmt",
-                  max_len_a: float = 1.0, max_len_b: int = 50,
-                  batch_tokens: int = DEFAULT_BATCH_TOKENS) -> list[str]:
-        """Translations of `lines`, one for each, in order (the paper's decoding settings by default)."""
+    def translate(self, lines: Sequence[Source], beam: int = 4, alpha: float = 0.6, *, lenpen: str = "gnmt",
+                  max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = DEFAULT_BATCH_TOKENS,
+                  sampling: SamplingConfig | None = None) -> list[str]:
+        """Translations of `lines`, one for each, in order (the paper's decoding settings by default).
+
+        A line may be (source, target prefix): its translation then begins with the prefix.
+        With `sampling`, each translation is a sample (its first, for `sampling.samples` > 1).
+        """
         config = DecodeConfig(beam=beam, alpha=alpha, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b)
-        return [t.text for t in self.translate_stream(lines, config, batch_tokens)]
+        return [t.text for t in self.translate_stream(lines, config, batch_tokens, sampling=sampling)]
 
-    def translate_stream(self, lines: Iterable[str], config: DecodeConfig = DecodeConfig(),
-                         batch_tokens: int = DEFAULT_BATCH_TOKENS,
-                         chunk_lines: int = DEFAULT_CHUNK_LINES) -> Iterator[Translation]:
-        """Translations in input order, yielded as soon as every earlier line's is ready."""
+    def translate_stream(self, lines: Iterable[Source], config: DecodeConfig = DecodeConfig(),
+                         batch_tokens: int = DEFAULT_BATCH_TOKENS, chunk_lines: int = DEFAULT_CHUNK_LINES,
+                         sampling: SamplingConfig | None = None) -> Iterator[Translation]:
+        """Translations in input order, yielded as soon as every earlier line's is ready.
+
+        Beam search by `config`, or with `sampling` `sampling.samples` samples of each line (in
+        sample order, scored log P(Y|X)). A line given as (source, prefix) has its output begin with the prefix.
+        """
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
         lines = iter(lines)
         first = 1
         while chunk := list(itertools.islice(lines, chunk_lines)):
-            yield from self._translate_chunk(first, chunk, config, batch_tokens)
+            yield from self._translate_chunk(first, chunk, config, batch_tokens, sampling)
             first += len(chunk)
 
-    def _translate_chunk(self, first: int, lines: list[str], config: DecodeConfig,
-                         batch_tokens: int) -> Iterator[Translation]:
+    def score(self, pairs: Iterable[tuple[str, str]], batch_tokens: int = DEFAULT_BATCH_TOKENS) -> list[PairScore]:
+        """log P(target + EOS | source) of each (source, target) pair, in order (mtkit/decode/scoring.py)."""
+        return list(self.score_stream(pairs, batch_tokens))
+
+    def score_stream(self, pairs: Iterable[tuple[str, str]], batch_tokens: int = DEFAULT_BATCH_TOKENS,
+                     chunk_lines: int = DEFAULT_CHUNK_LINES) -> Iterator[PairScore]:
+        """Scores in input order, yielded as soon as every earlier pair's is ready."""
+        if batch_tokens < 1 or chunk_lines < 1:
+            raise MtkitError("batch_tokens and chunk_lines must be positive.")
+        pairs = iter(pairs)
+        first = 1
+        while chunk := list(itertools.islice(pairs, chunk_lines)):
+            yield from self._score_chunk(first, chunk, batch_tokens)
+            first += len(chunk)
+
+    def _source_ids(self, first: int, lines: list[str]) -> list[list[int]]:
         ids = self.vocab.encode_batch(lines)
         for i, sentence in enumerate(ids):
             if len(sentence) > self.max_source_tokens:
                 logger.warning("line %d has %d subword tokens, more than the model's %d; only the first %d are "
                                "translated.", first + i, len(sentence), self.max_source_tokens, self.max_source_tokens)
                 ids[i] = sentence[:self.max_source_tokens]
-        ready: dict[int, Translation] = {i: Translation(first + i, [("", 0.0)]) for i, s in enumerate(ids) if not s}
-        todo = [i for i, s in enumerate(ids) if s]
-        next_out = 0
-        for batch in pack_batches([len(ids[i]) + 1 for i in todo], batch_tokens):
-            batch = [todo[j] for j in batch]
-            for i, hypotheses in zip(batch, self._search([ids[i] for i in batch], config)):
-                ready[i] = Translation(first + i, hypotheses)
-            while next_out in ready:
-                yield ready.pop(next_out)
-                next_out += 1
-        while next_out in ready:  # a chunk of only empty lines
-            yield ready.pop(next_out)
-            next_out += 1
+        return ids
 
-    def _search(self, ids: list[list[int]], config: DecodeConfig) -> list[list[tuple[str, float]]]:
+    def _prefix_ids(self, first: int, prefixes: list[str], ids: list[list[int]],
+                    config: DecodeConfig) -> list[list[int]]:
+        """The prefixes' ids; one that cannot fit in its sentence's output is an error, said for its line."""
+        if not any(prefixes):
+            return [[] for _ in prefixes]
+        out = self.vocab.encode_batch(prefixes)
+        limits = max_output_lengths(torch.tensor([len(s) for s in ids]), config, self.max_source_tokens + 1).tolist()
+        for i, (prefix, limit) in enumerate(zip(out, limits)):
+            if len(prefix) > limit:
+                raise MtkitError(f"line {first + i}: the target prefix has {len(prefix)} subword tokens, more than "
+                                 f"the {limit} this sentence's output may have (max_len_a x source tokens + "
+                                 "max_len_b, within the model's positions).")
+        return out
+
+    def _translate_chunk(self, first: int, items: list[Source], config: DecodeConfig, batch_tokens: int,
+                         sampling: SamplingConfig | None) -> Iterator[Translation]:
+        ids = self._source_ids(first, [s if isinstance(s, str) else s[0] for s in items])
+        prefixes = self._prefix_ids(first, ["" if isinstance(s, str) else s[1] for s in items], ids, config)
+        empty = {i: Translation(first + i, [("", 0.0)]) for i, s in enumerate(ids) if not s and not prefixes[i]}
+        todo = [i for i in range(len(ids)) if i not in empty]
+
+        def batches() -> Iterator[dict[int, Translation]]:
+            yield empty
+            for batch in pack_batches([len(ids[i]) + 1 for i in todo], batch_tokens):
+                batch = [todo[j] for j in batch]
+                found = self._search([ids[i] for i in batch], [prefixes[i] for i in batch], config, sampling)
+                yield {i: Translation(first + i, hypotheses) for i, hypotheses in zip(batch, found)}
+
+        yield from in_order(batches())
+
+    def _search(self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig,
+                sampling: SamplingConfig | None) -> list[list[tuple[str, float]]]:
         src = torch.full((len(ids), max(map(len, ids)) + 1), PAD, dtype=torch.long)  # (B, S)
         for row, sentence in enumerate(ids):
             src[row, :len(sentence) + 1] = torch.tensor([*sentence, EOS])
-        result = beam_search(self.model, src.to(self.device), config)
+        src, prefix = src.to(self.device), prefix_tensor(prefixes, self.device)
+        if sampling is None:
+            result = beam_search(self.decoder, src, config, prefix=prefix)
+        else:
+            result = sample(self.decoder, src, config, sampling, prefix)
         return [[(self.vocab.decode(h.tokens), h.score) for h in hypotheses] for hypotheses in result.hypotheses]
+
+    def _score_chunk(self, first: int, pairs: list[tuple[str, str]], batch_tokens: int) -> Iterator[PairScore]:
+        src = self._source_ids(first, [s for s, _ in pairs])
+        tgt = self.vocab.encode_batch([t for _, t in pairs])
+        for i, target in enumerate(tgt):
+            if len(target) > self.max_source_tokens:  # BOS + target must fit the positions
+                raise MtkitError(f"line {first + i}: the target has {len(target)} subword tokens, more than the "
+                                 f"model's {self.max_source_tokens} positions allow.")
+
+        def batches() -> Iterator[dict[int, PairScore]]:
+            for batch in pack_batches([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], batch_tokens):
+                found = score_batch(self.decoder, [src[i] for i in batch], [tgt[i] for i in batch])
+                yield {i: PairScore(first + i, logprob, n) for i, (logprob, n) in zip(batch, found)}
+
+        yield from in_order(batches())

@@ -81,6 +81,9 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
         return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)
 
+    def project_q(self, x: Tensor) -> Tensor:
+        return split_heads(self.q_proj(x), self.heads)  # (B, H, T, d_k)
+
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         k, v = self.kv_proj(memory).chunk(2, dim=-1)
         return split_heads(k, self.heads), split_heads(v, self.heads)  # (B, H, S, d_k) each
@@ -141,28 +144,92 @@ class EncoderLayer(nn.Module):
 
 @dataclass(frozen=True)
 class LayerCache:
-    """One decoder layer's keys and values: (B, H, t, d_k) self, (B, H, S, d_k) cross."""
+    """One decoder layer's keys and values.
+
+    self_k, self_v: (C, N, H, d_k), time first, with room for C positions of which the cache's
+    `length` are filled; time first keeps the filled part one contiguous block, so a reorder
+    copies exactly it and a step writes one slice (no torch.cat per step). spare_k, spare_v: a
+    second pair of buffers that a reorder writes into, so that no step allocates (None at first).
+    cross_k, cross_v: (n, H, S, d_k), one per sentence, shared by its N / n rows (beams).
+    """
 
     self_k: Tensor
     self_v: Tensor
     cross_k: Tensor
     cross_v: Tensor
+    spare_k: Tensor | None = None
+    spare_v: Tensor | None = None
+
+
+def append_history(buffer: Tensor, new: Tensor, t0: int) -> Tensor:
+    """Write keys or values (N, H, T, d_k) at positions t0.. of a time-first buffer (C, N, H, d_k).
+
+    A buffer without room grows to twice its size (amortised O(1) per step); an empty one at
+    t0 = 0 (teacher forcing) becomes a view of `new`, so training copies nothing.
+    """
+    T = new.size(2)
+    new = new.permute(2, 0, 1, 3)  # (T, N, H, d_k)
+    if t0 + T <= buffer.size(0):
+        buffer[t0:t0 + T] = new
+        return buffer
+    if t0 == 0:
+        return new
+    grown = buffer.new_empty(max(2 * buffer.size(0), t0 + T), *buffer.shape[1:])
+    grown[:t0] = buffer[:t0]
+    grown[t0:t0 + T] = new
+    return grown
+
+
+def _select_rows(buffer: Tensor, spare: Tensor | None, rows: Tensor, length: int) -> tuple[Tensor, Tensor | None]:
+    """The first `length` positions of the chosen rows, written into the spare buffer when it fits."""
+    if buffer.requires_grad and torch.is_grad_enabled():  # autograd cannot write into out=; rare, so just copy
+        return buffer[:length].index_select(1, rows), None
+    shape = (buffer.size(0), rows.numel(), *buffer.shape[2:])  # (C, N', H, d_k)
+    if spare is None or spare.shape != shape:
+        spare = buffer.new_empty(shape)
+    torch.index_select(buffer[:length], 1, rows, out=spare[:length])
+    return spare, (buffer if buffer.shape == shape and buffer.is_contiguous() else None)
 
 
 @dataclass(frozen=True)
 class DecoderCache:
-    """Everything incremental decoding carries between steps; immutable, returned anew."""
+    """Everything incremental decoding carries between steps, returned anew by each step.
+
+    A cache is used once: `decode_step` and `reorder` write into its buffers, so only the
+    cache they return is valid afterwards.
+    """
 
     layers: tuple[LayerCache, ...]
-    src_mask: Tensor | None  # (B, 1, 1, S) bool, True = real token; None = no padding
+    src_mask: Tensor | None  # (n, 1, 1, S) bool, True = real token; None = no padding
     length: int  # target positions decoded so far
 
-    def reorder(self, index: Tensor) -> "DecoderCache":
-        """Select (and repeat) batch rows, e.g. to follow the surviving beams."""
-        pick = lambda t: t.index_select(0, index)  # noqa: E731
-        layers = tuple(LayerCache(*(pick(t) for t in (c.self_k, c.self_v, c.cross_k, c.cross_v))) for c in self.layers)
-        mask = None if self.src_mask is None else pick(self.src_mask)
-        return DecoderCache(layers, mask, self.length)
+    @property
+    def beams(self) -> int:
+        """Rows per sentence: the rows of a sentence are adjacent and share its cross-attention keys/values."""
+        first = self.layers[0]
+        return first.self_k.size(1) // first.cross_k.size(0)
+
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> DecoderCache:
+        """Select (and repeat) rows, e.g. to follow the surviving beams; the one way a cache is reordered.
+
+        Without `sentences`, rows may come from any sentence and each new row gets its own copy
+        of its sentence's cross-attention keys/values. With `sentences` (kept sentences, in
+        increasing order), rows are that many equal groups, each group within its sentence (the
+        surviving beams of the sentences still searching): cross-attention keys/values stay one
+        per sentence and are only selected when sentences leave.
+        """
+        if sentences is None:
+            cross: Tensor | None = torch.div(rows, self.beams, rounding_mode="floor")
+        else:
+            cross = None if sentences.numel() == self.layers[0].cross_k.size(0) else sentences
+        layers = []
+        for c in self.layers:
+            self_k, spare_k = _select_rows(c.self_k, c.spare_k, rows, self.length)
+            self_v, spare_v = _select_rows(c.self_v, c.spare_v, rows, self.length)
+            cross_k, cross_v = (c.cross_k, c.cross_v) if cross is None else (c.cross_k[cross], c.cross_v[cross])
+            layers.append(LayerCache(self_k, self_v, cross_k, cross_v, spare_k, spare_v))
+        mask = self.src_mask if cross is None or self.src_mask is None else self.src_mask[cross]
+        return DecoderCache(tuple(layers), mask, self.length)
 
 
 class DecoderLayer(nn.Module):
@@ -177,17 +244,24 @@ class DecoderLayer(nn.Module):
         self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
-    def forward(self, x: Tensor, cache: LayerCache, src_mask: Tensor | None, self_mask: Tensor | None,
+    def forward(self, x: Tensor, cache: LayerCache, t0: int, src_mask: Tensor | None, self_mask: Tensor | None,
                 causal: bool) -> tuple[Tensor, LayerCache]:
         q, k, v = self.self_attn.project_qkv(self.res_self.before(x))
-        if cache.self_k.size(2):  # training (and a decode's first step) starts empty: no copy (issue 9)
-            k = torch.cat([cache.self_k, k], dim=2)  # (B, H, t + T, d_k)
-            v = torch.cat([cache.self_v, v], dim=2)
+        self_k, self_v = append_history(cache.self_k, k, t0), append_history(cache.self_v, v, t0)
+        t = t0 + x.size(1)
+        k, v = self_k[:t].permute(1, 2, 0, 3), self_v[:t].permute(1, 2, 0, 3)  # (N, H, t, d_k), strided views
         x = self.res_self.after(x, self.self_attn.attend(q, k, v, self_mask, causal))
-        q = split_heads(self.cross_attn.q_proj(self.res_cross.before(x)), self.cross_attn.heads)
-        x = self.res_cross.after(x, self.cross_attn.attend(q, cache.cross_k, cache.cross_v, src_mask))
+        x = self.res_cross.after(x, self.attend_memory(self.res_cross.before(x), cache, src_mask))
         x = self.res_ffn.after(x, self.ffn(self.res_ffn.before(x)))
-        return x, LayerCache(k, v, cache.cross_k, cache.cross_v)
+        return x, LayerCache(self_k, self_v, cache.cross_k, cache.cross_v, cache.spare_k, cache.spare_v)
+
+    def attend_memory(self, x: Tensor, cache: LayerCache, src_mask: Tensor | None) -> Tensor:
+        """Cross-attention where a sentence's N / n rows (its beams) share one copy of its keys/values:
+        the rows' queries line up as one longer query block of the sentence."""
+        N, T, d = x.shape
+        n = cache.cross_k.size(0)
+        q = self.cross_attn.project_q(x.reshape(n, (N // n) * T, d))  # (n, H, beams * T, d_k)
+        return self.cross_attn.attend(q, cache.cross_k, cache.cross_v, src_mask).reshape(N, T, d)
 
 
 @dataclass(frozen=True)
@@ -243,17 +317,19 @@ class Transformer(nn.Module):
             x = layer(x, src_mask)
         return Encoded(self.encoder_norm(x), src_mask)
 
-    def init_cache(self, encoded: Encoded) -> DecoderCache:
-        """Cross-attention keys/values once per sentence; empty self-attention history."""
+    def init_cache(self, encoded: Encoded, capacity: int = 0) -> DecoderCache:
+        """Cross-attention keys/values once per sentence; room for `capacity` target positions
+        (the cache grows beyond it when needed; 0 suits teacher forcing)."""
         layers = []
         for layer in self.decoder:
             k, v = layer.cross_attn.project_kv(encoded.memory)  # (B, H, S, d_k)
-            empty = k.new_zeros(k.size(0), k.size(1), 0, k.size(3))  # (B, H, 0, d_k)
-            layers.append(LayerCache(empty, empty, k, v))
+            B, H, _, d_k = k.shape
+            history = [k.new_empty(capacity, B, H, d_k) for _ in range(2)]  # (C, B, H, d_k)
+            layers.append(LayerCache(history[0], history[1], k, v))
         return DecoderCache(tuple(layers), encoded.src_mask, 0)
 
     def decode_step(self, tgt: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
-        """Next target ids (B, T) after `cache.length` earlier ones -> logits (B, T, V), new cache."""
+        """Next target ids (N, T) after `cache.length` earlier ones -> logits (N, T, V), new cache."""
         T, t0 = tgt.size(1), cache.length
         # A query may see every earlier position: T == 1 needs no mask; a block that starts at
         # 0 is plain causal; a later block needs the offset (bottom-right aligned) mask.
@@ -263,7 +339,7 @@ class Transformer(nn.Module):
         x = self.tgt_embed(tgt, offset=t0)
         new_layers = []
         for layer, layer_cache in zip(self.decoder, cache.layers):
-            x, layer_cache = layer(x, layer_cache, cache.src_mask, self_mask, causal)
+            x, layer_cache = layer(x, layer_cache, t0, cache.src_mask, self_mask, causal)
             new_layers.append(layer_cache)
         return self.project(self.decoder_norm(x)), DecoderCache(tuple(new_layers), cache.src_mask, t0 + T)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -10,8 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
-from mtkit.decode.beam import (beam_search, follow_beams, length_penalty, max_output_lengths,
-                               top_candidates)
+from mtkit.decode.beam import beam_search, length_penalty, max_output_lengths, top_candidates
 
 
 def sources(n: int, vocab_size: int, seed: int, max_len: int = 9) -> list[list[int]]:
@@ -61,22 +61,35 @@ def test_max_output_length_is_a_times_source_plus_b_within_the_positions():
 def test_top_candidates_are_the_best_beam_token_pairs():
     g = torch.Generator().manual_seed(0)
     logp, lprobs = torch.randn(3, 4, generator=g), torch.randn(3, 4, 7, generator=g)
-    scores, beam, token = top_candidates(logp, lprobs, 8)
+    scores, beam, token = top_candidates(logp, lprobs.clone(), 8)
     for s in range(3):
         everything = sorted(((logp[s, b] + lprobs[s, b, v]).item(), b, v) for b in range(4) for v in range(7))[::-1]
         assert [(b, v) for _, b, v in everything[:8]] == list(zip(beam[s].tolist(), token[s].tolist()))
         assert scores[s].tolist() == pytest.approx([x for x, _, _ in everything[:8]])
 
 
-def test_follow_beams_within_sentences_equals_a_full_reorder(make_model):
+def test_reordering_within_sentences_keeps_one_encoder_copy_and_equals_a_full_reorder(make_model):
     model = make_model(20, seed=0)
-    cache = model.init_cache(model.encode(batch(sources(3, 20, seed=1)))).reorder(torch.arange(3).repeat_interleave(2))
-    _, cache = model.decode_step(torch.full((6, 1), BOS), cache)
+    src = batch(sources(3, 20, seed=1))
+    sentences = torch.arange(3)
+
+    def two_beams(capacity: int):  # a fresh cache each time: a cache is used once
+        cache = model.init_cache(model.encode(src), capacity).reorder(sentences.repeat_interleave(2), sentences)
+        return model.decode_step(torch.tensor([[BOS], [BOS], [5], [6], [7], [BOS]]), cache)[1]
+
     rows = torch.tensor([1, 1, 2, 3, 5, 4])  # each sentence's rows stay its own
-    fast, full = follow_beams(cache, rows, sentences_changed=False), cache.reorder(rows)
-    for a, b in zip(fast.layers, full.layers):
-        for name in ("self_k", "self_v", "cross_k", "cross_v"):
-            assert torch.equal(getattr(a, name), getattr(b, name)), name
+    shared, full = two_beams(4).reorder(rows, sentences), two_beams(0).reorder(rows)
+    assert shared.beams == 2 and full.beams == 1
+    assert shared.layers[0].cross_k.size(0) == 3 and full.layers[0].cross_k.size(0) == 6
+    tgt = torch.tensor([[9], [10], [11], [12], [13], [14]])
+    assert torch.allclose(model.decode_step(tgt, shared)[0], model.decode_step(tgt, full)[0], atol=1e-6)
+    left = torch.tensor([0, 2])  # the second sentence leaves
+    fewer = two_beams(4).reorder(torch.tensor([1, 0, 5, 5]), left)
+    alone = model.init_cache(model.encode(src[left]), 1).reorder(torch.tensor([0, 0, 1, 1]), left.new_tensor([0, 1]))
+    _, alone = model.decode_step(torch.tensor([[BOS], [BOS], [7], [BOS]]), alone)
+    alone = alone.reorder(torch.tensor([1, 0, 3, 3]), left.new_tensor([0, 1]))  # grows its room from 1
+    got, want = model.decode_step(tgt[:4], fewer)[0], model.decode_step(tgt[:4], alone)[0]
+    assert fewer.beams == 2 and torch.allclose(got, want, atol=1e-6)
 
 
 @pytest.mark.parametrize("lenpen,alpha", [("gnmt", 0.6), ("gnmt", 2.0), ("fairseq", 1.0), ("none", 0.0)])
@@ -143,15 +156,15 @@ def test_a_batch_gives_what_each_sentence_gives_alone(beam, nbest, make_model):
                                     DecodeConfig(alpha=2.0, max_len_b=10),
                                     DecodeConfig(lenpen="fairseq", alpha=0.3, max_len_b=4)],
                          ids=["default", "nbest", "alpha2", "fairseq"])
-def test_early_stopping_never_changes_the_result(config, make_model):
+def test_exact_early_stopping_never_changes_the_result(config, make_model):
     V, stopped_early = 16, 0
     for seed in (1, 5):  # random models with a small vocabulary that end sentences early and often
         model = make_model(V, seed=seed, share_embeddings="none").double()
         with torch.no_grad():  # a little sharper than at initialisation: a stop rule that ignores the growth
             model.output_proj.weight.mul_(2.0)  # of the length penalty then changes results (with alpha 2)
         src = batch(sources(40, V, seed=20 + seed, max_len=12))
-        early = beam_search(model, src, config, early_stop=True)
-        full = beam_search(model, src, config, early_stop=False)
+        early = beam_search(model, src, dataclasses.replace(config, early_stop="exact"))
+        full = beam_search(model, src, dataclasses.replace(config, early_stop="none"))
         assert [[h.tokens for h in hs] for hs in early.hypotheses] == [[h.tokens for h in hs] for hs in full.hypotheses]
         for a, b in zip(early.hypotheses, full.hypotheses):  # batches shrink differently: last-bit differences
             assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-9)
@@ -174,3 +187,23 @@ def test_hypotheses_are_ranked_and_within_the_length_limit(make_model):
         assert all(t not in (PAD, BOS, EOS) for h in hypotheses for t in h.tokens)
     nothing = beam_search(model, batch(ids), DecodeConfig(max_len_a=0.0, max_len_b=0)).hypotheses
     assert all(hs[0].tokens == [] for hs in nothing)
+
+
+def test_patience_stops_before_the_limit_and_never_beats_the_full_search(make_model):
+    V = 16
+    model = make_model(V, seed=5, share_embeddings="none").double()
+    with torch.no_grad():
+        model.output_proj.weight.mul_(2.0)
+    src = batch(sources(40, V, seed=25, max_len=12))
+    config = DecodeConfig(beam=3, max_len_b=20)
+    full = beam_search(model, src, dataclasses.replace(config, early_stop="none"))
+    patience = beam_search(model, src, dataclasses.replace(config, early_stop="patience"))
+    assert all(p <= f for p, f in zip(patience.steps, full.steps))
+    assert any(p < f for p, f in zip(patience.steps, full.steps)), "inputs on which patience stops sooner"
+    differ = 0
+    for p, f in zip(patience.hypotheses, full.hypotheses):  # the same search up to its stop: fewer endings
+        assert p[0].score <= f[0].score + 1e-12
+        differ += p[0].tokens != f[0].tokens
+    assert differ < len(full.hypotheses)
+    with pytest.raises(Exception, match="early_stop"):
+        DecodeConfig(early_stop="sometimes")

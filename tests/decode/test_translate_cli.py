@@ -66,3 +66,18 @@ def test_an_averaged_model_translates_like_its_only_checkpoint(cli, model_file, 
     text = "A dog runs.\nTwo men talk.\n"
     outputs = [cli("translate", "-m", m, *OPTIONS, input=text) for m in (model_file, averaged)]
     assert outputs[0].returncode == 0 and outputs[0].stdout == outputs[1].stdout
+
+
+@pytest.mark.slow
+def test_int8_and_the_early_stop_rules_through_the_cli(cli, model_file, tmp_path):
+    src = tmp_path / "in.en"
+    src.write_text("A dog runs.\nTwo men talk in the street.\n")
+    outputs = {}
+    for extra in (("--early-stop", "exact"), ("--early-stop", "none"), ("--precision", "int8")):
+        done = cli("translate", "-m", model_file, "-i", src, *OPTIONS, *extra)
+        assert done.returncode == 0, done.stderr
+        outputs[extra] = done.stdout
+        assert len(done.stdout.splitlines()) == 2
+    assert outputs[("--early-stop", "exact")] == outputs[("--early-stop", "none")]
+    done = cli("translate", "-m", model_file, "-i", src, "--early-stop", "sometimes", *OPTIONS)
+    assert done.returncode != 0 and "Traceback" not in done.stderr

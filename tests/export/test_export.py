@@ -54,7 +54,8 @@ def ct2_translate(ct2: object, sp: spm.SentencePieceProcessor, lines: list[str],
 
 
 def mtkit_translate(mt: Translator, lines: list[str], beam: int, alpha: float = 0.0) -> list:
-    config = DecodeConfig(beam=beam, alpha=alpha, lenpen="fairseq", max_len_a=0.0, max_len_b=MAX_LEN)
+    config = DecodeConfig(beam=beam, alpha=alpha, lenpen="fairseq", max_len_a=0.0, max_len_b=MAX_LEN,
+                          early_stop="exact")  # the rule CTranslate2 follows with its patience lifted
     return list(mt.translate_stream(lines, config))
 
 

@@ -126,3 +126,23 @@ def test_positions_beyond_the_maximum_are_refused():
 def test_same_seed_same_weights():
     a, b = tiny(seed=3), tiny(seed=3)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_the_self_attention_cache_is_written_in_place_and_reordered_between_two_buffers():
+    model = tiny()
+    src, tgt_in = batch()
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src), capacity=3)
+        _, cache = model.decode_step(tgt_in[:, :1], cache)
+        buffer = cache.layers[0].self_k.data_ptr()
+        _, cache = model.decode_step(tgt_in[:, 1:2], cache)
+        assert cache.layers[0].self_k.data_ptr() == buffer  # written in place, no torch.cat
+        rows = torch.tensor([2, 0, 1])
+        cache = cache.reorder(rows)
+        spare = cache.layers[0].self_k.data_ptr()
+        cache = cache.reorder(torch.tensor([0, 1, 2]))
+        assert {spare, cache.layers[0].self_k.data_ptr()} == {spare, buffer}  # ping-pong, no new buffer
+        logits, cache = model.decode_step(tgt_in[rows, 2:4], cache)  # grows past its 3 positions
+        assert cache.layers[0].self_k.size(0) >= 4
+        expected = model(src[rows], tgt_in[rows, :4])[:, 2:4]
+    assert (logits - expected).abs().max() < 1e-5

@@ -1,0 +1,146 @@
+"""Decoding speed, A against B: the same model and sentences through variants, each in its own process.
+
+    python bench/decode_ab.py --model M.pt --variant base=/tmp/mtkit-main --variant new=. \\
+        --variant new-patience=.:early_stop=patience --variant new-int8=.:precision=int8 --limit 500 --rounds 2
+
+A variant is NAME=CODE_DIR[:key=value,...]: CODE_DIR is a checkout of mtkit (e.g. `git worktree add
+/tmp/mtkit-main main`), keys are DecodeConfig fields plus precision and batch_tokens. Rounds
+alternate the variants (A B A B) so that a shared machine's load falls on all of them; the best
+round counts. CPU seconds (process time) are reported beside wall seconds: on a machine shared
+with other work, sentences per CPU-second with --threads 1 is the steadier figure. Each child
+reports its own peak RSS (VmHWM), and whether its output equals the
+first variant's is printed. Without --model a random `small` model decodes (its output is noise,
+lengths capped at the source length). The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k-en-de"
+
+CHILD = r'''
+import json, sys, time, torch
+args = json.loads(sys.argv[1])
+torch.set_num_threads(args["threads"])
+from mtkit.config import DecodeConfig
+from mtkit.decode.translator import Translator
+lines = open(args["input"], encoding="utf-8").read().split("\n")[:-1]
+if args["model"]:
+    tr = Translator.load(args["model"], device="cpu", precision=args.get("precision", "fp32"))
+else:
+    from mtkit.data.vocab import Vocab
+    from mtkit.model import build_model
+    vocab = Vocab.from_bytes(open(args["spm"], "rb").read())
+    torch.manual_seed(1)
+    model = build_model("small", len(vocab))
+    if args.get("precision") == "int8":
+        from mtkit.decode.quantize import quantize_int8
+        model = quantize_int8(model)
+    tr = Translator(model, vocab, "cpu")
+fields = {k: v for k, v in args["options"].items() if k in DecodeConfig.__dataclass_fields__}
+config = DecodeConfig(**fields)
+batch_tokens = int(args["options"].get("batch_tokens", 4096))
+list(tr.translate_stream(lines[:8], config, batch_tokens))  # warm-up
+start, cpu_start = time.perf_counter(), time.process_time()
+out = [t.text for t in tr.translate_stream(lines, config, batch_tokens)]
+seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
+tokens = sum(len(i) for i in tr.vocab.encode_batch(out))
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens, "peak_rss_mib": hwm,
+                  "outputs": out}))
+'''
+
+
+def parse_variant(text: str) -> tuple[str, str, dict]:
+    name, _, rest = text.partition("=")
+    code, _, opts = rest.partition(":")
+    options: dict = {}
+    for item in filter(None, opts.split(",")):
+        key, _, value = item.partition("=")
+        options[key] = int(value) if value.isdigit() else (float(value) if value.replace(".", "", 1).isdigit()
+                                                           else value)
+    return name, str(Path(code).resolve()), options
+
+
+def spm_for_random_model(tmp: Path, data: Path) -> str:
+    import sentencepiece as spm
+
+    with gzip.open(data / "train.en.gz", "rt") as en, gzip.open(data / "train.de.gz", "rt") as de:
+        pairs = itertools.chain(itertools.islice(en, 10_000), itertools.islice(de, 10_000))
+        lines = [line.rstrip("\n") for line in pairs]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=8000,
+                                   model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+                                   character_coverage=1.0, minloglevel=2)
+    return str(tmp / "spm.model")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="", help="a trained mtkit model (default: a random small model)")
+    parser.add_argument("--variant", action="append", required=True, help="NAME=CODE_DIR[:key=value,...]")
+    parser.add_argument("--input", default=str(DATA / "test_2016_flickr.en.gz"))
+    parser.add_argument("--ref", default=str(DATA / "test_2016_flickr.de.gz"),
+                        help="references for sacreBLEU (with --model; '' for none)")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="decode_ab"))
+    opener = gzip.open if args.input.endswith(".gz") else open
+    with opener(args.input, "rt", encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in itertools.islice(f, args.limit)]
+    (tmp / "input.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    spm_path = "" if args.model else spm_for_random_model(tmp, Path(args.input).parent)
+    variants = [parse_variant(v) for v in args.variant]
+    best: dict[str, dict] = {}
+    for _ in range(args.rounds):
+        for name, code, options in variants:
+            options = {"max_len_b": 50 if args.model else 0, **options}
+            child = {"input": str(tmp / "input.txt"), "model": args.model, "spm": spm_path, "threads": args.threads,
+                     "options": options, "precision": options.get("precision", "fp32")}
+            env = {**os.environ, "PYTHONPATH": code}
+            run = subprocess.run([sys.executable, "-c", CHILD, json.dumps(child)], env=env, cwd=code,
+                                 capture_output=True, text=True, check=True)
+            result = json.loads(run.stdout.strip().splitlines()[-1])
+            print(f"  {name}: {len(lines) / result['seconds']:.1f} sent/s, {len(lines) / result['cpu_seconds']:.1f} "
+                  f"sent/CPU-s, {result['peak_rss_mib']:.0f} MiB", flush=True)
+            if name not in best or result["cpu_seconds"] < best[name]["cpu_seconds"]:
+                best[name] = result
+    reference = best[variants[0][0]]
+    refs = None
+    if args.model and args.ref:
+        with (gzip.open if args.ref.endswith(".gz") else open)(args.ref, "rt", encoding="utf-8") as f:
+            refs = [line.rstrip("\n") for line in itertools.islice(f, len(lines))]
+    summary = {}
+    for name, _, options in variants:
+        r = best[name]
+        same = sum(a == b for a, b in zip(r["outputs"], reference["outputs"]))
+        summary[name] = {"options": options, "sentences_per_s": round(len(lines) / r["seconds"], 2),
+                         "tgt_tokens_per_s": round(r["tokens"] / r["seconds"], 1),
+                         "sentences_per_cpu_s": round(len(lines) / r["cpu_seconds"], 2),
+                         "cpu_speedup_vs_first": round(reference["cpu_seconds"] / r["cpu_seconds"], 3),
+                         "peak_rss_mib": round(r["peak_rss_mib"], 1), "same_output_as_first": same,
+                         "speedup_vs_first": round(reference["seconds"] / r["seconds"], 3)}
+        if refs is not None:
+            import sacrebleu
+
+            summary[name]["bleu"] = round(sacrebleu.corpus_bleu(r["outputs"], [refs]).score, 2)
+        print(f"{name:>16}: {summary[name]['sentences_per_s']:8.1f} sent/s {summary[name]['tgt_tokens_per_s']:9.1f} "
+              f"tok/s  {summary[name]['sentences_per_cpu_s']:8.1f} sent/CPU-s  peak RSS {r['peak_rss_mib']:6.0f} MiB  "
+              f"x{summary[name]['speedup_vs_first']:.2f} wall x{summary[name]['cpu_speedup_vs_first']:.2f} CPU  "
+              f"same output {same}/{len(lines)}  BLEU {summary[name].get('bleu', '-')}")
+    print(json.dumps({"bench": "decode_ab", "model": args.model or "random small", "sentences": len(lines),
+                      "threads": args.threads, "rounds": args.rounds, "variants": summary}))
+
+
+if __name__ == "__main__":
+    main()

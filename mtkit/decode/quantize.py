@@ -1,0 +1,42 @@
+"""int8 decoding on the CPU: dynamic quantization of every Linear layer, the output projection included.
+
+Dynamic: weights are stored as int8 (per-tensor scale), activations are quantized on the fly
+per batch, and the matrix products run in int8 (fbgemm/oneDNN). The fp32 copies of the
+quantized weights are dropped, which is most of the model's memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+
+import torch
+from torch import nn
+
+from mtkit.errors import MtkitError
+from mtkit.model.transformer import Transformer
+
+
+def quantize_int8(model: Transformer) -> Transformer:
+    """The model with int8 Linear layers, in place; the tied output projection gets its own int8 copy.
+
+    The output projection (d_model x vocabulary) is the largest matrix product of a decoder
+    step, so it is quantized too: a Linear that shares the embedding matrix stands in for the
+    tied F.linear; the embedding lookup keeps the fp32 table.
+    """
+    if "x86" not in torch.backends.quantized.supported_engines and "fbgemm" not in \
+            torch.backends.quantized.supported_engines:
+        raise MtkitError("precision int8 needs PyTorch's x86/fbgemm quantized engine, which this build lacks; "
+                         "use fp32.")
+    model = model.float().eval()
+    if model.output_proj is None:
+        table = model.tgt_embed.table.weight
+        model.output_proj = nn.Linear(table.size(1), table.size(0), bias=False)
+        model.output_proj.weight = table  # shared, not copied; quantization makes the int8 copy
+    # torch.ao.quantization is deprecated in PyTorch 2.13 in favour of torchao, which mtkit does not
+    # depend on; until it does, the old API is the one in the box, and its warnings say nothing to a user.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8, inplace=True)
+    gc.collect()  # the replaced fp32 Linear layers go now, not at some later collection
+    return model
