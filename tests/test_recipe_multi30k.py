@@ -55,7 +55,8 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
         assert translate["input"] == str(data / "raw" / f"{split}.en") and score["hyp"] == translate["output"]
         assert score["ref"] == [str(data / "raw" / f"{split}.de")] and score["json_out"]
         assert Path(target).parent == out
-        seen.add((split, translate["model"]))
+        assert len(translate["model"]) == 1, "one model, not an ensemble"
+        seen.add((split, translate["model"][0]))
     assert seen == {(s, m) for s in ("valid", "test") for m in (str(out / "run" / "checkpoint_last.pt"),
                                                                   str(out / "averaged.pt"))}
 

@@ -99,7 +99,7 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
         assert tr["input"] == str(data / "raw" / "test.en") and sc["hyp"] == tr["output"]
         assert sc["ref"] == [str(data / "raw" / f"test.{tgt}")] and sc["paper_bleu"] and sc["lang"] == tgt
         assert target is not None and Path(target).parent == out
-        models.append(tr["model"])
+        models.extend(tr["model"])  # -m is repeatable (ensembles): a list
     assert models == [str(out / "run" / "checkpoint_last.pt"), str(out / "model.pt")]
 
 
