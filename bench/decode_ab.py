@@ -66,8 +66,9 @@ def parse_variant(text: str) -> tuple[str, str, dict]:
     options: dict = {}
     for item in filter(None, opts.split(",")):
         key, _, value = item.partition("=")
-        options[key] = int(value) if value.isdigit() else (float(value) if value.replace(".", "", 1).isdigit()
-                                                           else value)
+        options[key] = (
+            int(value) if value.isdigit() else (float(value) if value.replace(".", "", 1).isdigit() else value)
+        )
     return name, str(Path(code).resolve()), options
 
 
@@ -77,9 +78,18 @@ def spm_for_random_model(tmp: Path, data: Path) -> str:
     with gzip.open(data / "train.en.gz", "rt") as en, gzip.open(data / "train.de.gz", "rt") as de:
         pairs = itertools.chain(itertools.islice(en, 10_000), itertools.islice(de, 10_000))
         lines = [line.rstrip("\n") for line in pairs]
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp / "spm"), vocab_size=8000,
-                                   model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-                                   character_coverage=1.0, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_prefix=str(tmp / "spm"),
+        vocab_size=8000,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
     return str(tmp / "spm.model")
 
 
@@ -88,8 +98,11 @@ def main() -> None:
     parser.add_argument("--model", default="", help="a trained mtkit model (default: a random small model)")
     parser.add_argument("--variant", action="append", required=True, help="NAME=CODE_DIR[:key=value,...]")
     parser.add_argument("--input", default=str(DATA / "test_2016_flickr.en.gz"))
-    parser.add_argument("--ref", default=str(DATA / "test_2016_flickr.de.gz"),
-                        help="references for sacreBLEU (with --model; '' for none)")
+    parser.add_argument(
+        "--ref",
+        default=str(DATA / "test_2016_flickr.de.gz"),
+        help="references for sacreBLEU (with --model; '' for none)",
+    )
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
@@ -105,14 +118,29 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, code, options in variants:
             options = {"max_len_b": 50 if args.model else 0, **options}
-            child = {"input": str(tmp / "input.txt"), "model": args.model, "spm": spm_path, "threads": args.threads,
-                     "options": options, "precision": options.get("precision", "fp32")}
+            child = {
+                "input": str(tmp / "input.txt"),
+                "model": args.model,
+                "spm": spm_path,
+                "threads": args.threads,
+                "options": options,
+                "precision": options.get("precision", "fp32"),
+            }
             env = {**os.environ, "PYTHONPATH": code}
-            run = subprocess.run([sys.executable, "-c", CHILD, json.dumps(child)], env=env, cwd=code,
-                                 capture_output=True, text=True, check=True)
+            run = subprocess.run(
+                [sys.executable, "-c", CHILD, json.dumps(child)],
+                env=env,
+                cwd=code,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             result = json.loads(run.stdout.strip().splitlines()[-1])
-            print(f"  {name}: {len(lines) / result['seconds']:.1f} sent/s, {len(lines) / result['cpu_seconds']:.1f} "
-                  f"sent/CPU-s, {result['peak_rss_mib']:.0f} MiB", flush=True)
+            print(
+                f"  {name}: {len(lines) / result['seconds']:.1f} sent/s, {len(lines) / result['cpu_seconds']:.1f} "
+                f"sent/CPU-s, {result['peak_rss_mib']:.0f} MiB",
+                flush=True,
+            )
             if name not in best or result["cpu_seconds"] < best[name]["cpu_seconds"]:
                 best[name] = result
     reference = best[variants[0][0]]
@@ -124,22 +152,38 @@ def main() -> None:
     for name, _, options in variants:
         r = best[name]
         same = sum(a == b for a, b in zip(r["outputs"], reference["outputs"]))
-        summary[name] = {"options": options, "sentences_per_s": round(len(lines) / r["seconds"], 2),
-                         "tgt_tokens_per_s": round(r["tokens"] / r["seconds"], 1),
-                         "sentences_per_cpu_s": round(len(lines) / r["cpu_seconds"], 2),
-                         "cpu_speedup_vs_first": round(reference["cpu_seconds"] / r["cpu_seconds"], 3),
-                         "peak_rss_mib": round(r["peak_rss_mib"], 1), "same_output_as_first": same,
-                         "speedup_vs_first": round(reference["seconds"] / r["seconds"], 3)}
+        summary[name] = {
+            "options": options,
+            "sentences_per_s": round(len(lines) / r["seconds"], 2),
+            "tgt_tokens_per_s": round(r["tokens"] / r["seconds"], 1),
+            "sentences_per_cpu_s": round(len(lines) / r["cpu_seconds"], 2),
+            "cpu_speedup_vs_first": round(reference["cpu_seconds"] / r["cpu_seconds"], 3),
+            "peak_rss_mib": round(r["peak_rss_mib"], 1),
+            "same_output_as_first": same,
+            "speedup_vs_first": round(reference["seconds"] / r["seconds"], 3),
+        }
         if refs is not None:
             import sacrebleu
 
             summary[name]["bleu"] = round(sacrebleu.corpus_bleu(r["outputs"], [refs]).score, 2)
-        print(f"{name:>16}: {summary[name]['sentences_per_s']:8.1f} sent/s {summary[name]['tgt_tokens_per_s']:9.1f} "
-              f"tok/s  {summary[name]['sentences_per_cpu_s']:8.1f} sent/CPU-s  peak RSS {r['peak_rss_mib']:6.0f} MiB  "
-              f"x{summary[name]['speedup_vs_first']:.2f} wall x{summary[name]['cpu_speedup_vs_first']:.2f} CPU  "
-              f"same output {same}/{len(lines)}  BLEU {summary[name].get('bleu', '-')}")
-    print(json.dumps({"bench": "decode_ab", "model": args.model or "random small", "sentences": len(lines),
-                      "threads": args.threads, "rounds": args.rounds, "variants": summary}))
+        print(
+            f"{name:>16}: {summary[name]['sentences_per_s']:8.1f} sent/s {summary[name]['tgt_tokens_per_s']:9.1f} "
+            f"tok/s  {summary[name]['sentences_per_cpu_s']:8.1f} sent/CPU-s  peak RSS {r['peak_rss_mib']:6.0f} MiB  "
+            f"x{summary[name]['speedup_vs_first']:.2f} wall x{summary[name]['cpu_speedup_vs_first']:.2f} CPU  "
+            f"same output {same}/{len(lines)}  BLEU {summary[name].get('bleu', '-')}"
+        )
+    print(
+        json.dumps(
+            {
+                "bench": "decode_ab",
+                "model": args.model or "random small",
+                "sentences": len(lines),
+                "threads": args.threads,
+                "rounds": args.rounds,
+                "variants": summary,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

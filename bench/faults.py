@@ -45,8 +45,12 @@ class _Collector:
             fault = m["fault"] if m else f"{module}: {_sentence(item.name.split('[')[0])}"
             if hasattr(item, "callspec"):
                 fault += f" [{item.callspec.id}]"
-            self.rows[item.nodeid] = {"fault": fault, "expected": m["expected"] if m else "the test passes",
-                                      "got": "not run", "passed": False}
+            self.rows[item.nodeid] = {
+                "fault": fault,
+                "expected": m["expected"] if m else "the test passes",
+                "got": "not run",
+                "passed": False,
+            }
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         row = self.rows.get(report.nodeid)
@@ -75,9 +79,19 @@ def main() -> int:
     for r in rows:
         print(f"{r['fault']:<{width}} | {r['expected']} | {r['got']}")
     survived = sum(r["passed"] for r in rows)
-    print(json.dumps({"bench": "faults", "python": sys.executable, "faults": len(rows), "survived": survived,
-                      "failed": [r["fault"] for r in rows if not r["passed"]],
-                      "seconds": round(time.monotonic() - start, 1), "pytest_exit": int(code)}))
+    print(
+        json.dumps(
+            {
+                "bench": "faults",
+                "python": sys.executable,
+                "faults": len(rows),
+                "survived": survived,
+                "failed": [r["fault"] for r in rows if not r["passed"]],
+                "seconds": round(time.monotonic() - start, 1),
+                "pytest_exit": int(code),
+            }
+        )
+    )
     return 0 if survived == len(rows) else 1
 
 

@@ -51,7 +51,7 @@ def run_one(variant: str, tokens: int, vocab: int, dtype: str, reps: int) -> dic
     g = torch.Generator().manual_seed(0)
     base = (3 * torch.randn(tokens, vocab, generator=g)).to(getattr(torch, {"fp32": "float32"}.get(dtype, "bfloat16")))
     target = torch.randint(4, vocab, (tokens,), generator=g)
-    target[-tokens // 12:] = 0  # about 8% padding, as in token-bucketed batches
+    target[-tokens // 12 :] = 0  # about 8% padding, as in token-bucketed batches
     before = vm_hwm_mb()
     best = float("inf")
     for _ in range(reps):
@@ -61,8 +61,14 @@ def run_one(variant: str, tokens: int, vocab: int, dtype: str, reps: int) -> dic
         (loss / tokens).backward()
         best = min(best, time.perf_counter() - start)
         del logits, loss
-    return {"variant": variant, "tokens": tokens, "vocab": vocab, "dtype": dtype, "seconds": round(best, 4),
-            "peak_rss_over_inputs_mb": round(vm_hwm_mb() - before, 1)}
+    return {
+        "variant": variant,
+        "tokens": tokens,
+        "vocab": vocab,
+        "dtype": dtype,
+        "seconds": round(best, 4),
+        "peak_rss_over_inputs_mb": round(vm_hwm_mb() - before, 1),
+    }
 
 
 def main() -> None:
@@ -83,15 +89,29 @@ def main() -> None:
         best: dict[str, dict] = {}
         for _ in range(args.rounds):
             for variant in ("autograd", "fused"):
-                cmd = [sys.executable, __file__, "--one", variant, "--tokens", str(args.tokens), "--vocab", str(vocab),
-                       "--dtype", args.dtype, "--reps", str(args.reps)]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    variant,
+                    "--tokens",
+                    str(args.tokens),
+                    "--vocab",
+                    str(vocab),
+                    "--dtype",
+                    args.dtype,
+                    "--reps",
+                    str(args.reps),
+                ]
                 r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
                 if variant not in best or r["seconds"] < best[variant]["seconds"]:
                     best[variant] = r
         a, b = best["autograd"], best["fused"]
-        print(f"{args.tokens} tokens x {vocab} {args.dtype}: autograd {a['seconds'] * 1e3:.0f} ms, "
-              f"+{a['peak_rss_over_inputs_mb']:.0f} MB; fused {b['seconds'] * 1e3:.0f} ms, "
-              f"+{b['peak_rss_over_inputs_mb']:.0f} MB; {a['seconds'] / b['seconds']:.2f}x faster")
+        print(
+            f"{args.tokens} tokens x {vocab} {args.dtype}: autograd {a['seconds'] * 1e3:.0f} ms, "
+            f"+{a['peak_rss_over_inputs_mb']:.0f} MB; fused {b['seconds'] * 1e3:.0f} ms, "
+            f"+{b['peak_rss_over_inputs_mb']:.0f} MB; {a['seconds'] / b['seconds']:.2f}x faster"
+        )
         results += [a, b]
     print(json.dumps({"bench": "loss_speed", "results": results}))
 

@@ -97,7 +97,7 @@ def synthesize(n: int, out_src: Path, out_tgt: Path, seed: int = 0) -> None:
             src_lines, tgt_lines = [], []
             prev = ("", "")
             for i in range(m):
-                idx = picks[i, :k[i]]
+                idx = picks[i, : k[i]]
                 s = " ".join(en[j] for j in idx)
                 t = " ".join(de[j] for j in idx)
                 r = kind[i]
@@ -142,8 +142,14 @@ def main() -> None:
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="mtkit-prepare-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    result: dict = {"bench": "prepare_scale", "pairs": args.pairs, "workers": args.workers, "threads": args.threads,
-                    "vocab_size": args.vocab_size, "cpus": os.cpu_count()}
+    result: dict = {
+        "bench": "prepare_scale",
+        "pairs": args.pairs,
+        "workers": args.workers,
+        "threads": args.threads,
+        "vocab_size": args.vocab_size,
+        "cpus": os.cpu_count(),
+    }
     try:
         t0 = time.perf_counter()
         synthesize(args.pairs, work / "in.en", work / "in.de")
@@ -151,25 +157,39 @@ def main() -> None:
         (work / "valid.de").write_text("Ein Mann fährt Fahrrad .\nZwei Hunde spielen im Schnee .\n")
         gen_s = time.perf_counter() - t0
         words = sum(len(line.split()) for line, _ in zip(open(work / "in.en", encoding="utf-8"), range(20_000)))
-        result["synthesize"] = {"s": round(gen_s, 2), "mean_words_en_first_20k": round(words / min(20_000, args.pairs), 1),
-                                "bytes": (work / "in.en").stat().st_size + (work / "in.de").stat().st_size}
+        result["synthesize"] = {
+            "s": round(gen_s, 2),
+            "mean_words_en_first_20k": round(words / min(20_000, args.pairs), 1),
+            "bytes": (work / "in.en").stat().st_size + (work / "in.de").stat().st_size,
+        }
         print(f"synthesized {args.pairs} pairs in {gen_s:.1f}s", file=sys.stderr)
 
         out = work / "data"
         _reset_stage_peak()
         t0, c0 = time.perf_counter(), _cpu_s()
-        prep = prepare("custom", PrepareOptions(out=out, workers=args.workers, dedup=args.dedup, force=True),
-                       custom_files={"train": (str(work / "in.en"), str(work / "in.de")),
-                                     "valid": (str(work / "valid.en"), str(work / "valid.de"))},
-                       langs=("en", "de"))
+        prep = prepare(
+            "custom",
+            PrepareOptions(out=out, workers=args.workers, dedup=args.dedup, force=True),
+            custom_files={
+                "train": (str(work / "in.en"), str(work / "in.de")),
+                "valid": (str(work / "valid.en"), str(work / "valid.de")),
+            },
+            langs=("en", "de"),
+        )
         prepare_s, prepare_cpu = time.perf_counter() - t0, _cpu_s() - c0
         peak_after_prepare = {**_peak_mib(), "stage_self": _stage_peak_mib()}
         train = prep["splits"]["train"]
         t = prep["timings"]
-        result["prepare"] = {"wall_s": round(prepare_s, 2), "cpu_s": round(prepare_cpu, 2), **t,
-                             "clean_pairs_per_s": round(train["pairs_in"] / t["clean_s"]),
-                             "pairs_in": train["pairs_in"], "kept": train["kept"], "dropped": train["dropped"],
-                             "peak_rss_mib": peak_after_prepare}
+        result["prepare"] = {
+            "wall_s": round(prepare_s, 2),
+            "cpu_s": round(prepare_cpu, 2),
+            **t,
+            "clean_pairs_per_s": round(train["pairs_in"] / t["clean_s"]),
+            "pairs_in": train["pairs_in"],
+            "kept": train["kept"],
+            "dropped": train["dropped"],
+            "peak_rss_mib": peak_after_prepare,
+        }
         print(f"prepare: {prepare_s:.1f}s, cleaning {result['prepare']['clean_pairs_per_s']} pairs/s", file=sys.stderr)
 
         opts = BpeOptions(vocab_size=args.vocab_size, threads=args.threads, force=True)
@@ -195,30 +215,62 @@ def main() -> None:
         t = info["timings"]
         sentences = 2 * info["splits"]["train"]["sentences"] + 2 * info["splits"]["valid"]["sentences"]
         tokens = sum(info["splits"]["train"]["tokens"].values())
-        result["bpe"] = {"wall_s": round(bpe_s, 2), "cpu_s": round(bpe_cpu, 2), **t, "sample": info["sample_used"],
-                         "encode_sentences_per_s": round(sentences / t["encode_s"]),
-                         "binarize_sentences_per_s": round(sentences / t["binarize_s"]),
-                         "read_sentences_per_s": round(sentences / max(t["read_s"], 1e-9)),
-                         "train_tokens": tokens, "tokens_per_sentence": round(tokens / (sentences - 4), 1),
-                         "peak_rss_mib": {**_peak_mib(), "learn_stage_self": stage_peaks.get("learn"),
-                                          "encode_binarize_stage_self": _stage_peak_mib()}}
+        result["bpe"] = {
+            "wall_s": round(bpe_s, 2),
+            "cpu_s": round(bpe_cpu, 2),
+            **t,
+            "sample": info["sample_used"],
+            "encode_sentences_per_s": round(sentences / t["encode_s"]),
+            "binarize_sentences_per_s": round(sentences / t["binarize_s"]),
+            "read_sentences_per_s": round(sentences / max(t["read_s"], 1e-9)),
+            "train_tokens": tokens,
+            "tokens_per_sentence": round(tokens / (sentences - 4), 1),
+            "peak_rss_mib": {
+                **_peak_mib(),
+                "learn_stage_self": stage_peaks.get("learn"),
+                "encode_binarize_stage_self": _stage_peak_mib(),
+            },
+        }
         learn = t.get("learn_s", 0.0)
         target = prepare_s + bpe_s - learn
-        result["wall_s"] = {"prepare_plus_bpe": round(prepare_s + bpe_s, 1), "without_learning": round(target, 1),
-                            "learning": round(learn, 1)}
-        stage_values = [peak_after_prepare["stage_self"], stage_peaks.get("learn"),
-                        result["bpe"]["peak_rss_mib"]["encode_binarize_stage_self"], _peak_mib()["self"]]
-        result["peak_rss_mib"] = {"self": max(v for v in stage_values if v is not None),
-                                  "children": _peak_mib()["children"]}
+        result["wall_s"] = {
+            "prepare_plus_bpe": round(prepare_s + bpe_s, 1),
+            "without_learning": round(target, 1),
+            "learning": round(learn, 1),
+        }
+        stage_values = [
+            peak_after_prepare["stage_self"],
+            stage_peaks.get("learn"),
+            result["bpe"]["peak_rss_mib"]["encode_binarize_stage_self"],
+            _peak_mib()["self"],
+        ]
+        result["peak_rss_mib"] = {
+            "self": max(v for v in stage_values if v is not None),
+            "children": _peak_mib()["children"],
+        }
         scale = 4_500_000 / args.pairs
-        stages_peak = max(v for v in (peak_after_prepare["stage_self"], peak_after_prepare["children"],
-                                      result["bpe"]["peak_rss_mib"]["encode_binarize_stage_self"]) if v is not None)
-        result["goal"] = {"pairs": 4_500_000, "wall_s": 600, "peak_rss_mib": 2048,
-                          "linear_projection_wall_s": round(target * scale),
-                          "linear_projection_cpu_s": round((prepare_cpu + bpe_cpu - learn) * scale),
-                          "peak_rss_mib_of_goal_stages": stages_peak}
-        print(f"bpe: {bpe_s:.1f}s (learning {learn:.1f}s, encoding {t['encode_s']:.1f}s, binarizing "
-              f"{t['binarize_s']:.1f}s); peak RSS {result['peak_rss_mib']} MiB", file=sys.stderr)
+        stages_peak = max(
+            v
+            for v in (
+                peak_after_prepare["stage_self"],
+                peak_after_prepare["children"],
+                result["bpe"]["peak_rss_mib"]["encode_binarize_stage_self"],
+            )
+            if v is not None
+        )
+        result["goal"] = {
+            "pairs": 4_500_000,
+            "wall_s": 600,
+            "peak_rss_mib": 2048,
+            "linear_projection_wall_s": round(target * scale),
+            "linear_projection_cpu_s": round((prepare_cpu + bpe_cpu - learn) * scale),
+            "peak_rss_mib_of_goal_stages": stages_peak,
+        }
+        print(
+            f"bpe: {bpe_s:.1f}s (learning {learn:.1f}s, encoding {t['encode_s']:.1f}s, binarizing "
+            f"{t['binarize_s']:.1f}s); peak RSS {result['peak_rss_mib']} MiB",
+            file=sys.stderr,
+        )
     finally:
         if not args.keep and args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)

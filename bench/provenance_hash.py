@@ -36,8 +36,11 @@ def main() -> None:
     assert a == b
     fp, plain = args.mb / (t1 - t0), args.mb / (t2 - t1)
     print(f"sha256_file: {plain:,.0f} MB/s (1 GB of arrays: {1024 / plain:.1f} s); fingerprint: {fp:,.0f} MB/s")
-    print(json.dumps({"bench": "provenance_hash", "mb": args.mb, "fingerprint_mb_s": round(fp),
-                      "sha256_mb_s": round(plain)}))
+    print(
+        json.dumps(
+            {"bench": "provenance_hash", "mb": args.mb, "fingerprint_mb_s": round(fp), "sha256_mb_s": round(plain)}
+        )
+    )
 
 
 if __name__ == "__main__":

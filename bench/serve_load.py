@@ -49,9 +49,28 @@ def read(path: str, limit: int) -> list[str]:
 
 def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str]:
     """`mtkit serve` on an ephemeral port; returns once /health says ready."""
-    cmd = [sys.executable, "-m", "mtkit", "serve", "-m", args.model, "--port", "0", "--max-tokens",
-           str(args.max_tokens), "--batch-wait-ms", str(args.batch_wait_ms), "--queue-size", str(args.queue_size),
-           "--max-len-b", str(args.max_len_b), "--beam", str(args.beam), "--device", "cpu"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mtkit",
+        "serve",
+        "-m",
+        args.model,
+        "--port",
+        "0",
+        "--max-tokens",
+        str(args.max_tokens),
+        "--batch-wait-ms",
+        str(args.batch_wait_ms),
+        "--queue-size",
+        str(args.queue_size),
+        "--max-len-b",
+        str(args.max_len_b),
+        "--beam",
+        str(args.beam),
+        "--device",
+        "cpu",
+    ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -72,8 +91,14 @@ def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen,
     raise SystemExit("mtkit serve did not become ready in 300 s")
 
 
-async def client(http: httpx.AsyncClient, url: str, work: list[list[int]], lines: list[str],
-                 reference: list[str], out: dict[str, Any]) -> None:
+async def client(
+    http: httpx.AsyncClient,
+    url: str,
+    work: list[list[int]],
+    lines: list[str],
+    reference: list[str],
+    out: dict[str, Any],
+) -> None:
     """Send this client's requests one after another, recording latency, status and correctness."""
     for picked in work:
         start = time.perf_counter()
@@ -103,11 +128,11 @@ def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
-async def load(url: str, clients: int, args: argparse.Namespace, lines: list[str],
-               reference: list[str]) -> dict[str, Any]:
+async def load(
+    url: str, clients: int, args: argparse.Namespace, lines: list[str], reference: list[str]
+) -> dict[str, Any]:
     """`clients` concurrent clients, each --requests requests of --lines sentences (distinct per request)."""
-    out: dict[str, Any] = {"latency": [], "errors": Counter(), "lost": 0, "answered": 0, "sentences": 0,
-                           "differ": 0}
+    out: dict[str, Any] = {"latency": [], "errors": Counter(), "lost": 0, "answered": 0, "sentences": 0, "differ": 0}
     order = itertools.cycle(range(len(lines)))
     work = [[[next(order) for _ in range(args.lines)] for _ in range(args.requests)] for _ in range(clients)]
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
@@ -120,18 +145,25 @@ async def load(url: str, clients: int, args: argparse.Namespace, lines: list[str
     batches = after["batches"] - before["batches"]
     sent = clients * args.requests
     lat = out["latency"]
-    return {"clients": clients, "requests": sent, "answered": out["answered"], "sentences": out["sentences"],
-            "wall_s": round(wall, 3), "sentences_per_s": round(out["sentences"] / wall, 2),
-            "p50_ms": round(1000 * percentile(lat, 50), 1) if lat else None,
-            "p95_ms": round(1000 * percentile(lat, 95), 1) if lat else None,
-            "p99_ms": round(1000 * percentile(lat, 99), 1) if lat else None,
-            "errors": dict(out["errors"]), "lost": sent - out["answered"] - sum(out["errors"].values()) + out["lost"],
-            "differ_from_batch": out["differ"], "server_batches": batches,
-            "sentences_per_batch": round((after["sentences"] - before["sentences"]) / max(batches, 1), 2)}
+    return {
+        "clients": clients,
+        "requests": sent,
+        "answered": out["answered"],
+        "sentences": out["sentences"],
+        "wall_s": round(wall, 3),
+        "sentences_per_s": round(out["sentences"] / wall, 2),
+        "p50_ms": round(1000 * percentile(lat, 50), 1) if lat else None,
+        "p95_ms": round(1000 * percentile(lat, 95), 1) if lat else None,
+        "p99_ms": round(1000 * percentile(lat, 99), 1) if lat else None,
+        "errors": dict(out["errors"]),
+        "lost": sent - out["answered"] - sum(out["errors"].values()) + out["lost"],
+        "differ_from_batch": out["differ"],
+        "server_batches": batches,
+        "sentences_per_batch": round((after["sentences"] - before["sentences"]) / max(batches, 1), 2),
+    }
 
 
-def batch_baseline(args: argparse.Namespace, lines: list[str],
-                   chunks: list[int]) -> tuple[list[str], dict[str, Any]]:
+def batch_baseline(args: argparse.Namespace, lines: list[str], chunks: list[int]) -> tuple[list[str], dict[str, Any]]:
     """`mtkit translate`'s code path on the same sentences: all as one input, then `chunk` sentences at a time.
 
     A server with N clients of one sentence each decodes at most N sentences together, so
@@ -150,12 +182,18 @@ def batch_baseline(args: argparse.Namespace, lines: list[str],
     out: list[str] = []
     for chunk in [len(lines), *chunks]:
         start = time.perf_counter()
-        out = [t.text for i in range(0, len(lines), chunk)
-               for t in translator.translate_stream(lines[i:i + chunk], config, args.max_tokens)]
+        out = [
+            t.text
+            for i in range(0, len(lines), chunk)
+            for t in translator.translate_stream(lines[i : i + chunk], config, args.max_tokens)
+        ]
         wall = time.perf_counter() - start
         name = "all" if chunk == len(lines) else f"{chunk}_at_a_time"
-        figures[name] = {"sentences": len(lines), "wall_s": round(wall, 3),
-                         "sentences_per_s": round(len(lines) / wall, 2)}
+        figures[name] = {
+            "sentences": len(lines),
+            "wall_s": round(wall, 3),
+            "sentences_per_s": round(len(lines) / wall, 2),
+        }
         print(f"batch (mtkit translate, in-process), {name}: {figures[name]}", flush=True)
     return out, figures
 
@@ -192,11 +230,25 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             exit_code = proc.wait(timeout=300)
-    print(json.dumps({"bench": "serve_load", "model": args.model, "cpu": platform.processor() or platform.machine(),
-                      "cpus": os.cpu_count(), "beam": args.beam, "max_len_b": args.max_len_b,
-                      "lines_per_request": args.lines, "requests_per_client": args.requests,
-                      "batch_wait_ms": args.batch_wait_ms, "max_tokens": args.max_tokens, "batch": baseline,
-                      "serve": runs, "server_exit_code": exit_code}))
+    print(
+        json.dumps(
+            {
+                "bench": "serve_load",
+                "model": args.model,
+                "cpu": platform.processor() or platform.machine(),
+                "cpus": os.cpu_count(),
+                "beam": args.beam,
+                "max_len_b": args.max_len_b,
+                "lines_per_request": args.lines,
+                "requests_per_client": args.requests,
+                "batch_wait_ms": args.batch_wait_ms,
+                "max_tokens": args.max_tokens,
+                "batch": baseline,
+                "serve": runs,
+                "server_exit_code": exit_code,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,9 +60,18 @@ def make_corpus(out: Path, sentences: int, vocab: int, seed: int) -> Path:
                 for length in lengths:
                     w.add(rng.integers(4, vocab, length))
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(["a b c d e f g h"] * 10), model_writer=model,
-                                   vocab_size=16, model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-                                   hard_vocab_limit=False, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["a b c d e f g h"] * 10),
+        model_writer=model,
+        vocab_size=16,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
     (out / "spm.model").write_bytes(model.getvalue())
     (out / "bpe.json").write_text(json.dumps({"src_lang": "en", "tgt_lang": "de", "vocab_size": vocab}))
     return out
@@ -103,26 +112,45 @@ def run_one(args: argparse.Namespace) -> dict:
     counts = count_tokens(trainer)
     preset = get_preset(args.preset[0])
     model_cfg = model_config(preset.name, open_data(args.data).vocab_size)
-    train_cfg = dataclasses.replace(preset.train, max_tokens=args.max_tokens, update_freq=1, update_tokens=0,
-                                    precision=args.precision[0], max_steps=args.warmup_steps + args.steps,
-                                    log_every=1, valid_every=10**9, save_every_steps=0, save_every_minutes=0.0,
-                                    warmup=4000)
+    train_cfg = dataclasses.replace(
+        preset.train,
+        max_tokens=args.max_tokens,
+        update_freq=1,
+        update_tokens=0,
+        precision=args.precision[0],
+        max_steps=args.warmup_steps + args.steps,
+        log_every=1,
+        valid_every=10**9,
+        save_every_steps=0,
+        save_every_minutes=0.0,
+        warmup=4000,
+    )
     run = Path(args.workdir) / f"run-{preset.name}-{args.precision[0]}"
     result = trainer.train(args.data, run, model_cfg, train_cfg, device=args.device, threads=args.threads)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     resolved = next(r["precision"] for r in records if r["event"] == "start")
     timed = [r for r in records if r["event"] == "train" and r["step"] > args.warmup_steps]
     seconds = sum(r["s_per_update"] for r in timed)
-    src_tokens, tgt_tokens = (sum(c[k] for c in counts[args.warmup_steps:]) for k in (0, 1))
+    src_tokens, tgt_tokens = (sum(c[k] for c in counts[args.warmup_steps :]) for k in (0, 1))
     enc, dec = flops_per_token_pair(result.model)
     flops = 6 * (enc * src_tokens + dec * tgt_tokens)
-    out = {"preset": preset.name, "precision": args.precision[0], "resolved": resolved, "device": args.device,
-           "max_tokens": args.max_tokens, "vocab": model_cfg.vocab_size,
-           "params": sum(p.numel() for p in result.model.parameters()), "threads": torch.get_num_threads(),
-           "steps": len(timed), "tgt_tokens_per_s": round(tgt_tokens / seconds, 1),
-           "tokens_per_s": round((src_tokens + tgt_tokens) / seconds, 1), "s_per_update": round(seconds / len(timed), 4),
-           "flops_per_tgt_token": round(flops / tgt_tokens), "gflops": round(flops / seconds / 1e9, 1),
-           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    out = {
+        "preset": preset.name,
+        "precision": args.precision[0],
+        "resolved": resolved,
+        "device": args.device,
+        "max_tokens": args.max_tokens,
+        "vocab": model_cfg.vocab_size,
+        "params": sum(p.numel() for p in result.model.parameters()),
+        "threads": torch.get_num_threads(),
+        "steps": len(timed),
+        "tgt_tokens_per_s": round(tgt_tokens / seconds, 1),
+        "tokens_per_s": round((src_tokens + tgt_tokens) / seconds, 1),
+        "s_per_update": round(seconds / len(timed), 4),
+        "flops_per_tgt_token": round(flops / tgt_tokens),
+        "gflops": round(flops / seconds / 1e9, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
     peak = args.peak_gflops * 1e9
     if torch.cuda.is_available() and args.device != "cpu":
         name = torch.cuda.get_device_name()
@@ -144,9 +172,16 @@ def run_fairseq(preset: str, steps: int, peers: Path) -> dict:
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", child.stdout)
     if child.returncode != 0 or not steady:
         return {"preset": preset, "system": "fairseq", "error": (child.stdout + child.stderr)[-300:]}
-    return {"preset": preset, "system": "fairseq", "arch": arch, "precision": "fp32", "updates": steps,
-            "tgt_tokens_per_s": float(steady[1]), "s_per_update": float(steady[2]),
-            "peak_rss_mb": round(int(rss[1]) / 1024, 1) if rss else None}
+    return {
+        "preset": preset,
+        "system": "fairseq",
+        "arch": arch,
+        "precision": "fp32",
+        "updates": steps,
+        "tgt_tokens_per_s": float(steady[1]),
+        "s_per_update": float(steady[2]),
+        "peak_rss_mb": round(int(rss[1]) / 1024, 1) if rss else None,
+    }
 
 
 def main() -> None:
@@ -160,11 +195,21 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=20000, help="Sentence pairs in the synthetic corpus.")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto.")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default).")
-    parser.add_argument("--peak-gflops", type=float, default=0.0,
-                        help="Device peak for the fraction of peak (0: the GPU's by name; on CPU fp32 188, bf16 417).")
-    parser.add_argument("--fairseq", action="store_true", help="Also run fairseq 0.12 (peers script) after each preset.")
-    parser.add_argument("--fairseq-steps", type=int, default=0,
-                        help="fairseq updates (0: 60 for small, 20 for base; the first 10 are not timed).")
+    parser.add_argument(
+        "--peak-gflops",
+        type=float,
+        default=0.0,
+        help="Device peak for the fraction of peak (0: the GPU's by name; on CPU fp32 188, bf16 417).",
+    )
+    parser.add_argument(
+        "--fairseq", action="store_true", help="Also run fairseq 0.12 (peers script) after each preset."
+    )
+    parser.add_argument(
+        "--fairseq-steps",
+        type=int,
+        default=0,
+        help="fairseq updates (0: 60 for small, 20 for base; the first 10 are not timed).",
+    )
     parser.add_argument("--peers", default="/tmp/peers", help="PEERS dir of ../shared/peers/setup.sh (venv + data).")
     parser.add_argument("--data", help="Use this binarized data directory instead of a synthetic corpus.")
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -175,7 +220,9 @@ def main() -> None:
         return
     presets, precisions = args.preset or ["small", "base"], args.precision or ["fp32"]
     if args.fairseq and not args.data:
-        print("note: --fairseq without --data compares fairseq's Multi30k with mtkit's synthetic corpus", file=sys.stderr)
+        print(
+            "note: --fairseq without --data compares fairseq's Multi30k with mtkit's synthetic corpus", file=sys.stderr
+        )
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or str(make_corpus(Path(tmp) / "data", args.sentences, args.vocab, seed=1))
         results = []
@@ -190,20 +237,45 @@ def main() -> None:
 
 
 def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, tmp: str) -> dict:
-    cmd = [sys.executable, __file__, "--one", "--preset", preset, "--precision", precision, "--data", data,
-           "--workdir", tmp, "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
-           "--max-tokens", str(args.max_tokens), "--vocab", str(args.vocab), "--device", args.device,
-           "--threads", str(args.threads), "--peak-gflops", str(args.peak_gflops)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--one",
+        "--preset",
+        preset,
+        "--precision",
+        precision,
+        "--data",
+        data,
+        "--workdir",
+        tmp,
+        "--steps",
+        str(args.steps),
+        "--warmup-steps",
+        str(args.warmup_steps),
+        "--max-tokens",
+        str(args.max_tokens),
+        "--vocab",
+        str(args.vocab),
+        "--device",
+        args.device,
+        "--threads",
+        str(args.threads),
+        "--peak-gflops",
+        str(args.peak_gflops),
+    ]
     child = subprocess.run(cmd, capture_output=True, text=True)
     if child.returncode != 0:
         print(f"{preset} {precision}: failed\n{child.stderr[-2000:]}", file=sys.stderr)
         return {"preset": preset, "precision": precision, "error": child.stderr[-300:]}
     r = json.loads(child.stdout.strip().splitlines()[-1])
     peak = f", {r['fraction_of_peak']:.0%} of peak" if r.get("fraction_of_peak") else ""
-    print(f"{preset:>6} {precision}->{r['resolved']}: {r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
-          f"({r['tokens_per_s']:,.0f} src+tgt), {r['s_per_update']:.3f} s/update, peak RSS {r['peak_rss_mb']:,.0f} MB, "
-          f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak} "
-          f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads)")
+    print(
+        f"{preset:>6} {precision}->{r['resolved']}: {r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
+        f"({r['tokens_per_s']:,.0f} src+tgt), {r['s_per_update']:.3f} s/update, peak RSS {r['peak_rss_mb']:,.0f} MB, "
+        f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak} "
+        f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads)"
+    )
     return r
 
 
@@ -213,8 +285,10 @@ def print_fairseq(results: list[dict], preset: str) -> None:
     if "error" in fs:
         print(f"{preset:>6} fairseq: failed: {fs['error']}", file=sys.stderr)
         return
-    print(f"{preset:>6} fairseq fp32: {fs['tgt_tokens_per_s']:>8,.0f} tgt tokens/s, {fs['s_per_update']:.3f} s/update, "
-          f"peak RSS {fs['peak_rss_mb'] or 0:,.0f} MB")
+    print(
+        f"{preset:>6} fairseq fp32: {fs['tgt_tokens_per_s']:>8,.0f} tgt tokens/s, {fs['s_per_update']:.3f} s/update, "
+        f"peak RSS {fs['peak_rss_mb'] or 0:,.0f} MB"
+    )
     for r in results[:-1]:
         if r.get("preset") == preset and "tgt_tokens_per_s" in r and r.get("system") != "fairseq":
             r["vs_fairseq_fp32"] = round(r["tgt_tokens_per_s"] / fs["tgt_tokens_per_s"], 3)

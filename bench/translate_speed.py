@@ -16,10 +16,11 @@ end token too: the tests hold the scores equal), longest output = source tokens 
 (CTranslate2 `min_decoding_length=0`; its default 1 renormalises the first step), batches of about
 --batch-tokens source tokens (CTranslate2: batch_type="tokens"), --threads intra-op threads.
 Stopping: mtkit by `--early-stop` (default patience: once `beam` hypotheses have finished, as
-CTranslate2's patience 1; `exact` runs until no live hypothesis can beat the best finished one). mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained
-model gives them next to no probability; its `suppress_sequences` would renormalise the scores).
+CTranslate2's patience 1; `exact` runs until no live hypothesis can beat the best finished one).
+mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained model gives them next to no probability; its `suppress_sequences` would renormalise the scores).
 
-mtkit int8 runs only where `mtkit translate --precision int8` exists (skipped with a note elsewhere). The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
+mtkit int8 runs only where `mtkit translate --precision int8` exists (skipped with a note elsewhere).
+The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
 sentences/s over CTranslate2 fp32's (and mtkit int8 over CTranslate2 int8's). The last line
 printed is one JSON object with every figure.
 """
@@ -79,8 +80,14 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
 
     torch.set_num_threads(job["threads"])
     translator = Translator.load(job["model"], device="cpu", precision=precision)
-    config = DecodeConfig(beam=job["beam"], alpha=job["alpha"], lenpen="fairseq", max_len_a=1.0,
-                          max_len_b=job["max_len_b"], early_stop=job["early_stop"])
+    config = DecodeConfig(
+        beam=job["beam"],
+        alpha=job["alpha"],
+        lenpen="fairseq",
+        max_len_a=1.0,
+        max_len_b=job["max_len_b"],
+        early_stop=job["early_stop"],
+    )
     lines = job["lines"]
     list(translator.translate_stream(lines[:WARMUP], config, job["batch_tokens"]))
     start = time.perf_counter()
@@ -96,15 +103,22 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(Path(job["ct2_dir"]) / "spm.model"))
-    translator = ctranslate2.Translator(job["ct2_dir"], device="cpu", compute_type=compute_type,
-                                        intra_threads=job["threads"], inter_threads=1)
+    translator = ctranslate2.Translator(
+        job["ct2_dir"], device="cpu", compute_type=compute_type, intra_threads=job["threads"], inter_threads=1
+    )
 
     def translate(lines: list[str]) -> list[list[str]]:
         pieces = sp.encode(lines, out_type=str)
         limit = max(map(len, pieces), default=0) + 1 + job["max_len_b"]  # + 1: CTranslate2 counts EOS
-        results = translator.translate_batch(pieces, max_batch_size=job["batch_tokens"], batch_type="tokens",
-                                             beam_size=job["beam"], length_penalty=job["alpha"],
-                                             max_decoding_length=limit, min_decoding_length=0)
+        results = translator.translate_batch(
+            pieces,
+            max_batch_size=job["batch_tokens"],
+            batch_type="tokens",
+            beam_size=job["beam"],
+            length_penalty=job["alpha"],
+            max_decoding_length=limit,
+            min_decoding_length=0,
+        )
         return [r.hypotheses[0] for r in results]
 
     translate(job["lines"][:WARMUP])
@@ -153,8 +167,11 @@ def export_model(model: str, directory: Path) -> str:
 def run_child(system: str, job_path: Path, tmp: Path) -> dict[str, Any]:
     out_path = tmp / f"{system}.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    subprocess.run([sys.executable, __file__, "--child", system, "--job", str(job_path), "--out", str(out_path)],
-                   check=True, env=env)
+    subprocess.run(
+        [sys.executable, __file__, "--child", system, "--job", str(job_path), "--out", str(out_path)],
+        check=True,
+        env=env,
+    )
     return json.loads(out_path.read_text(encoding="utf-8"))
 
 
@@ -167,9 +184,15 @@ def bleu(outputs: list[str], refs: list[str] | None) -> float | None:
 
 
 def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) -> dict[str, Any]:
-    return {"system": system, "seconds": round(r["seconds"], 3), "sentences_per_s": round(n / r["seconds"], 2),
-            "tgt_tokens_per_s": round(r["tgt_tokens"] / r["seconds"], 1), "tgt_tokens": r["tgt_tokens"],
-            "peak_rss_mib": round(r["peak_rss_mib"], 1), "bleu": bleu(r["outputs"], refs)}
+    return {
+        "system": system,
+        "seconds": round(r["seconds"], 3),
+        "sentences_per_s": round(n / r["seconds"], 2),
+        "tgt_tokens_per_s": round(r["tgt_tokens"] / r["seconds"], 1),
+        "tgt_tokens": r["tgt_tokens"],
+        "peak_rss_mib": round(r["peak_rss_mib"], 1),
+        "bleu": bleu(r["outputs"], refs),
+    }
 
 
 def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
@@ -183,8 +206,10 @@ def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
     print(f"{'system':<11} {'sent/s':>8} {'tok/s':>9} {'peak RSS MiB':>13} {'BLEU':>6}  ratio")
     for system, row in rows.items():
         ratios = ", ".join(f"{v:.2f}x {k[3:]}" for k, v in row.items() if k.startswith("vs_"))
-        print(f"{system:<11} {row['sentences_per_s']:>8.2f} {row['tgt_tokens_per_s']:>9.1f} "
-              f"{row['peak_rss_mib']:>13.0f} {row['bleu'] if row['bleu'] is not None else '-':>6}  {ratios}")
+        print(
+            f"{system:<11} {row['sentences_per_s']:>8.2f} {row['tgt_tokens_per_s']:>9.1f} "
+            f"{row['peak_rss_mib']:>13.0f} {row['bleu'] if row['bleu'] is not None else '-':>6}  {ratios}"
+        )
     for system, note in notes.items():
         print(f"{system:<11} {note}")
 
@@ -193,16 +218,21 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="a trained mtkit model or checkpoint (required)")
     parser.add_argument("--input", default=str(DATA / "test_2016_flickr.en.gz"), help="source text (.gz is fine)")
-    parser.add_argument("--ref", default=str(DATA / "test_2016_flickr.de.gz"),
-                        help="reference translations for BLEU ('' for none)")
+    parser.add_argument(
+        "--ref", default=str(DATA / "test_2016_flickr.de.gz"), help="reference translations for BLEU ('' for none)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="translate only the first N lines")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of: {', '.join(SYSTEMS)}")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6, help="fairseq length normalisation exponent")
     parser.add_argument("--max-len-b", type=int, default=50, help="longest output = source tokens + this")
     parser.add_argument("--batch-tokens", type=int, default=4096)
-    parser.add_argument("--early-stop", default="patience", choices=("patience", "exact", "none"),
-                        help="mtkit's stop rule (CTranslate2 stops by patience; see mtkit translate --help)")
+    parser.add_argument(
+        "--early-stop",
+        default="patience",
+        choices=("patience", "exact", "none"),
+        help="mtkit's stop rule (CTranslate2 stops by patience; see mtkit translate --help)",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
@@ -225,11 +255,19 @@ def main() -> None:
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="translate-speed-") as name:
         tmp = Path(name)
-        job = {"model": args.model, "lines": lines, "beam": args.beam, "alpha": args.alpha,
-               "max_len_b": args.max_len_b, "batch_tokens": args.batch_tokens, "threads": args.threads,
-               "early_stop": args.early_stop,
-               "ct2_dir": export_model(args.model, tmp) if any(s.startswith("ct2") and s not in notes
-                                                               for s in systems) else None}
+        job = {
+            "model": args.model,
+            "lines": lines,
+            "beam": args.beam,
+            "alpha": args.alpha,
+            "max_len_b": args.max_len_b,
+            "batch_tokens": args.batch_tokens,
+            "threads": args.threads,
+            "early_stop": args.early_stop,
+            "ct2_dir": export_model(args.model, tmp)
+            if any(s.startswith("ct2") and s not in notes for s in systems)
+            else None,
+        }
         job_path = tmp / "job.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")
         for system in (s for s in systems if s not in notes):
@@ -237,12 +275,27 @@ def main() -> None:
             print(f"{system}: {rows[system]['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
     add_ratios(rows)
     print_table(rows, notes)
-    print(json.dumps({"bench": "translate_speed", "model": args.model, "input": args.input, "sentences": len(lines),
-                      "beam": args.beam, "lenpen": f"fairseq alpha {args.alpha}", "max_len_b": args.max_len_b,
-                      "batch_tokens": args.batch_tokens, "threads": args.threads, "rows": list(rows.values()),
-                      "notes": notes, "cpu": cpu_name(), "cpus": os.cpu_count(),
-                      "load_average_1min": round(os.getloadavg()[0], 2),
-                      "python": platform.python_version()}))
+    print(
+        json.dumps(
+            {
+                "bench": "translate_speed",
+                "model": args.model,
+                "input": args.input,
+                "sentences": len(lines),
+                "beam": args.beam,
+                "lenpen": f"fairseq alpha {args.alpha}",
+                "max_len_b": args.max_len_b,
+                "batch_tokens": args.batch_tokens,
+                "threads": args.threads,
+                "rows": list(rows.values()),
+                "notes": notes,
+                "cpu": cpu_name(),
+                "cpus": os.cpu_count(),
+                "load_average_1min": round(os.getloadavg()[0], 2),
+                "python": platform.python_version(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -19,11 +19,7 @@ from mtkit.errors import MtkitError
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "build_model": "mtkit.model",
-    "Transformer": "mtkit.model",
-    "Translator": "mtkit.decode.translator",
-}
+_LAZY = {"build_model": "mtkit.model", "Transformer": "mtkit.model", "Translator": "mtkit.decode.translator"}
 
 
 def __getattr__(name: str) -> Any:
@@ -32,5 +28,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'mtkit' has no attribute {name!r}")
 
 
-__all__ = ["PRESETS", "DecodeConfig", "ModelConfig", "MtkitError", "Preset", "SamplingConfig", "TrainConfig",
-           "__version__", *_LAZY]
+__all__ = [
+    "PRESETS",
+    "DecodeConfig",
+    "ModelConfig",
+    "MtkitError",
+    "Preset",
+    "SamplingConfig",
+    "TrainConfig",
+    "__version__",
+    *_LAZY,
+]

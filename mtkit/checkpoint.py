@@ -26,8 +26,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -51,8 +52,9 @@ def atomic_save(obj: Any, path: str | os.PathLike) -> None:
         os_error = exc if isinstance(exc, OSError) else exc.__context__
         if not isinstance(os_error, OSError):
             raise
-        raise MtkitError(f"cannot write {path} ({os_error.strerror or os_error}); nothing was replaced: "
-                         "the previous file is intact.") from None
+        raise MtkitError(
+            f"cannot write {path} ({os_error.strerror or os_error}); nothing was replaced: the previous file is intact."
+        ) from None
 
 
 def save_checkpoint(payload: dict[str, Any], run_dir: str | os.PathLike, keep_last: int) -> Path:
@@ -86,7 +88,7 @@ def link_atomically(source: Path, target: Path, payload: dict[str, Any] | None =
 
 
 def _step_of(name: str) -> int:
-    stem = name[len("checkpoint_"):-len(".pt")]
+    stem = name[len("checkpoint_") : -len(".pt")]
     return int(stem) if stem.isdigit() else -1
 
 
@@ -107,8 +109,13 @@ def rng_state() -> dict[str, Any]:
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype("int64")), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype("int64")),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
@@ -141,12 +148,20 @@ def load_training_state(path: str | os.PathLike) -> dict[str, Any]:
     return ckpt
 
 
-def model_payload(model: torch.nn.Module, config: ModelConfig, vocab: bytes | None, step: int = 0,
-                  kind: str = "model", **extra: Any) -> dict[str, Any]:
+def model_payload(
+    model: torch.nn.Module, config: ModelConfig, vocab: bytes | None, step: int = 0, kind: str = "model", **extra: Any
+) -> dict[str, Any]:
     """The dict that `load` accepts, for a model and what is needed to rebuild and use it."""
-    return {"format": FORMAT, "version": VERSION, "kind": kind, "model_config": dataclasses.asdict(config),
-            "model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "vocab": vocab,
-            "step": step, **extra}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "kind": kind,
+        "model_config": dataclasses.asdict(config),
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "vocab": vocab,
+        "step": step,
+        **extra,
+    }
 
 
 def load(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
@@ -174,8 +189,10 @@ def check_finite(ckpt: dict[str, Any], path: str | os.PathLike) -> None:
     bad = [key for key, t in ckpt["model"].items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        raise MtkitError(f"{path} holds NaN or infinite weights ({', '.join(bad[:3])}{more}); the run diverged "
-                         "before it was saved: use an earlier checkpoint.")
+        raise MtkitError(
+            f"{path} holds NaN or infinite weights ({', '.join(bad[:3])}{more}); the run diverged "
+            "before it was saved: use an earlier checkpoint."
+        )
 
 
 def config_of(ckpt: dict[str, Any]) -> ModelConfig:
@@ -223,8 +240,12 @@ def run_checkpoints(run: str | os.PathLike, last: int) -> list[Path]:
 def _tied_keys(state: dict[str, torch.Tensor]) -> dict[str, str]:
     """Each state_dict key mapped to the first key that holds the very same tensor (shared embeddings, 3.4)."""
     first: dict[tuple, str] = {}
-    return {key: first.setdefault((t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
-                                   t.stride(), t.dtype), key) for key, t in state.items()}
+    return {
+        key: first.setdefault(
+            (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype), key
+        )
+        for key, t in state.items()
+    }
 
 
 def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
@@ -241,8 +262,9 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
     check_finite(first, paths[0])
     config, vocab, state = config_of(first), first.get("vocab"), first["model"]
     tied = _tied_keys(state)
-    total = {key: state[key].to(torch.float32, copy=True) for key in set(tied.values())
-             if state[key].is_floating_point()}
+    total = {
+        key: state[key].to(torch.float32, copy=True) for key in set(tied.values()) if state[key].is_floating_point()
+    }
     step = int(first.get("step", 0))
     sources, newest = [_source(paths[0], first)], first.get("provenance")
     for path in paths[1:]:
@@ -266,9 +288,17 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
     for key in tied.values():
         if key not in mean:  # integer tensors, if any, are taken from the first file
             mean[key] = total[key].div_(len(paths)).to(state[key].dtype) if key in total else state[key].clone()
-    return {"format": FORMAT, "version": VERSION, "kind": "model", "model_config": dataclasses.asdict(config),
-            "model": {key: mean[tied[key]] for key in state}, "vocab": vocab, "step": step,
-            "provenance": newest, "averaged_from": sources}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "kind": "model",
+        "model_config": dataclasses.asdict(config),
+        "model": {key: mean[tied[key]] for key in state},
+        "vocab": vocab,
+        "step": step,
+        "provenance": newest,
+        "averaged_from": sources,
+    }
 
 
 def _source(path: str | os.PathLike, ckpt: dict[str, Any]) -> dict[str, Any]:

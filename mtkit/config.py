@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from mtkit.errors import MtkitError
 
@@ -60,8 +61,7 @@ def _positive(cfg: Any, *names: str) -> None:
 def _probability(cfg: Any, *names: str) -> None:
     for name in names:
         value = getattr(cfg, name)
-        _check(isinstance(value, (int, float)) and 0.0 <= value < 1.0, type(cfg), name,
-               "a number in [0, 1)", value)
+        _check(isinstance(value, (int, float)) and 0.0 <= value < 1.0, type(cfg), name, "a number in [0, 1)", value)
 
 
 def config_from_dict(cls: type[C], data: Mapping[str, Any]) -> C:
@@ -105,8 +105,9 @@ def type_name(annotation: Any) -> str:
     args = typing.get_args(annotation)
     if type(None) in args:
         return f"{type_name(next(a for a in args if a is not type(None)))} or none"
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(annotation,
-                                                                                           str(annotation))
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
+        annotation, str(annotation)
+    )
 
 
 def parse_overrides(items: list[str] | tuple[str, ...], cls: type) -> dict[str, Any]:
@@ -145,20 +146,28 @@ class ModelConfig:
     pre_norm: bool = False  # the paper is post-norm; pre-norm is an extra, never the default
 
     def __post_init__(self) -> None:
-        _positive(self, "vocab_size", "d_model", "d_ff", "heads", "encoder_layers",
-                  "decoder_layers", "max_positions")
+        _positive(self, "vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "max_positions")
         if self.tgt_vocab_size is not None:
             _positive(self, "tgt_vocab_size")
         _probability(self, "dropout", "attention_dropout", "activation_dropout")
-        _check(self.d_model % self.heads == 0, type(self), "d_model",
-               f"divisible by heads={self.heads}", self.d_model)
-        _check(self.d_model % 2 == 0, type(self), "d_model",
-               "even (sinusoidal positions pair sin and cos)", self.d_model)
-        _check(self.share_embeddings in SHARE_CHOICES, type(self), "share_embeddings",
-               f"one of {', '.join(SHARE_CHOICES)}", self.share_embeddings)
-        _check(self.share_embeddings != "all" or self.target_vocab_size == self.vocab_size,
-               type(self), "share_embeddings",
-               "'decoder' or 'none' when source and target vocabularies differ", self.share_embeddings)
+        _check(self.d_model % self.heads == 0, type(self), "d_model", f"divisible by heads={self.heads}", self.d_model)
+        _check(
+            self.d_model % 2 == 0, type(self), "d_model", "even (sinusoidal positions pair sin and cos)", self.d_model
+        )
+        _check(
+            self.share_embeddings in SHARE_CHOICES,
+            type(self),
+            "share_embeddings",
+            f"one of {', '.join(SHARE_CHOICES)}",
+            self.share_embeddings,
+        )
+        _check(
+            self.share_embeddings != "all" or self.target_vocab_size == self.vocab_size,
+            type(self),
+            "share_embeddings",
+            "'decoder' or 'none' when source and target vocabularies differ",
+            self.share_embeddings,
+        )
 
     @property
     def target_vocab_size(self) -> int:
@@ -174,8 +183,9 @@ class TrainConfig:
     """Optimisation settings of section 5 (5.3 optimizer, 5.4 regularization) and the run's cadence."""
 
     max_tokens: int = option(4096, "Tokens per batch and side, padding included.")
-    update_freq: int = option(1, "Batches accumulated per update on each process "
-                                 "(given: wins over the preset's ~25k tokens per update).")
+    update_freq: int = option(
+        1, "Batches accumulated per update on each process (given: wins over the preset's ~25k tokens per update)."
+    )
     # > 0: when --update-freq is not given, update_freq = ceil(update_tokens / (max_tokens x ranks)),
     # so an update holds about this many tokens per side whatever the world size (5.1: ~25k).
     update_tokens: int = 0
@@ -188,41 +198,78 @@ class TrainConfig:
     max_epochs: int = option(0, "Stop after this many epochs (0: no limit).")
     clip_norm: float = option(0.0, "Clip the gradient norm to this (0: off, as in the paper).")
     seed: int = option(1, "Seed for weights, dropout and batch order.")
-    precision: str = option("auto", "auto (bf16 where the GPU or CPU runs it natively and faster, else fp32), fp32, "
-                                    "bf16 (autocast) or fp16 (with a loss scaler).", PRECISION_CHOICES)
+    precision: str = option(
+        "auto",
+        "auto (bf16 where the GPU or CPU runs it natively and faster, else fp32), fp32, "
+        "bf16 (autocast) or fp16 (with a loss scaler).",
+        PRECISION_CHOICES,
+    )
     valid_every: int = option(1000, "Updates between validations.")
     patience: int = option(0, "Stop after this many validations without a new best (0: never).")
-    valid_bleu: int = option(0, "Also translate the first N dev sentences greedily at each validation and pick "
-                                "checkpoint_best.pt by their sacreBLEU (0: off; best by validation loss).")
-    max_minutes: float = option(0.0, "Stop after this many minutes of training wall-clock (validation and saving "
-                                     "included; a resumed run continues its budget; 0: no budget).")
+    valid_bleu: int = option(
+        0,
+        "Also translate the first N dev sentences greedily at each validation and pick "
+        "checkpoint_best.pt by their sacreBLEU (0: off; best by validation loss).",
+    )
+    max_minutes: float = option(
+        0.0,
+        "Stop after this many minutes of training wall-clock (validation and saving "
+        "included; a resumed run continues its budget; 0: no budget).",
+    )
     save_every_steps: int = option(0, "Save a checkpoint every this many updates (0: off).")
     save_every_minutes: float = option(10.0, "Save a checkpoint every this many minutes (0: off; the paper: 10).")
     keep_last: int = option(5, "Keep the newest N numbered checkpoints (the paper averages the last 5 / 20).")
     log_every: int = option(100, "Updates between log lines (also the only host syncs for metrics).")
-    tensorboard: bool = option(False, "Also write every metrics.jsonl value, with its wall time, as TensorBoard "
-                                      "scalars under RUN/tb/ (needs the tensorboard extra: pip install "
-                                      "'mtkit\\[tensorboard]').")
+    tensorboard: bool = option(
+        False,
+        "Also write every metrics.jsonl value, with its wall time, as TensorBoard "
+        "scalars under RUN/tb/ (needs the tensorboard extra: pip install "
+        "'mtkit\\[tensorboard]').",
+    )
     max_nonfinite: int = 10  # non-finite losses in a row that stop the run
 
     def __post_init__(self) -> None:
-        _positive(self, "max_tokens", "update_freq", "warmup", "max_steps", "valid_every", "keep_last",
-                  "log_every", "max_nonfinite")
+        _positive(
+            self,
+            "max_tokens",
+            "update_freq",
+            "warmup",
+            "max_steps",
+            "valid_every",
+            "keep_last",
+            "log_every",
+            "max_nonfinite",
+        )
         for name in ("update_tokens", "max_epochs", "patience", "save_every_steps", "valid_bleu"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 0, type(self), name, "0 (off) or a positive integer", value)
         _probability(self, "label_smoothing")
         _check(self.lr_scale > 0, type(self), "lr_scale", "positive", self.lr_scale)
         _check(self.clip_norm >= 0, type(self), "clip_norm", "0 (off) or positive", self.clip_norm)
-        _check(self.save_every_minutes >= 0, type(self), "save_every_minutes", "0 (off) or positive",
-               self.save_every_minutes)
+        _check(
+            self.save_every_minutes >= 0,
+            type(self),
+            "save_every_minutes",
+            "0 (off) or positive",
+            self.save_every_minutes,
+        )
         _check(self.max_minutes >= 0, type(self), "max_minutes", "0 (no budget) or positive", self.max_minutes)
-        _check(self.precision in PRECISION_CHOICES, type(self), "precision",
-               f"one of {', '.join(PRECISION_CHOICES)}", self.precision)
-        _check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), type(self),
-               "adam_betas", "two numbers in [0, 1)", self.adam_betas)
+        _check(
+            self.precision in PRECISION_CHOICES,
+            type(self),
+            "precision",
+            f"one of {', '.join(PRECISION_CHOICES)}",
+            self.precision,
+        )
+        _check(
+            len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
+            type(self),
+            "adam_betas",
+            "two numbers in [0, 1)",
+            self.adam_betas,
+        )
 
-    def for_world(self, world_size: int) -> "TrainConfig":
+    def for_world(self, world_size: int) -> TrainConfig:
         """Resolve `update_tokens` into `update_freq` for this many ranks (section 5.1's ~25k tokens)."""
         if self.update_tokens <= 0:
             return self
@@ -243,20 +290,29 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     "tiny": Preset(
         "tiny",
-        ModelConfig(d_model=64, d_ff=128, heads=4, encoder_layers=2, decoder_layers=2,
-                    max_positions=256),
-        TrainConfig(max_tokens=1024, warmup=200, lr_scale=2.0, max_steps=2000, valid_every=200,
-                    log_every=10, save_every_minutes=0.0, save_every_steps=500),
+        ModelConfig(d_model=64, d_ff=128, heads=4, encoder_layers=2, decoder_layers=2, max_positions=256),
+        TrainConfig(
+            max_tokens=1024,
+            warmup=200,
+            lr_scale=2.0,
+            max_steps=2000,
+            valid_every=200,
+            log_every=10,
+            save_every_minutes=0.0,
+            save_every_steps=500,
+        ),
         "2+2 layers, 64/128, 4 heads: for tests and smoke runs",
     ),
     "small": Preset(
         "small",
-        ModelConfig(d_model=256, d_ff=1024, heads=4, encoder_layers=3, decoder_layers=3,
-                    dropout=0.1, max_positions=512),
+        ModelConfig(
+            d_model=256, d_ff=1024, heads=4, encoder_layers=3, decoder_layers=3, dropout=0.1, max_positions=512
+        ),
         # Measured by recipes/multi30k-en-de (37.35 BLEU in 25 CPU minutes): batches of 2,048 tokens
         # run faster per token than 4,096 on 2 cores, and a 2e-3 peak after 400 updates suits ~2k updates.
-        TrainConfig(max_tokens=2048, warmup=400, lr_scale=0.64, max_steps=20_000, valid_every=200,
-                    log_every=50, patience=10),
+        TrainConfig(
+            max_tokens=2048, warmup=400, lr_scale=0.64, max_steps=20_000, valid_every=200, log_every=50, patience=10
+        ),
         "3+3 layers, 256/1024, 4 heads: Multi30k-sized data on a CPU",
     ),
     "base": Preset(
@@ -304,28 +360,54 @@ class DecodeConfig:
 
     beam: int = option(4, "Beam size; 1 is greedy search.")
     alpha: float = option(0.6, "Length penalty exponent (0 ranks by plain log-probability).")
-    lenpen: str = option("gnmt", "Length penalty formula: gnmt ((5+|Y|)/6)^alpha, fairseq |Y|^alpha, or none.",
-                         LENPEN_CHOICES)
+    lenpen: str = option(
+        "gnmt", "Length penalty formula: gnmt ((5+|Y|)/6)^alpha, fairseq |Y|^alpha, or none.", LENPEN_CHOICES
+    )
     max_len_a: float = option(1.0, "Longest output = a x source tokens + b.")
     max_len_b: int = option(50, "Longest output = a x source tokens + b.")
     nbest: int = option(1, "Write the K best as LINE<TAB>TRANSLATION<TAB>SCORE, K lines per input.")
-    early_stop: str = option("patience", "patience: stop once `beam` hypotheses end (fairseq, CTranslate2); exact: "
-                             "once none live can win (the paper; up to 1.4x the time); none: at the length limit.",
-                             EARLY_STOP_CHOICES)
+    early_stop: str = option(
+        "patience",
+        "patience: stop once `beam` hypotheses end (fairseq, CTranslate2); exact: "
+        "once none live can win (the paper; up to 1.4x the time); none: at the length limit.",
+        EARLY_STOP_CHOICES,
+    )
 
     def __post_init__(self) -> None:
         _positive(self, "beam", "nbest")
-        _check(self.lenpen in LENPEN_CHOICES, type(self), "lenpen", f"one of {', '.join(LENPEN_CHOICES)}",
-               self.lenpen)
-        _check(isinstance(self.alpha, (int, float)) and self.alpha >= 0 and self.alpha == self.alpha
-               and self.alpha != float("inf"), type(self), "alpha", "a finite number >= 0", self.alpha)
-        _check(isinstance(self.max_len_a, (int, float)) and 0 <= self.max_len_a < float("inf"), type(self),
-               "max_len_a", "a finite number >= 0", self.max_len_a)
-        _check(isinstance(self.max_len_b, int) and self.max_len_b >= 0, type(self), "max_len_b",
-               "an integer >= 0", self.max_len_b)
+        _check(self.lenpen in LENPEN_CHOICES, type(self), "lenpen", f"one of {', '.join(LENPEN_CHOICES)}", self.lenpen)
+        _check(
+            isinstance(self.alpha, (int, float))
+            and self.alpha >= 0
+            and self.alpha == self.alpha
+            and self.alpha != float("inf"),
+            type(self),
+            "alpha",
+            "a finite number >= 0",
+            self.alpha,
+        )
+        _check(
+            isinstance(self.max_len_a, (int, float)) and 0 <= self.max_len_a < float("inf"),
+            type(self),
+            "max_len_a",
+            "a finite number >= 0",
+            self.max_len_a,
+        )
+        _check(
+            isinstance(self.max_len_b, int) and self.max_len_b >= 0,
+            type(self),
+            "max_len_b",
+            "an integer >= 0",
+            self.max_len_b,
+        )
         _check(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)
-        _check(self.early_stop in EARLY_STOP_CHOICES, type(self), "early_stop",
-               f"one of {', '.join(EARLY_STOP_CHOICES)}", self.early_stop)
+        _check(
+            self.early_stop in EARLY_STOP_CHOICES,
+            type(self),
+            "early_stop",
+            f"one of {', '.join(EARLY_STOP_CHOICES)}",
+            self.early_stop,
+        )
 
 
 @dataclass(frozen=True)
@@ -337,18 +419,35 @@ class SamplingConfig:
     """
 
     topk: int = option(0, "With --sampling: draw from the K most probable tokens only (0: all; 1: greedy).")
-    topp: float = option(1.0, "With --sampling: draw from the smallest set of tokens whose probability reaches P "
-                              "(nucleus sampling; 1: all).")
+    topp: float = option(
+        1.0,
+        "With --sampling: draw from the smallest set of tokens whose probability reaches P (nucleus sampling; 1: all).",
+    )
     temperature: float = option(1.0, "With --sampling: divide the logits by T (< 1 sharper, > 1 flatter).")
     seed: int = option(1, "With --sampling: the seed; the same seed gives the same samples.")
     samples: int = 1  # independent samples per sentence (--nbest on the command line)
 
     def __post_init__(self) -> None:
         _positive(self, "samples")
-        _check(isinstance(self.topk, int) and self.topk >= 0, type(self), "topk", "0 (all) or a positive integer",
-               self.topk)
-        _check(isinstance(self.topp, (int, float)) and 0.0 < self.topp <= 1.0, type(self), "topp",
-               "a number in (0, 1]", self.topp)
-        _check(isinstance(self.temperature, (int, float)) and 0.0 < self.temperature < float("inf"), type(self),
-               "temperature", "a finite number > 0", self.temperature)
+        _check(
+            isinstance(self.topk, int) and self.topk >= 0,
+            type(self),
+            "topk",
+            "0 (all) or a positive integer",
+            self.topk,
+        )
+        _check(
+            isinstance(self.topp, (int, float)) and 0.0 < self.topp <= 1.0,
+            type(self),
+            "topp",
+            "a number in (0, 1]",
+            self.topp,
+        )
+        _check(
+            isinstance(self.temperature, (int, float)) and 0.0 < self.temperature < float("inf"),
+            type(self),
+            "temperature",
+            "a finite number > 0",
+            self.temperature,
+        )
         _check(isinstance(self.seed, int) and self.seed >= 0, type(self), "seed", "an integer >= 0", self.seed)

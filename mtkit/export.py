@@ -54,8 +54,11 @@ class ExportConfig:
     """What `mtkit export` writes: the target format and how the weights are stored."""
 
     format: str = option("ctranslate2", "Target format.", FORMATS)
-    quantization: str = option("float32", "Weight type in the exported model (CTranslate2 converts on load "
-                               "if a device cannot run it).", QUANTIZATIONS)
+    quantization: str = option(
+        "float32",
+        "Weight type in the exported model (CTranslate2 converts on load if a device cannot run it).",
+        QUANTIZATIONS,
+    )
 
 
 def import_ctranslate2() -> Any:
@@ -79,8 +82,13 @@ def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: Ex
     model = typing.cast(Transformer, checkpoint.build_from(ckpt).float().eval())
     vocab = Vocab.from_bytes(ckpt["vocab"])
     spec = ctranslate2_spec(model, vocab)
-    record = {"format": config.format, "quantization": config.quantization, "source": str(model_path),
-              "step": int(ckpt.get("step", 0)), "mtkit": __version__}
+    record = {
+        "format": config.format,
+        "quantization": config.quantization,
+        "source": str(model_path),
+        "step": int(ckpt.get("step", 0)),
+        "mtkit": __version__,
+    }
     del ckpt
     write_directory(spec, vocab, record, out)
     logger.info("wrote %s (CTranslate2, %s)", out, config.quantization)
@@ -93,8 +101,9 @@ def ctranslate2_spec(model: Transformer, vocab: Vocab) -> Any:
     from ctranslate2.specs import transformer_spec  # type: ignore[import-untyped]
 
     cfg = model.cfg
-    spec = transformer_spec.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.heads,
-                                                        pre_norm=cfg.pre_norm)
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg.encoder_layers, cfg.decoder_layers), cfg.heads, pre_norm=cfg.pre_norm
+    )
     set_encoder(spec.encoder, model)
     set_decoder(spec.decoder, model)
     spec.register_source_vocabulary(pieces(vocab, cfg.vocab_size))
@@ -186,8 +195,10 @@ def check_target(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise MtkitError(f"{out} exists and is not a directory; choose another --output.")
     if out.is_dir() and any(out.iterdir()) and not (out / RECORD).is_file():
-        raise MtkitError(f"{out} is a non-empty directory that `mtkit export` did not write (no {RECORD}); "
-                         f"move it away or choose another --output.")
+        raise MtkitError(
+            f"{out} is a non-empty directory that `mtkit export` did not write (no {RECORD}); "
+            f"move it away or choose another --output."
+        )
 
 
 def write_directory(spec: Any, vocab: Vocab, record: dict[str, Any], out: Path) -> None:

@@ -21,8 +21,9 @@ import sys
 import tempfile
 import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from mtkit.errors import MtkitError
 
@@ -42,8 +43,11 @@ def open_binary(path: Path) -> BinaryIO:
 def unreadable(label: str | os.PathLike, exc: BaseException) -> MtkitError:
     """The one sentence for a file that cannot be read to its end (damaged .gz, I/O error)."""
     why = str(exc) or type(exc).__name__
-    damaged = "; the file is damaged (a truncated or corrupt .gz?)" if isinstance(exc, (EOFError, zlib.error,
-                                                                                         gzip.BadGzipFile)) else ""
+    damaged = (
+        "; the file is damaged (a truncated or corrupt .gz?)"
+        if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile))
+        else ""
+    )
     return MtkitError(f"cannot read {label} ({why}){damaged}.")
 
 
@@ -98,12 +102,15 @@ def _plural(n: int, unit: str) -> str:
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
-def check_parallel(n_src: int, n_tgt: int, src_label: str, tgt_label: str, *, unit: str = "line",
-                   hint: str = "") -> int:
+def check_parallel(
+    n_src: int, n_tgt: int, src_label: str, tgt_label: str, *, unit: str = "line", hint: str = ""
+) -> int:
     """The common count of two aligned texts; one sentence naming both and their counts otherwise."""
     if n_src != n_tgt:
-        raise MtkitError(f"{src_label} has {_plural(n_src, unit)} but {tgt_label} has {_plural(n_tgt, unit)}: "
-                         f"the two sides of a parallel text must have the same number of lines{hint}.")
+        raise MtkitError(
+            f"{src_label} has {_plural(n_src, unit)} but {tgt_label} has {_plural(n_tgt, unit)}: "
+            f"the two sides of a parallel text must have the same number of lines{hint}."
+        )
     if n_src == 0:
         raise MtkitError(f"{src_label} and {tgt_label} are empty{hint}.")
     return n_src
@@ -122,9 +129,18 @@ def progress_bar(enabled: bool, total: int | None, desc: str, unit: str, initial
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0
-    return tqdm(total=total, initial=initial, unit=unit if unit == "B" else f" {unit}", unit_scale=True,
-                unit_divisor=1024 if unit == "B" else 1000, desc=desc, file=sys.stderr, leave=False,
-                dynamic_ncols=True, disable=not enabled)
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit=unit if unit == "B" else f" {unit}",
+        unit_scale=True,
+        unit_divisor=1024 if unit == "B" else 1000,
+        desc=desc,
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+        disable=not enabled,
+    )
 
 
 # --------------------------------------------------------------------------- temporaries
@@ -152,8 +168,12 @@ def sweep_stale(parent: Path, prefix: str) -> list[Path]:
             shutil.rmtree(path, ignore_errors=True)
             swept.append(path)
     if swept:
-        logger.info("removed %d temporary director%s left by a killed run in %s", len(swept),
-                    "y" if len(swept) == 1 else "ies", parent)
+        logger.info(
+            "removed %d temporary director%s left by a killed run in %s",
+            len(swept),
+            "y" if len(swept) == 1 else "ies",
+            parent,
+        )
     return swept
 
 

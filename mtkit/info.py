@@ -64,13 +64,21 @@ def describe_file(path: Path) -> dict[str, Any]:
         raise MtkitError(f"{path} is an mtkit file, but a damaged one ({type(exc).__name__}: {exc}).") from None
     data, progress = ckpt.get("data") or {}, ckpt.get("progress") or {}
     return {
-        "path": str(path), "bytes": path.stat().st_size, "kind": ckpt.get("kind"), "format_version": ckpt["version"],
-        "architecture": architecture(config), "model_config": ckpt["model_config"], "parameters": params,
-        "vocabulary": _vocabulary(ckpt.get("vocab")), "step": int(ckpt.get("step", 0)),
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "kind": ckpt.get("kind"),
+        "format_version": ckpt["version"],
+        "architecture": architecture(config),
+        "model_config": ckpt["model_config"],
+        "parameters": params,
+        "vocabulary": _vocabulary(ckpt.get("vocab")),
+        "step": int(ckpt.get("step", 0)),
         "epoch": data["epoch"] + 1 if "epoch" in data else None,
         "training_hours": round(progress["elapsed"] / 3600, 4) if "elapsed" in progress else None,
-        "best_valid": _best(ckpt), "train_config": ckpt.get("train_config"),
-        "provenance": ckpt.get("provenance"), "averaged_from": ckpt.get("averaged_from"),
+        "best_valid": _best(ckpt),
+        "train_config": ckpt.get("train_config"),
+        "provenance": ckpt.get("provenance"),
+        "averaged_from": ckpt.get("averaged_from"),
     }
 
 
@@ -78,12 +86,15 @@ def architecture(config: Any) -> str:
     """One line in the paper's symbols: layers, d_model / d_ff / h, norm placement, sharing, dropout."""
     norm = "pre-norm" if config.pre_norm else "post-norm"
     vocab = str(config.vocab_size) if config.tgt_vocab_size is None else f"{config.vocab_size}/{config.tgt_vocab_size}"
-    return (f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, d_ff {config.d_ff}, "
-            f"h {config.heads} (d_k {config.d_k}), {norm}, embeddings shared: {config.share_embeddings}, "
-            f"dropout {config.dropout}, vocabulary {vocab}")
+    return (
+        f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, d_ff {config.d_ff}, "
+        f"h {config.heads} (d_k {config.d_k}), {norm}, embeddings shared: {config.share_embeddings}, "
+        f"dropout {config.dropout}, vocabulary {vocab}"
+    )
 
 
 # ---- a run directory ----------------------------------------------------------------------------------------
+
 
 def _step_of(path: Path, numbered: dict[int, Path]) -> int | None:
     """checkpoint_<step>.pt by its name; last/best by the numbered file they are a link to, else by loading."""
@@ -124,9 +135,12 @@ def _metrics(run: Path) -> dict[str, Any] | None:
     if not records:
         return None
     valid = [r for r in records if r["event"] == "valid"]
-    out: dict[str, Any] = {"records": len(records), "last_step": max((r.get("step", 0) for r in records), default=0),
-                           "training_minutes": round(minutes_axis(records)[-1], 2),
-                           "sessions": sum(r["event"] == "start" for r in records)}
+    out: dict[str, Any] = {
+        "records": len(records),
+        "last_step": max((r.get("step", 0) for r in records), default=0),
+        "training_minutes": round(minutes_axis(records)[-1], 2),
+        "sessions": sum(r["event"] == "start" for r in records),
+    }
     for key, pick in (("loss", min), ("ppl", min), ("bleu", max)):
         scored = [r for r in valid if isinstance(r.get(key), (int, float))]
         if scored:
@@ -150,8 +164,14 @@ def describe_run(run: Path) -> dict[str, Any]:
     newest = next((run / name for name in ("checkpoint_last.pt",) if (run / name).is_file()), None)
     if newest is None and checkpoints:
         newest = run / checkpoints[-1]["file"]
-    return {"run": str(run), "config": saved, "metrics": _metrics(run), "checkpoints": checkpoints,
-            "newest": describe_file(newest) if newest is not None else None, "provenance": read_run_json(run)}
+    return {
+        "run": str(run),
+        "config": saved,
+        "metrics": _metrics(run),
+        "checkpoints": checkpoints,
+        "newest": describe_file(newest) if newest is not None else None,
+        "provenance": read_run_json(run),
+    }
 
 
 def describe(path: str | os.PathLike) -> dict[str, Any]:
@@ -162,6 +182,7 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
 
 
 # ---- as text ----------------------------------------------------------------------------------------------
+
 
 def _size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
@@ -184,14 +205,26 @@ def _provenance_rows(record: dict[str, Any] | None) -> list[str]:
         return [_row("provenance", "none recorded (a file from before run.json, or not made by `mtkit train`)")]
     v, git = record.get("versions") or {}, record.get("git")
     earlier = len(record.get("earlier") or [])
-    rows = [_row("command", record.get("command")),
-            _row("started", f"{record.get('created')} at step {record.get('start_step')}"
-                            f"{f', after {earlier} earlier session(s)' if earlier else ''}"),
-            _row("versions", ", ".join(f"{k} {val}" for k, val in v.items() if val)),
-            _row("git", f"{git['commit']}{' (with uncommitted changes)' if git.get('dirty') else ''}" if git
-                 else "not run from a git checkout"),
-            _row("device", f"{record.get('device')}, {record.get('threads')} thread(s), {record.get('precision')}, "
-                           f"world size {record.get('world_size')}")]
+    rows = [
+        _row("command", record.get("command")),
+        _row(
+            "started",
+            f"{record.get('created')} at step {record.get('start_step')}"
+            f"{f', after {earlier} earlier session(s)' if earlier else ''}",
+        ),
+        _row("versions", ", ".join(f"{k} {val}" for k, val in v.items() if val)),
+        _row(
+            "git",
+            f"{git['commit']}{' (with uncommitted changes)' if git.get('dirty') else ''}"
+            if git
+            else "not run from a git checkout",
+        ),
+        _row(
+            "device",
+            f"{record.get('device')}, {record.get('threads')} thread(s), {record.get('precision')}, "
+            f"world size {record.get('world_size')}",
+        ),
+    ]
     data = record.get("data") or {}
     archives = (data.get("archives") or {}).get("sources") or []
     rows.append(_row("data", data.get("dir")))
@@ -207,10 +240,15 @@ def _provenance_rows(record: dict[str, Any] | None) -> list[str]:
 def _file_rows(info: dict[str, Any]) -> list[str]:
     vocab = info.get("vocabulary")
     best = info.get("best_valid") or {}
-    rows = [_row("architecture", info["architecture"]), _row("parameters", f"{info['parameters']:,}"),
-            _row("vocabulary", f"{vocab['pieces']} SentencePiece pieces, sha256 {vocab['sha256']}" if vocab
-                 else "none stored"),
-            _row("step / epoch", f"{info['step']:,} / {info['epoch'] if info['epoch'] is not None else '-'}")]
+    rows = [
+        _row("architecture", info["architecture"]),
+        _row("parameters", f"{info['parameters']:,}"),
+        _row(
+            "vocabulary",
+            f"{vocab['pieces']} SentencePiece pieces, sha256 {vocab['sha256']}" if vocab else "none stored",
+        ),
+        _row("step / epoch", f"{info['step']:,} / {info['epoch'] if info['epoch'] is not None else '-'}"),
+    ]
     if info.get("training_hours") is not None:
         rows.append(_row("training time", _minutes(info["training_hours"] * 60)))
     if best:
@@ -231,17 +269,24 @@ def render(info: dict[str, Any]) -> str:
     lines = [f"{info['run']}: mtkit run directory"]
     metrics = info.get("metrics") or {}
     if metrics:
-        lines.append(_row("trained", f"to step {metrics['last_step']:,} in {_minutes(metrics['training_minutes'])} "
-                                     f"({metrics['sessions']} session(s)"
-                                     f"{', stopped by ' + metrics['stopped'] if metrics.get('stopped') else ''})"))
+        lines.append(
+            _row(
+                "trained",
+                f"to step {metrics['last_step']:,} in {_minutes(metrics['training_minutes'])} "
+                f"({metrics['sessions']} session(s)"
+                f"{', stopped by ' + metrics['stopped'] if metrics.get('stopped') else ''})",
+            )
+        )
         for key in ("loss", "ppl", "bleu"):
             best = metrics.get(f"best_valid_{key}")
             if best:
                 lines.append(_row(f"best valid {key}", f"{best['value']:.3f} at step {best['step']}"))
     lines.append(_row("checkpoints", "" if info["checkpoints"] else "none"))
     for row in info["checkpoints"]:
-        lines.append(f"    {row['file']:<28} step {row['step'] if row['step'] is not None else '?':>8}  "
-                     f"{_size(row['bytes']):>10}")
+        lines.append(
+            f"    {row['file']:<28} step {row['step'] if row['step'] is not None else '?':>8}  "
+            f"{_size(row['bytes']):>10}"
+        )
     newest = info.get("newest")
     if newest:
         lines.append(f"newest: {newest['path']}")

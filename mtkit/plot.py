@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mtkit.atomic import atomic_file
 from mtkit.errors import MtkitError
@@ -30,17 +31,37 @@ DEFAULT_SERIES = ("loss", "bleu")
 FORMATS = ("png", "pdf", "svg")
 
 # The metrics.jsonl events that carry each series: training log lines and validations.
-EVENTS = {"bleu": ("valid",), "loss": ("train", "valid"), "ppl": ("train", "valid"), "lr": ("train",),
-          "tokens_per_s": ("train",)}
-TITLES = {"bleu": "dev BLEU (greedy sacreBLEU, --valid-bleu sentences)",
-          "loss": "loss (label-smoothed cross entropy)", "ppl": "perplexity (exp of the NLL per token)",
-          "lr": "learning rate", "tokens_per_s": "training speed"}
-Y_LABELS = {"bleu": "BLEU", "loss": "nats / target token", "ppl": "perplexity (log scale)", "lr": "learning rate",
-            "tokens_per_s": "source + target tokens / s"}
-X_LABELS = {"minutes": "training wall-clock (minutes)", "steps": "updates",
-            "tokens": "source + target tokens trained on"}
-HINTS = {"bleu": "train with --valid-bleu N to score dev translations", "lr": "it comes with the training log lines",
-         "tokens_per_s": "it comes with the training log lines"}
+EVENTS = {
+    "bleu": ("valid",),
+    "loss": ("train", "valid"),
+    "ppl": ("train", "valid"),
+    "lr": ("train",),
+    "tokens_per_s": ("train",),
+}
+TITLES = {
+    "bleu": "dev BLEU (greedy sacreBLEU, --valid-bleu sentences)",
+    "loss": "loss (label-smoothed cross entropy)",
+    "ppl": "perplexity (exp of the NLL per token)",
+    "lr": "learning rate",
+    "tokens_per_s": "training speed",
+}
+Y_LABELS = {
+    "bleu": "BLEU",
+    "loss": "nats / target token",
+    "ppl": "perplexity (log scale)",
+    "lr": "learning rate",
+    "tokens_per_s": "source + target tokens / s",
+}
+X_LABELS = {
+    "minutes": "training wall-clock (minutes)",
+    "steps": "updates",
+    "tokens": "source + target tokens trained on",
+}
+HINTS = {
+    "bleu": "train with --valid-bleu N to score dev translations",
+    "lr": "it comes with the training log lines",
+    "tokens_per_s": "it comes with the training log lines",
+}
 
 
 @dataclass(frozen=True)
@@ -62,6 +83,7 @@ class Curve:
 
 
 # ---- reading --------------------------------------------------------------------------------------------
+
 
 def read_metrics(run: Path) -> list[dict[str, Any]]:
     """RUN/metrics.jsonl as records; a missing, empty or damaged file is one sentence."""
@@ -105,6 +127,7 @@ def load_runs(paths: Sequence[Path]) -> list[Run]:
 
 
 # ---- x axes -----------------------------------------------------------------------------------------------
+
 
 def minutes_axis(records: list[dict[str, Any]]) -> list[float]:
     """Minutes of training at each record; each session (a `start` record) continues where the last one ended."""
@@ -156,8 +179,11 @@ def curves(run: Run, axis: str, series: str) -> list[Curve]:
     xs = x_values(run.records, axis)
     out = []
     for event in EVENTS[series]:
-        points = [(x, r[series]) for x, r in zip(xs, run.records)
-                  if r["event"] == event and isinstance(r.get(series), (int, float))]
+        points = [
+            (x, r[series])
+            for x, r in zip(xs, run.records)
+            if r["event"] == event and isinstance(r.get(series), (int, float))
+        ]
         if points:
             x, y = zip(*points)
             out.append(Curve(run.label, series, event, np.asarray(x, dtype=float), np.asarray(y, dtype=float)))
@@ -165,6 +191,7 @@ def curves(run: Run, axis: str, series: str) -> list[Curve]:
 
 
 # ---- drawing ----------------------------------------------------------------------------------------------
+
 
 def _check_choices(axis: str, series: Sequence[str]) -> None:
     if axis not in X_AXES:
@@ -221,8 +248,16 @@ def draw(runs: Sequence[Run], axis: str = "minutes", series: Sequence[str] | Non
     for ax, (name, lines) in zip(axes, chosen.items()):
         for c in lines:
             valid = c.event == "valid"
-            ax.plot(c.x, c.y, color=colours[c.run], linestyle="--" if valid else "-", marker="o" if valid else None,
-                    markersize=3.5, linewidth=1.4 if valid else 1.1, label=f"{c.run} ({c.event})")
+            ax.plot(
+                c.x,
+                c.y,
+                color=colours[c.run],
+                linestyle="--" if valid else "-",
+                marker="o" if valid else None,
+                markersize=3.5,
+                linewidth=1.4 if valid else 1.1,
+                label=f"{c.run} ({c.event})",
+            )
         ax.set_title(TITLES[name], fontsize=10, loc="left")
         ax.set_ylabel(Y_LABELS[name])
         ax.grid(True, alpha=0.3)
@@ -247,8 +282,12 @@ def save(fig: Any, output: Path) -> Path:
     return output
 
 
-def plot(paths: Sequence[str | os.PathLike], output: str | os.PathLike, axis: str = "minutes",
-         series: Sequence[str] | None = None) -> Path:
+def plot(
+    paths: Sequence[str | os.PathLike],
+    output: str | os.PathLike,
+    axis: str = "minutes",
+    series: Sequence[str] | None = None,
+) -> Path:
     """Read the runs, draw their curves, write the image; returns its path."""
     if not paths:
         raise MtkitError("give at least one run directory to plot.")

@@ -39,10 +39,16 @@ def versions() -> dict[str, str | None]:
     import sentencepiece
     import torch
 
-    return {"mtkit": __version__, "torch": str(torch.__version__), "cuda": torch.version.cuda,  # str: TorchVersion
-            # is a class that a weights_only load refuses
-            "sentencepiece": sentencepiece.__version__, "sacrebleu": sacrebleu.__version__,
-            "numpy": numpy.__version__, "python": platform.python_version()}
+    return {
+        "mtkit": __version__,
+        "torch": str(torch.__version__),
+        "cuda": torch.version.cuda,  # str: TorchVersion
+        # is a class that a weights_only load refuses
+        "sentencepiece": sentencepiece.__version__,
+        "sacrebleu": sacrebleu.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def git_commit(root: Path | None = None) -> dict[str, Any] | None:
@@ -52,8 +58,9 @@ def git_commit(root: Path | None = None) -> dict[str, Any] | None:
         return None
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20, check=True
+        ).stdout.strip()
 
     try:
         commit = git("rev-parse", "HEAD")
@@ -101,28 +108,41 @@ def _archives(prepare: dict[str, Any] | None) -> dict[str, Any] | None:
 def _bpe(bpe: dict[str, Any] | None) -> dict[str, Any] | None:
     if bpe is None:
         return None
-    raw = {f"raw/{split}.{lang}": sha for split, entry in (bpe.get("splits") or {}).items() if isinstance(entry, dict)
-           for lang, sha in (entry.get("inputs") or {}).items()}
+    raw = {
+        f"raw/{split}.{lang}": sha
+        for split, entry in (bpe.get("splits") or {}).items()
+        if isinstance(entry, dict)
+        for lang, sha in (entry.get("inputs") or {}).items()
+    }
     model = bpe["model"] if isinstance(bpe.get("model"), dict) else {}
-    return {"created": bpe.get("created"), "vocab_size": bpe.get("vocab_size"), "raw_text_sha256": raw,
-            "spm_model_sha256": model.get("sha256")}
+    return {
+        "created": bpe.get("created"),
+        "vocab_size": bpe.get("vocab_size"),
+        "raw_text_sha256": raw,
+        "spm_model_sha256": model.get("sha256"),
+    }
 
 
 def data_chain(data_dir: Path, src: str, tgt: str, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
     """Archives -> raw text -> spm.model and arrays: what prepare.json and bpe.json say, and the files as they are."""
     known = (earlier or {}).get("files", {})
     files = {}
-    for rel in ["spm.model", *(f"bin/{split}.{lang}.{ext}" for split in SPLITS_TRAINED_ON for lang in (src, tgt)
-                               for ext in ("bin", "idx"))]:
+    for rel in [
+        "spm.model",
+        *(f"bin/{split}.{lang}.{ext}" for split in SPLITS_TRAINED_ON for lang in (src, tgt) for ext in ("bin", "idx")),
+    ]:
         if (data_dir / rel).is_file():
             files[rel] = _hashed(data_dir / rel, rel, known)
     bpe = _bpe(_read_json(data_dir / "bpe.json"))
     recorded = (bpe or {}).get("spm_model_sha256")
     if recorded and "spm.model" in files and recorded != files["spm.model"]["sha256"]:
-        logger.warning("%s/spm.model is not the one bpe.json records: the data directory was changed by hand",
-                       data_dir)
-    return {"dir": str(data_dir.resolve()), "archives": _archives(_read_json(data_dir / "prepare.json")),
-            "bpe": bpe, "files": files}
+        logger.warning("%s/spm.model is not the one bpe.json records: the data directory was changed by hand", data_dir)
+    return {
+        "dir": str(data_dir.resolve()),
+        "archives": _archives(_read_json(data_dir / "prepare.json")),
+        "bpe": bpe,
+        "files": files,
+    }
 
 
 def device_name(device: Any) -> str:
@@ -146,17 +166,37 @@ def read_run_json(run_dir: Path) -> dict[str, Any] | None:
     return record if record and record.get("format") == FORMAT else None
 
 
-def start_run(run_dir: Path, data_dir: Path, src: str, tgt: str, *, device: Any, threads: int, precision: str,
-              world_size: int, start_step: int) -> dict[str, Any]:
+def start_run(
+    run_dir: Path,
+    data_dir: Path,
+    src: str,
+    tgt: str,
+    *,
+    device: Any,
+    threads: int,
+    precision: str,
+    world_size: int,
+    start_step: int,
+) -> dict[str, Any]:
     """Build this session's record, write RUN/run.json (keeping earlier sessions) and return it."""
     previous = read_run_json(run_dir)
     earlier = [] if previous is None else [*previous.pop("earlier", []), previous]
-    record = {"format": FORMAT, "version": VERSION,
-              "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-              "command": command_line(), "cwd": os.getcwd(), "versions": versions(), "git": git_commit(),
-              "platform": platform.platform(), "device": device_name(device), "threads": threads,
-              "precision": precision, "world_size": world_size, "start_step": start_step,
-              "data": data_chain(data_dir, src, tgt, earlier[-1].get("data") if earlier else None),
-              "earlier": earlier}
+    record = {
+        "format": FORMAT,
+        "version": VERSION,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(),
+        "cwd": os.getcwd(),
+        "versions": versions(),
+        "git": git_commit(),
+        "platform": platform.platform(),
+        "device": device_name(device),
+        "threads": threads,
+        "precision": precision,
+        "world_size": world_size,
+        "start_step": start_step,
+        "data": data_chain(data_dir, src, tgt, earlier[-1].get("data") if earlier else None),
+        "earlier": earlier,
+    }
     write_atomic(run_dir / RUN_JSON, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return record

@@ -8,8 +8,8 @@ get_ende_bleu.sh computes them: Moses tokenizer.perl on both sides, then
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from mtkit.errors import MtkitError
 from mtkit.textio import read_lines_strict
@@ -43,8 +43,7 @@ class Comparison:
     p_value: float
 
 
-def check_lengths(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyp_name: str,
-                  ref_names: Sequence[str]) -> None:
+def check_lengths(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyp_name: str, ref_names: Sequence[str]) -> None:
     """Scores of misaligned files are meaningless: refuse them with both counts (and empty ones: sacrebleu fails)."""
     for ref, name in zip(refs, ref_names):
         if len(ref) != len(hyps):
@@ -77,8 +76,9 @@ def paper_tokenize(lines: Sequence[str], lang: str) -> list[str]:
     from sacremoses import MosesTokenizer
 
     tokenizer = MosesTokenizer(lang=lang)
-    return [COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokenizer.tokenize(line, return_str=True, escape=False))
-            for line in lines]
+    return [
+        COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokenizer.tokenize(line, return_str=True, escape=False)) for line in lines
+    ]
 
 
 def paper_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lang: str = "de") -> Score:
@@ -96,21 +96,34 @@ def paper_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lang: str = "
     return Score("BLEU (tokenized, compound-split)", result.score, result.format(width=2), signature)
 
 
-def paired_bootstrap(hyps: Sequence[str], hyps2: Sequence[str], refs: Sequence[Sequence[str]],
-                     samples: int = 1000) -> list[Comparison]:
+def paired_bootstrap(
+    hyps: Sequence[str], hyps2: Sequence[str], refs: Sequence[Sequence[str]], samples: int = 1000
+) -> list[Comparison]:
     """Paired bootstrap resampling (Koehn 2004) of system 2 against system 1, through sacrebleu.
 
     sacrebleu seeds its generator from $SACREBLEU_SEED (12345 by default), so reruns agree.
     """
     from sacrebleu.significance import PairedTest
 
-    test = PairedTest([("baseline", list(hyps)), ("system", list(hyps2))], _metrics(),
-                      [list(r) for r in refs], test_type="bs", n_samples=samples)
+    test = PairedTest(
+        [("baseline", list(hyps)), ("system", list(hyps2))],
+        _metrics(),
+        [list(r) for r in refs],
+        test_type="bs",
+        n_samples=samples,
+    )
     _, results = test()
     comparisons = []
     for name, (base, system) in ((k, v) for k, v in results.items() if k != "System"):
-        comparisons.append(Comparison(name, *(float(v) for v in (base.score, base.mean, base.ci, system.score,
-                                                                   system.mean, system.ci, system.p_value))))
+        comparisons.append(
+            Comparison(
+                name,
+                *(
+                    float(v)
+                    for v in (base.score, base.mean, base.ci, system.score, system.mean, system.ci, system.p_value)
+                ),
+            )
+        )
     return comparisons
 
 
@@ -129,6 +142,8 @@ def sacrebleu_references(test_set: str, langpair: str) -> list[list[str]]:
         files = get_reference_files(test_set, langpair)
     except (Exception, SystemExit) as exc:  # urllib errors, or sacrebleu's own sys.exit on a bad download
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        raise MtkitError(f"could not get the {test_set} {langpair} references through sacrebleu ({reason}); "
-                         f"check the network, or put them in sacrebleu's cache ($SACREBLEU).") from None
+        raise MtkitError(
+            f"could not get the {test_set} {langpair} references through sacrebleu ({reason}); "
+            f"check the network, or put them in sacrebleu's cache ($SACREBLEU)."
+        ) from None
     return [read_lines_strict(f) for f in files]

@@ -14,8 +14,9 @@ import logging
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from mtkit.atomic import atomic_file
 from mtkit.errors import MtkitError

@@ -28,13 +28,25 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 os.environ.setdefault("MTKIT_AUTO_PRECISION", "fp32")
 
 
-def run_cli(*args: str, input: str | bytes | None = None, cwd: Path | None = None,
-            env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str,
+    input: str | bytes | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess:
     """Run `python -m mtkit ARGS` from this checkout (not whatever `mtkit` is on PATH)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     text = not isinstance(input, bytes)
-    return subprocess.run([sys.executable, "-m", "mtkit", *map(str, args)], input=input, capture_output=True,
-                          text=text, cwd=cwd, env=full_env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mtkit", *map(str, args)],
+        input=input,
+        capture_output=True,
+        text=text,
+        cwd=cwd,
+        env=full_env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_recipe(recipe: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(ROOT / "recipes" / recipe / "run.sh"), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=60)
+    return subprocess.run(
+        ["bash", str(ROOT / "recipes" / recipe / "run.sh"), *args], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
 
 
 def tree(path: Path) -> set[str]:

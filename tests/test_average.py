@@ -23,8 +23,12 @@ def save_checkpoints(run: Path, steps: list[int], **overrides) -> list[Path]:
         torch.manual_seed(step)
         model = build_model("tiny", 40, **overrides)
         path = run / f"checkpoint_{step}.pt"
-        checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, VOCAB, step=step, kind="checkpoint",
-                                                        optimizer={"state": {}, "param_groups": []}), path)
+        checkpoint.atomic_save(
+            checkpoint.model_payload(
+                model, model.cfg, VOCAB, step=step, kind="checkpoint", optimizer={"state": {}, "param_groups": []}
+            ),
+            path,
+        )
         paths.append(path)
     shutil.copyfile(paths[-1], run / "checkpoint_last.pt")
     shutil.copyfile(paths[0], run / "checkpoint_best.pt")
@@ -39,7 +43,8 @@ def test_the_average_of_two_checkpoints_is_their_exact_mean(tmp_path):
     assert averaged["step"] == 200 and averaged["vocab"] == VOCAB
     assert averaged["averaged_from"] == [
         {"file": str(p), "step": step, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-        for p, step in ((a, 100), (b, 200))]
+        for p, step in ((a, 100), (b, 200))
+    ]
     assert set(averaged["model"]) == set(wa)
     for key, value in averaged["model"].items():
         assert value.dtype == wa[key].dtype
@@ -64,7 +69,10 @@ def test_run_checkpoints_are_the_newest_by_step_without_last_or_best(tmp_path):
     save_checkpoints(tmp_path, [900, 1000, 80, 200])
     (tmp_path / "checkpoint_x.pt").write_bytes(b"")
     assert [p.name for p in checkpoint.run_checkpoints(tmp_path, 3)] == [
-        "checkpoint_200.pt", "checkpoint_900.pt", "checkpoint_1000.pt"]
+        "checkpoint_200.pt",
+        "checkpoint_900.pt",
+        "checkpoint_1000.pt",
+    ]
     assert len(checkpoint.run_checkpoints(tmp_path, 20)) == 4
     (tmp_path / "empty").mkdir()
     with pytest.raises(MtkitError, match="no checkpoint_<step>.pt"):

@@ -61,5 +61,7 @@ def test_weights_that_do_not_fit_the_config_are_all_named(tmp_path):
     payload = checkpoint.model_payload(model, model.cfg, None)
     del payload["model"]["encoder.0.ffn.w_1.weight"]
     payload["model"]["encoder.9.extra"] = torch.zeros(1)
-    with pytest.raises(MtkitError, match="missing weights: encoder.0.ffn.w_1.weight; unexpected weights: encoder.9.extra"):
+    with pytest.raises(
+        MtkitError, match="missing weights: encoder.0.ffn.w_1.weight; unexpected weights: encoder.9.extra"
+    ):
         checkpoint.build_from(payload)

@@ -97,12 +97,15 @@ def test_a_printed_base_config_keeps_the_token_target(cli, tmp_path):
     assert printed["preset"] == "base" and printed["update-freq"] is None  # still ~25k tokens per update
 
 
-@pytest.mark.parametrize("content, message", [
-    ("max_token: 5\n", "unknown key 'max_token'; did you mean max-tokens?"),
-    ("colour: red\n", "unknown key 'colour'."),
-    ("- a list\n", "must hold a mapping of flag names to values"),
-    ("warmup: [1\n", "is not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("max_token: 5\n", "unknown key 'max_token'; did you mean max-tokens?"),
+        ("colour: red\n", "unknown key 'colour'."),
+        ("- a list\n", "must hold a mapping of flag names to values"),
+        ("warmup: [1\n", "is not valid YAML"),
+    ],
+)
 def test_bad_config_files_are_one_sentence(cli, tmp_path, content, message):
     config = tmp_path / "bad.yaml"
     config.write_text(content)
@@ -111,9 +114,14 @@ def test_bad_config_files_are_one_sentence(cli, tmp_path, content, message):
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("shell, marker", [("bash", "complete -o default -F _mtkit_completion mtkit"),
-                                           ("zsh", "compdef _mtkit_completion mtkit"),
-                                           ("fish", "complete --command mtkit")])
+@pytest.mark.parametrize(
+    "shell, marker",
+    [
+        ("bash", "complete -o default -F _mtkit_completion mtkit"),
+        ("zsh", "compdef _mtkit_completion mtkit"),
+        ("fish", "complete --command mtkit"),
+    ],
+)
 def test_completion_scripts_for_bash_zsh_and_fish(cli, shell, marker):
     done = cli(env={"_MTKIT_COMPLETE": f"source_{shell}"})
     assert done.returncode == 0 and marker in done.stdout
@@ -149,8 +157,11 @@ def test_without_a_preset_a_cpu_run_says_what_base_costs_and_suggests_small(tmp_
             logging.getLogger().removeHandler(handler)
     assert done.exit_code == 0, done.output
     assert calls and calls[0][0][2].d_model == 512  # base
-    assert re.search(r"no --preset given: training the paper's `base` model, which on this CPU takes roughly \d+ s "
-                     r"an update; for a CPU, --preset small", caplog.text)
+    assert re.search(
+        r"no --preset given: training the paper's `base` model, which on this CPU takes roughly \d+ s "
+        r"an update; for a CPU, --preset small",
+        caplog.text,
+    )
 
 
 def test_the_cpu_estimate_matches_the_measured_small_run_and_scales_with_the_model():
@@ -167,9 +178,14 @@ class _Result:
     stopped: str = "max_steps"
 
 
-@pytest.mark.parametrize("args, hint", [(("--max-update", "5"), "mtkit calls it --max-steps"),
-                                        (("--fp16",), "mtkit calls it --precision fp16"),
-                                        (("--lr=0.001",), "mtkit calls it --lr-scale")])
+@pytest.mark.parametrize(
+    "args, hint",
+    [
+        (("--max-update", "5"), "mtkit calls it --max-steps"),
+        (("--fp16",), "mtkit calls it --precision fp16"),
+        (("--lr=0.001",), "mtkit calls it --lr-scale"),
+    ],
+)
 def test_fairseq_names_are_a_one_line_usage_error_with_mtkits_name(cli, tmp_path, args, hint):
     done = cli("train", tmp_path, "-o", tmp_path / "run", *args)
     assert done.returncode == 2 and hint in done.stderr and len(done.stderr.splitlines()) == 1

@@ -53,11 +53,23 @@ def test_translate_piped_into_score_from_stdin_and_a_process_substitution(cli_mo
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     mtkit = f"{sys.executable} -m mtkit"
     translate = f"{mtkit} translate -m {cli_model} -i in.txt {' '.join(FAST)}"
-    piped = subprocess.run(["bash", "-c", f"set -o pipefail; {translate} | {mtkit} score - --ref ref.txt --json"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    piped = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {translate} | {mtkit} score - --ref ref.txt --json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert piped.returncode == 0, piped.stderr
-    substituted = subprocess.run(["bash", "-c", f"{mtkit} score <({translate}) --ref ref.txt --json"],
-                                 cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    substituted = subprocess.run(
+        ["bash", "-c", f"{mtkit} score <({translate}) --ref ref.txt --json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert substituted.returncode == 0, substituted.stderr
     piped_report, substituted_report = json.loads(piped.stdout), json.loads(substituted.stdout)
     assert piped_report["lines"] == 4 and piped_report["scores"] == substituted_report["scores"]
@@ -66,9 +78,13 @@ def test_translate_piped_into_score_from_stdin_and_a_process_substitution(cli_mo
 @pytest.mark.slow
 def test_buffer_size_1_answers_each_line_before_the_next_is_written(cli_model):
     """A co-process: write a line, read its translation, write the next; a hang here would fail the guard."""
-    process = subprocess.Popen([sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), *FAST,
-                                "--buffer-size", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), *FAST, "--buffer-size", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
     try:
@@ -92,9 +108,13 @@ def test_a_terminal_is_answered_line_by_line(cli_model):
     import pty
 
     controller, terminal = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), *FAST],
-                               stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), *FAST],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     os.close(terminal)
     try:
         os.write(controller, b"a man runs\n")

@@ -17,8 +17,9 @@ from mtkit.config import (
 from mtkit.errors import MtkitError
 
 
-@pytest.mark.parametrize("field, value", [("d_model", 0), ("heads", -1), ("dropout", 1.5), ("share_embeddings", "some"),
-                                          ("d_model", 100)])
+@pytest.mark.parametrize(
+    "field, value", [("d_model", 0), ("heads", -1), ("dropout", 1.5), ("share_embeddings", "some"), ("d_model", 100)]
+)
 def test_bad_model_values_name_the_field(field, value):
     with pytest.raises(MtkitError, match=f"ModelConfig.{field}"):
         ModelConfig(**{field: value})
@@ -60,12 +61,19 @@ def test_configs_are_frozen():
 
 def test_set_values_are_typed_by_the_field_annotation():
     items = ["tgt_vocab_size=none", "pre_norm=yes", "dropout=0.2", "share-embeddings=decoder", "heads=4"]
-    assert parse_overrides(items, ModelConfig) == {"tgt_vocab_size": None, "pre_norm": True, "dropout": 0.2,
-                                                   "share_embeddings": "decoder", "heads": 4}
+    assert parse_overrides(items, ModelConfig) == {
+        "tgt_vocab_size": None,
+        "pre_norm": True,
+        "dropout": 0.2,
+        "share_embeddings": "decoder",
+        "heads": 4,
+    }
     assert parse_overrides(["tgt_vocab_size=800"], ModelConfig) == {"tgt_vocab_size": 800}
-    for item, message in [("heads=four", "heads must be an integer"),
-                          ("pre_norm=maybe", "pre_norm must be true or false"),
-                          ("tgt_vocab_size=big", "tgt_vocab_size must be an integer or none"),
-                          ("dropout=lots", "dropout must be a number")]:
+    for item, message in [
+        ("heads=four", "heads must be an integer"),
+        ("pre_norm=maybe", "pre_norm must be true or false"),
+        ("tgt_vocab_size=big", "tgt_vocab_size must be an integer or none"),
+        ("dropout=lots", "dropout must be a number"),
+    ]:
         with pytest.raises(MtkitError, match=f"--set '{item}': {message}"):
             parse_overrides([item], ModelConfig)

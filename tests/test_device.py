@@ -20,8 +20,10 @@ def test_mps_is_accepted_where_torch_has_it(monkeypatch):
         pick_device("mps")
 
 
-@pytest.mark.parametrize("name, message", [("tpu", "unknown --device 'tpu'; use auto, cpu, cuda, cuda:N or mps"),
-                                           ("meta", "unsupported --device 'meta'")])
+@pytest.mark.parametrize(
+    "name, message",
+    [("tpu", "unknown --device 'tpu'; use auto, cpu, cuda, cuda:N or mps"), ("meta", "unsupported --device 'meta'")],
+)
 def test_unknown_devices_list_the_valid_ones(name, message):
     with pytest.raises(MtkitError, match=message):
         pick_device(name)

@@ -22,15 +22,36 @@ def write_run(run: Path, bleu: bool = True, resumed: bool = False) -> list[dict]
     records: list[dict] = [{"event": "start", "time": T0, "params": 100}, {"event": "data", "time": T0 + 1}]
     for step in range(10, 61, 10):
         t = T0 + 6 * step
-        records.append({"event": "train", "time": t, "step": step, "loss": 9.0 - step / 10, "ppl": 800.0 / step,
-                        "lr": step * 1e-5, "tokens_per_s": 1000.0 + step, "s_per_update": 0.5})
+        records.append(
+            {
+                "event": "train",
+                "time": t,
+                "step": step,
+                "loss": 9.0 - step / 10,
+                "ppl": 800.0 / step,
+                "lr": step * 1e-5,
+                "tokens_per_s": 1000.0 + step,
+                "s_per_update": 0.5,
+            }
+        )
         if step % 20 == 0:
             valid = {"event": "valid", "time": t + 2, "step": step, "loss": 8.5 - step / 10, "ppl": 700.0 / step}
             records.append(valid | ({"bleu": step / 3} if bleu else {}))
     if resumed:  # a second session an hour later, going back to step 40
-        records += [{"event": "start", "time": T0 + 4000}, {"event": "resume", "time": T0 + 4001, "step": 40},
-                    {"event": "train", "time": T0 + 4060, "step": 50, "loss": 3.9, "ppl": 16.0, "lr": 5e-4,
-                     "tokens_per_s": 2000.0, "s_per_update": 0.5}]
+        records += [
+            {"event": "start", "time": T0 + 4000},
+            {"event": "resume", "time": T0 + 4001, "step": 40},
+            {
+                "event": "train",
+                "time": T0 + 4060,
+                "step": 50,
+                "loss": 3.9,
+                "ppl": 16.0,
+                "lr": 5e-4,
+                "tokens_per_s": 2000.0,
+                "s_per_update": 0.5,
+            },
+        ]
     run.mkdir(parents=True, exist_ok=True)
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return records
@@ -84,14 +105,17 @@ def test_several_runs_are_overlaid_with_their_directory_names(tmp_path: Path) ->
     assert set(lines_of(fig, 1)) == {"a/run (valid)"}  # b has no BLEU: left out of that panel only
 
 
-@pytest.mark.parametrize("content, series, words", [
-    (None, None, "holds no metrics.jsonl"),
-    ("", None, "has no training or validation records"),
-    ('{"event": "start", "time": 1}\n', None, "has no training or validation records"),
-    ("not json\n{}\n", None, "line 1 is not JSON"),
-    ("default", ["bleu"], "no run has bleu values to plot (train with --valid-bleu N"),
-    ("default", ["speed"], "unknown series 'speed'"),
-])
+@pytest.mark.parametrize(
+    "content, series, words",
+    [
+        (None, None, "holds no metrics.jsonl"),
+        ("", None, "has no training or validation records"),
+        ('{"event": "start", "time": 1}\n', None, "has no training or validation records"),
+        ("not json\n{}\n", None, "line 1 is not JSON"),
+        ("default", ["bleu"], "no run has bleu values to plot (train with --valid-bleu N"),
+        ("default", ["speed"], "unknown series 'speed'"),
+    ],
+)
 def test_bad_input_is_one_sentence(tmp_path: Path, content, series, words) -> None:
     run = tmp_path / "run"
     if content == "default":

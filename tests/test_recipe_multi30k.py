@@ -11,11 +11,10 @@ from recipe_tools import ROOT, decode_config, parse_line, parse_mtkit, run_recip
 ORDER = ["prepare", "bpe", "train", "plot", "average"] + ["translate", "score"] * 4
 
 
-@pytest.mark.parametrize("args, minutes, last, out_name", [
-    ([], 25, 5, "out"),
-    (["--quick"], 3, 3, "out-quick"),
-    (["--minutes", "40"], 40, 5, "out"),
-])
+@pytest.mark.parametrize(
+    "args, minutes, last, out_name",
+    [([], 25, 5, "out"), (["--quick"], 3, 3, "out-quick"), (["--minutes", "40"], 40, 5, "out")],
+)
 def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, last, out_name, tmp_path: Path) -> None:
     folder = ROOT / "recipes" / "multi30k-en-de"
     before = tree(folder)
@@ -57,15 +56,19 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
         assert Path(target).parent == out
         assert len(translate["model"]) == 1, "one model, not an ensemble"
         seen.add((split, translate["model"][0]))
-    assert seen == {(s, m) for s in ("valid", "test") for m in (str(out / "run" / "checkpoint_last.pt"),
-                                                                  str(out / "averaged.pt"))}
+    assert seen == {
+        (s, m) for s in ("valid", "test") for m in (str(out / "run" / "checkpoint_last.pt"), str(out / "averaged.pt"))
+    }
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--minutes"], "--minutes needs a value"),
-    (["--minutes", "soon"], "--minutes must be a number"),
-    (["--fast"], "unknown argument '--fast'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--minutes"], "--minutes needs a value"),
+        (["--minutes", "soon"], "--minutes must be a number"),
+        (["--fast"], "unknown argument '--fast'"),
+    ],
+)
 def test_bad_arguments_are_one_clear_line(args, message, tmp_path: Path) -> None:
     done = run_recipe("multi30k-en-de", *args, "--dry-run", cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.startswith("run.sh: error: ") and message in done.stderr

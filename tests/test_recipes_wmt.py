@@ -13,13 +13,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from recipe_tools import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
 
 from mtkit.config import get_preset
 
-RECIPES = {"wmt14-en-de": ("de", 37000, {"base": 0.1, "big": 0.3}),
-           "wmt14-en-fr": ("fr", 32000, {"base": 0.1, "big": 0.1})}
+RECIPES = {
+    "wmt14-en-de": ("de", 37000, {"base": 0.1, "big": 0.3}),
+    "wmt14-en-fr": ("fr", 32000, {"base": 0.1, "big": 0.1}),
+}
 MASTER = ["--master", "10.0.0.7:29500"]
 VARIANTS = {  # name: (args, world size, node rank)
     "base": (["base"], 1, 0),
@@ -41,8 +42,9 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
     work = tmp_path / "work"
     work.mkdir()
     data, out, mirror = tmp_path / "da ta", tmp_path / "o'ut", tmp_path / "mir ror"  # quoting must hold
-    done = run_recipe(recipe, *args, "--data", str(data), "--out", str(out), "--mirror", str(mirror), "--dry-run",
-                      cwd=work)
+    done = run_recipe(
+        recipe, *args, "--data", str(data), "--out", str(out), "--mirror", str(mirror), "--dry-run", cwd=work
+    )
     assert done.returncode == 0, done.stderr
     assert tree(tmp_path) == {"work"}, "a dry run created files"
     commands = [line for line in done.stdout.splitlines() if line and not line.startswith("#")]
@@ -115,17 +117,20 @@ def test_default_paths_stay_in_the_recipe_folder_and_dry_run_creates_nothing(rec
     assert params["data"] == folder / "out" / "data" and params["out"] == folder / "out" / "big" / "run"
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "name the model"),
-    (["huge"], "unknown argument 'huge'"),
-    (["base", "big"], "one preset"),
-    (["base", "--gpus"], "--gpus needs a value"),
-    (["base", "--gpus", "0"], "--gpus must be a positive integer"),
-    (["base", "--nodes", "2", "--node-rank", "0"], "--master ADDR:PORT"),
-    (["base", "--nodes", "2", "--node-rank", "2", *MASTER], "0 <= R < 2"),
-    (["base", "--node-rank", "1"], "for --nodes 2 or more"),
-    (["base", "--precision", "fp8"], "--precision must be"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "name the model"),
+        (["huge"], "unknown argument 'huge'"),
+        (["base", "big"], "one preset"),
+        (["base", "--gpus"], "--gpus needs a value"),
+        (["base", "--gpus", "0"], "--gpus must be a positive integer"),
+        (["base", "--nodes", "2", "--node-rank", "0"], "--master ADDR:PORT"),
+        (["base", "--nodes", "2", "--node-rank", "2", *MASTER], "0 <= R < 2"),
+        (["base", "--node-rank", "1"], "for --nodes 2 or more"),
+        (["base", "--precision", "fp8"], "--precision must be"),
+    ],
+)
 def test_bad_arguments_are_one_clear_line(args: list[str], message: str, tmp_path: Path) -> None:
     done = run_recipe("wmt14-en-de", *args, "--dry-run", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
@@ -135,8 +140,18 @@ def test_bad_arguments_are_one_clear_line(args: list[str], message: str, tmp_pat
 def test_help_names_every_option(tmp_path: Path) -> None:
     done = run_recipe("wmt14-en-fr", "--help", cwd=tmp_path)
     assert done.returncode == 0
-    for option in ("--gpus", "--nodes", "--node-rank", "--master", "--data", "--out", "--mirror", "--max-tokens",
-                   "--precision", "--dry-run"):
+    for option in (
+        "--gpus",
+        "--nodes",
+        "--node-rank",
+        "--master",
+        "--data",
+        "--out",
+        "--mirror",
+        "--max-tokens",
+        "--precision",
+        "--dry-run",
+    ):
         assert option in done.stdout
 
 
@@ -167,9 +182,21 @@ def test_a_real_run_writes_results_md(tmp_path: Path) -> None:
     (bin_dir / "mtkit").chmod(0o755)
     log, out = tmp_path / "calls.log", tmp_path / "out dir"
     env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(log)}
-    done = subprocess.run(["bash", str(ROOT / "recipes" / "wmt14-en-de" / "run.sh"), "base", "--data",
-                           str(tmp_path / "data"), "--out", str(out)], capture_output=True, text=True, env=env,
-                          timeout=60)
+    done = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "recipes" / "wmt14-en-de" / "run.sh"),
+            "base",
+            "--data",
+            str(tmp_path / "data"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     calls = [line.split()[0] for line in log.read_text().splitlines()]
     assert calls == ["prepare", "bpe", "train", "average", "translate", "score", "translate", "score", "--version"]
@@ -178,6 +205,14 @@ def test_a_real_run_writes_results_md(tmp_path: Path) -> None:
     assert "| average of the last 5 | 26.10 | 55.50 | 27.20 |" in results
     assert "up to 25,004" in results and "0.125" in results and "mtkit 9.9-fake" in results
     assert results.count("sig-paper") == 2 and "| train |" in results
-    assert sorted(p.name for p in out.iterdir()) == sorted([
-        "run", "model.pt", "newstest2014.last.de", "newstest2014.averaged.de", "scores.last.txt",
-        "scores.averaged.txt", "results.md"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [
+            "run",
+            "model.pt",
+            "newstest2014.last.de",
+            "newstest2014.averaged.de",
+            "scores.last.txt",
+            "scores.averaged.txt",
+            "results.md",
+        ]
+    )

@@ -37,8 +37,12 @@ def files(tmp_path_factory, multi30k) -> dict[str, Path]:
 
 
 def sacrebleu_cli(*args) -> dict[str, dict]:
-    done = subprocess.run([sys.executable, "-m", "sacrebleu", *map(str, args), "-m", "bleu", "chrf", "ter",
-                           "-w", "6", "-f", "json"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "sacrebleu", *map(str, args), "-m", "bleu", "chrf", "ter", "-w", "6", "-f", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return {entry["name"]: entry for entry in json.loads(done.stdout)}
 
 
@@ -58,7 +62,8 @@ def test_scores_agree_with_the_sacrebleu_command_line(cli, files, refs):
 
 def test_paper_tokenization_is_moses_then_get_ende_bleu_compound_splitting():
     assert score.paper_tokenize(['Ein Mann fährt ein Mountain-Bike, "schnell".'], "de") == [
-        'Ein Mann fährt ein Mountain ##AT##-##AT## Bike , " schnell " .']
+        'Ein Mann fährt ein Mountain ##AT##-##AT## Bike , " schnell " .'
+    ]
     # The perl substitution does not overlap matches, so a one-letter part keeps its second hyphen.
     assert score.paper_tokenize(["Ein 3-D-Film - gut."], "de") == ["Ein 3 ##AT##-##AT## D-Film - gut ."]
 
@@ -116,9 +121,19 @@ def test_unequal_line_counts_and_missing_references_are_one_clear_line(cli, file
 
 @pytest.mark.slow
 def test_an_unreachable_test_set_is_one_clear_line(cli, files, tmp_path):
-    done = cli("score", files["hyp"], "--test-set", "wmt14", "--langpair", "en-de",
-               env={"SACREBLEU": str(tmp_path / "empty-cache"), "http_proxy": "http://127.0.0.1:9",
-                    "https_proxy": "http://127.0.0.1:9"})
+    done = cli(
+        "score",
+        files["hyp"],
+        "--test-set",
+        "wmt14",
+        "--langpair",
+        "en-de",
+        env={
+            "SACREBLEU": str(tmp_path / "empty-cache"),
+            "http_proxy": "http://127.0.0.1:9",
+            "https_proxy": "http://127.0.0.1:9",
+        },
+    )
     assert done.returncode == 1
     assert "could not get the wmt14 en-de references through sacrebleu" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1

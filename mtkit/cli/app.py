@@ -22,8 +22,10 @@ from mtkit.errors import MtkitError
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-EXIT_CODES = ("Exit codes: 0 done (also when the reader of the output goes away); 1 a user error, said in one "
-              "sentence; 2 a usage error (an unknown option or a bad choice); 130 interrupted.")
+EXIT_CODES = (
+    "Exit codes: 0 done (also when the reader of the output goes away); 1 a user error, said in one "
+    "sentence; 2 a usage error (an unknown option or a bad choice); 130 interrupted."
+)
 
 
 class _StdoutClosed(Exception):
@@ -88,8 +90,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True,
-                                           help="Print the version and exit."),
+    version: Optional[bool] = typer.Option(
+        None, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """mtkit: from a named parallel corpus to a trained Transformer and scored translations."""
 
@@ -125,7 +128,7 @@ def setup_logging(level: int) -> None:
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "_mtkit", False)]:
         root.removeHandler(old)
-    setattr(handler, "_mtkit", True)  # how a second call (or a test) finds it
+    handler._mtkit = True  # how a second call (or a test) finds it
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger("mtkit").setLevel(level)
@@ -145,8 +148,10 @@ def _usage_error(exc: Any) -> None:
     option = getattr(exc, "option_name", None) or (param.opts[0] if param is not None and param.opts else None)
     hint = usage_hint(option, sys.argv) if option else None
     where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "mtkit"
-    err.print(f"[bold red]{escape(where)}: usage error:[/] {escape(message)}{escape('; ' + hint) if hint else ''} "
-              f"(see {escape(where)} --help)")
+    err.print(
+        f"[bold red]{escape(where)}: usage error:[/] {escape(message)}{escape('; ' + hint) if hint else ''} "
+        f"(see {escape(where)} --help)"
+    )
 
 
 def main() -> None:

@@ -36,55 +36,99 @@ def _list_corpora() -> None:
 
     from mtkit.data.corpora import default_registry, unpinned
 
-    table = Table(title="mtkit prepare NAME: named corpora (all splits of both directions come from the same files)",
-                  title_justify="left")
+    table = Table(
+        title="mtkit prepare NAME: named corpora (all splits of both directions come from the same files)",
+        title_justify="left",
+    )
     for column in ("name", "train", "valid", "test", "pairs", "download", "vocab"):
         table.add_column(column, overflow="fold", no_wrap=column in ("name", "pairs", "vocab"))
     for corpus in default_registry():
-        table.add_row(corpus.name, corpus.contents("train"), corpus.contents("valid"), corpus.contents("test"),
-                      corpus.pairs, corpus.download_size(), str(corpus.vocab_size))
-    table.add_row("custom", "--train-src/--train-tgt", "--valid-src/--valid-tgt", "[--test-src/--test-tgt]",
-                  "yours", "-", "by size")
+        table.add_row(
+            corpus.name,
+            corpus.contents("train"),
+            corpus.contents("valid"),
+            corpus.contents("test"),
+            corpus.pairs,
+            corpus.download_size(),
+            str(corpus.vocab_size),
+        )
+    table.add_row(
+        "custom",
+        "--train-src/--train-tgt",
+        "--valid-src/--valid-tgt",
+        "[--test-src/--test-tgt]",
+        "yours",
+        "-",
+        "by size",
+    )
     console = Console(highlight=False)
     if not console.is_terminal:
         console.width = max(console.width, 140)
     console.print(table)
     loose = unpinned(default_registry())
     if loose:
-        console.print("unpinned downloads (their sha256 is recorded at the first download and checked from then on): "
-                      + "; ".join(f"{name} ({why})" for name, why in sorted(loose.items())), soft_wrap=True)
+        console.print(
+            "unpinned downloads (their sha256 is recorded at the first download and checked from then on): "
+            + "; ".join(f"{name} ({why})" for name, why in sorted(loose.items())),
+            soft_wrap=True,
+        )
 
 
 @app.command()
 def prepare(
-    name: Optional[str] = typer.Argument(None, help=f"A named corpus ({', '.join(_corpus_names())}); `--list` "
-                                         "shows what each holds.", show_default=False,
-                                         autocompletion=lambda incomplete: [n for n in _corpus_names()
-                                                                            if n.startswith(incomplete)]),
+    name: Optional[str] = typer.Argument(
+        None,
+        help=f"A named corpus ({', '.join(_corpus_names())}); `--list` shows what each holds.",
+        show_default=False,
+        autocompletion=lambda incomplete: [n for n in _corpus_names() if n.startswith(incomplete)],
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory.", show_default="data/NAME"),
-    mirror: Optional[Path] = typer.Option(None, "--mirror", help="A directory holding the archives, put there by hand "
-                                          "(no network is used); a missing one is named with its URL."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Download cache.",
-                                         show_default="$MTKIT_CACHE, else the user's cache dir, e.g. ~/.cache/mtkit"),
+    mirror: Optional[Path] = typer.Option(
+        None,
+        "--mirror",
+        help="A directory holding the archives, put there by hand "
+        "(no network is used); a missing one is named with its URL.",
+    ),
+    cache: Optional[Path] = typer.Option(
+        None,
+        "--cache",
+        help="Download cache.",
+        show_default="$MTKIT_CACHE, else the user's cache dir, e.g. ~/.cache/mtkit",
+    ),
     list_: bool = typer.Option(False, "--list", help="Show the named corpora, their sizes and contents, and exit."),
     dedup: bool = typer.Option(False, "--dedup", help="Also drop repeated training pairs (after normalisation)."),
-    max_words: Optional[int] = typer.Option(None, "--max-words", min=0, show_default=_by_corpus("max_words"),
-                                            help="Drop training pairs with a side longer than this many words; "
-                                                 "0: no limit."),
-    max_ratio: Optional[float] = typer.Option(None, "--max-ratio", min=0, show_default=_by_corpus("max_ratio"),
-                                              help="Drop training pairs whose word counts differ by more than this "
-                                                   "factor; 0: no limit."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for cleaning.",
-                                          show_default="all cores"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="Fetch every file from BASE_URL/<file name> "
-                                           "instead of its origin (a private HTTP mirror)."),
-    retries: int = typer.Option(5, "--retries", min=0,
-                                help="Retries of a dropped download, each resuming where it stopped."),
+    max_words: Optional[int] = typer.Option(
+        None,
+        "--max-words",
+        min=0,
+        show_default=_by_corpus("max_words"),
+        help="Drop training pairs with a side longer than this many words; 0: no limit.",
+    ),
+    max_ratio: Optional[float] = typer.Option(
+        None,
+        "--max-ratio",
+        min=0,
+        show_default=_by_corpus("max_ratio"),
+        help="Drop training pairs whose word counts differ by more than this factor; 0: no limit.",
+    ),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=1, help="Processes for cleaning.", show_default="all cores"
+    ),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="Fetch every file from BASE_URL/<file name> instead of its origin (a private HTTP mirror).",
+    ),
+    retries: int = typer.Option(
+        5, "--retries", min=0, help="Retries of a dropped download, each resuming where it stopped."
+    ),
     force: bool = typer.Option(False, "--force", help="Redo the work even if DIR/prepare.json says it is done."),
-    src_lang: Optional[str] = typer.Option(None, "--src-lang", help="custom: source language code",
-                                           show_default="from the file suffix"),
-    tgt_lang: Optional[str] = typer.Option(None, "--tgt-lang", help="custom: target language code",
-                                           show_default="from the file suffix"),
+    src_lang: Optional[str] = typer.Option(
+        None, "--src-lang", help="custom: source language code", show_default="from the file suffix"
+    ),
+    tgt_lang: Optional[str] = typer.Option(
+        None, "--tgt-lang", help="custom: target language code", show_default="from the file suffix"
+    ),
     train_src: Optional[Path] = typer.Option(None, "--train-src", help="custom: training source text (.gz is fine)."),
     train_tgt: Optional[Path] = typer.Option(None, "--train-tgt", help="custom: training target text."),
     valid_src: Optional[Path] = typer.Option(None, "--valid-src", help="custom: validation source text."),
@@ -120,9 +164,19 @@ def prepare(
     elif given or src_lang or tgt_lang:
         raise MtkitError("--train-src/--valid-src/--test-src and --src-lang/--tgt-lang are for `mtkit prepare custom`.")
 
-    options = PrepareOptions(out=out, cache=cache, mirror=mirror, base_url=base_url, retries=retries, workers=workers,
-                             dedup=dedup, max_words=max_words, max_ratio=max_ratio, progress=sys.stderr.isatty(),
-                             force=force)
+    options = PrepareOptions(
+        out=out,
+        cache=cache,
+        mirror=mirror,
+        base_url=base_url,
+        retries=retries,
+        workers=workers,
+        dedup=dedup,
+        max_words=max_words,
+        max_ratio=max_ratio,
+        progress=sys.stderr.isatty(),
+        force=force,
+    )
     setup_logging(logging.INFO)
     record = run_prepare(name, options, custom_files=custom_files, langs=langs)
     out_dir = out or Path("data") / record["corpus"]
@@ -134,21 +188,32 @@ def prepare(
             summary.append(f"train {info['kept']} pairs (of {info['pairs_in']}; dropped: {dropped})")
         else:
             summary.append(f"{split} {info['lines']}")
-    err.print(f"[green]prepared[/] {escape(str(out_dir))}/raw ({record['src_lang']}->{record['tgt_lang']}): "
-              f"{escape('; '.join(summary))}")
+    err.print(
+        f"[green]prepared[/] {escape(str(out_dir))}/raw ({record['src_lang']}->{record['tgt_lang']}): "
+        f"{escape('; '.join(summary))}"
+    )
     err.print(f"next: mtkit bpe {escape(str(out_dir))}")
 
 
 @app.command()
 def bpe(
     data_dir: Path = typer.Argument(..., help="A directory written by `mtkit prepare` (holding raw/)."),
-    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", min=16, help="Pieces in the joint vocabulary.",
-                                             show_default=f"{_by_corpus('vocab_size')}; custom: 8000 / 16000 / "
-                                                          "32000 under 100k / 1M / above training pairs"),
-    sample: int = typer.Option(2_000_000, "--sample", min=2, help="At most this many training sentences (both "
-                               "languages together) are drawn, seeded, to learn from."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads for encoding; the result does "
-                                          "not depend on it. \\[default: all cores]"),
+    vocab_size: Optional[int] = typer.Option(
+        None,
+        "--vocab-size",
+        min=16,
+        help="Pieces in the joint vocabulary.",
+        show_default=f"{_by_corpus('vocab_size')}; custom: 8000 / 16000 / 32000 under 100k / 1M / above training pairs",
+    ),
+    sample: int = typer.Option(
+        2_000_000,
+        "--sample",
+        min=2,
+        help="At most this many training sentences (both languages together) are drawn, seeded, to learn from.",
+    ),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, help="Threads for encoding; the result does not depend on it. \\[default: all cores]"
+    ),
     seed: int = typer.Option(1, "--seed", help="Seed of the sentence sample."),
     force: bool = typer.Option(False, "--force", help="Relearn and re-encode even if bpe.json says it is up to date."),
 ) -> None:
@@ -159,12 +224,18 @@ def bpe(
     setup_logging(logging.INFO)
     from mtkit.data.bpe import BpeOptions, build
 
-    record = build(data_dir, BpeOptions(vocab_size=vocab_size, sample=sample, threads=threads, seed=seed, force=force,
-                                        progress=sys.stderr.isatty()))
+    record = build(
+        data_dir,
+        BpeOptions(
+            vocab_size=vocab_size, sample=sample, threads=threads, seed=seed, force=force, progress=sys.stderr.isatty()
+        ),
+    )
     parts = []
     for split, info in record["splits"].items():
         tokens = ", ".join(f"{lang} {n}" for lang, n in info["tokens"].items())
         parts.append(f"{split} {info['sentences']} sentences ({tokens} tokens)")
     how = "reused" if record["reused_model"] else "learned"
-    err.print(f"[green]{how}[/] {escape(str(data_dir))}/spm.model ({record['model']['pieces']} pieces); "
-              f"{escape('; '.join(parts))}")
+    err.print(
+        f"[green]{how}[/] {escape(str(data_dir))}/spm.model ({record['model']['pieces']} pieces); "
+        f"{escape('; '.join(parts))}"
+    )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Literal, Optional
+from typing import Any, Literal, Optional
 
 import typer
 from rich.markup import escape
@@ -23,13 +24,23 @@ from mtkit.errors import MtkitError
 
 @app.command()
 def average(
-    paths: list[Path] = typer.Argument(..., help="A run directory, or the checkpoint files to average.",
-                                       show_default=False),
-    last: Optional[int] = typer.Option(None, "--last", "-n", show_default="5",
-                                       help="With a run directory: average its newest N checkpoint_<step>.pt "
-                                            "(the paper: 5 for base, 20 for big)."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", show_default="RUN/averaged.pt",
-                                          help="The model file to write; required when averaging named files."),
+    paths: list[Path] = typer.Argument(
+        ..., help="A run directory, or the checkpoint files to average.", show_default=False
+    ),
+    last: Optional[int] = typer.Option(
+        None,
+        "--last",
+        "-n",
+        show_default="5",
+        help="With a run directory: average its newest N checkpoint_<step>.pt (the paper: 5 for base, 20 for big).",
+    ),
+    output: Optional[str] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        show_default="RUN/averaged.pt",
+        help="The model file to write; required when averaging named files.",
+    ),
 ) -> None:
     """Average the parameters of the last N checkpoints of a run into one model file.
 
@@ -72,23 +83,37 @@ def _refuse(flags: list[str], why: str) -> None:
         raise MtkitError(f"{flags[0]} {why}")
 
 
-def _check_modes(given: dict[str, Any], sampling: bool, prefix: bool, prefix_file: Optional[str], score_only: bool,
-                 target_file: Optional[str]) -> None:
+def _check_modes(
+    given: dict[str, Any],
+    sampling: bool,
+    prefix: bool,
+    prefix_file: Optional[str],
+    score_only: bool,
+    target_file: Optional[str],
+) -> None:
     """One sentence for a combination of flags that cannot work together."""
+
     def flag(name: str) -> str:
         return "--" + name.replace("_", "-")
 
     if score_only:
         decoding = {"sampling": sampling, "prefix": prefix, "prefix_file": prefix_file, **given}
-        _refuse([flag(n) for n, v in decoding.items() if v], "does not apply with --score-only (it scores the "
-                "given targets; nothing is decoded).")
+        _refuse(
+            [flag(n) for n, v in decoding.items() if v],
+            "does not apply with --score-only (it scores the given targets; nothing is decoded).",
+        )
     _refuse([flag(n) for n in SAMPLING_ONLY if n in given and not sampling], "applies only with --sampling.")
-    _refuse([flag(n) for n in SEARCH_ONLY if n in given and sampling], "does not apply with --sampling "
-            "(samples are drawn, not searched for).")
-    _refuse(["--prefix-file"] if prefix and prefix_file else [], "and --prefix are two ways to give prefixes; "
-            "pick one.")
-    _refuse(["--target-file"] if target_file and not score_only else [], "gives the targets of --score-only; "
-            "add --score-only.")
+    _refuse(
+        [flag(n) for n in SEARCH_ONLY if n in given and sampling],
+        "does not apply with --sampling (samples are drawn, not searched for).",
+    )
+    _refuse(
+        ["--prefix-file"] if prefix and prefix_file else [], "and --prefix are two ways to give prefixes; pick one."
+    )
+    _refuse(
+        ["--target-file"] if target_file and not score_only else [],
+        "gives the targets of --score-only; add --score-only.",
+    )
 
 
 def _second_file(stack: Any, path: Optional[str]) -> Optional[Iterator[str]]:
@@ -100,36 +125,76 @@ def _second_file(stack: Any, path: Optional[str]) -> Optional[Iterator[str]]:
 @app.command()
 @config_options(DecodeConfig, SamplingConfig)
 def translate(
-    model: list[str] = typer.Option(..., "--model", "-m", show_default=False,
-                                    help="An mtkit model or checkpoint file (e.g. averaged.pt); repeat for an "
-                                         "ensemble (log of the mean of the models' probabilities)."),
-    input: Optional[str] = typer.Option(None, "--input", "-i", show_default="stdin",
-                                         help="Raw text to translate, one sentence a line (a file, a pipe, or -)."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", show_default="stdout",
-                                          help="Where the translations go, one line for each input line."),
-    batch_tokens: int = typer.Option(DEFAULT_BATCH_TOKENS, "--batch-tokens", "--max-tokens", min=1,
-                                     help="Source tokens per batch, padding included (--max-tokens: the same)."),
-    buffer_size: Optional[int] = typer.Option(None, "--buffer-size", min=1, show_default=f"{DEFAULT_CHUNK_LINES}; "
-                                              "1 on a terminal", help="Lines read before translating them; "
-                                              "1 answers each line at once (for a co-process)."),
-    scores: bool = typer.Option(False, "--scores", help="Append <TAB>SCORE (log-probability / length penalty; "
-                                                        "with --sampling, log-probability)."),
-    sampling: bool = typer.Option(False, "--sampling", help="Sample instead of beam search (back-translation); "
-                                                            "--nbest N draws N independent samples."),
-    prefix: bool = typer.Option(False, "--prefix", help="Input lines are SOURCE<TAB>PREFIX: each output begins "
-                                                        "with its target prefix (a line without TAB has none)."),
-    prefix_file: Optional[str] = typer.Option(None, "--prefix-file", show_default="none",
-                                              help="Target prefixes, one a line, aligned with the input."),
-    score_only: bool = typer.Option(False, "--score-only", help="Score given translations instead: input lines "
-                                    "SOURCE<TAB>TARGET; writes log P(target|source), its per-token average and "
-                                    "the length (EOS counted), tab-separated."),
-    target_file: Optional[str] = typer.Option(None, "--target-file", show_default="none",
-                                              help="With --score-only: the targets, one a line, aligned with "
-                                                   "the input (which then holds sources only)."),
+    model: list[str] = typer.Option(
+        ...,
+        "--model",
+        "-m",
+        show_default=False,
+        help="An mtkit model or checkpoint file (e.g. averaged.pt); repeat for an "
+        "ensemble (log of the mean of the models' probabilities).",
+    ),
+    input: Optional[str] = typer.Option(
+        None,
+        "--input",
+        "-i",
+        show_default="stdin",
+        help="Raw text to translate, one sentence a line (a file, a pipe, or -).",
+    ),
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o", show_default="stdout", help="Where the translations go, one line for each input line."
+    ),
+    batch_tokens: int = typer.Option(
+        DEFAULT_BATCH_TOKENS,
+        "--batch-tokens",
+        "--max-tokens",
+        min=1,
+        help="Source tokens per batch, padding included (--max-tokens: the same).",
+    ),
+    buffer_size: Optional[int] = typer.Option(
+        None,
+        "--buffer-size",
+        min=1,
+        show_default=f"{DEFAULT_CHUNK_LINES}; 1 on a terminal",
+        help="Lines read before translating them; 1 answers each line at once (for a co-process).",
+    ),
+    scores: bool = typer.Option(
+        False,
+        "--scores",
+        help="Append <TAB>SCORE (log-probability / length penalty; with --sampling, log-probability).",
+    ),
+    sampling: bool = typer.Option(
+        False,
+        "--sampling",
+        help="Sample instead of beam search (back-translation); --nbest N draws N independent samples.",
+    ),
+    prefix: bool = typer.Option(
+        False,
+        "--prefix",
+        help="Input lines are SOURCE<TAB>PREFIX: each output begins "
+        "with its target prefix (a line without TAB has none).",
+    ),
+    prefix_file: Optional[str] = typer.Option(
+        None, "--prefix-file", show_default="none", help="Target prefixes, one a line, aligned with the input."
+    ),
+    score_only: bool = typer.Option(
+        False,
+        "--score-only",
+        help="Score given translations instead: input lines "
+        "SOURCE<TAB>TARGET; writes log P(target|source), its per-token average and "
+        "the length (EOS counted), tab-separated.",
+    ),
+    target_file: Optional[str] = typer.Option(
+        None,
+        "--target-file",
+        show_default="none",
+        help="With --score-only: the targets, one a line, aligned with the input (which then holds sources only).",
+    ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     precision: Literal[DECODE_PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
-        "fp32", help="fp32, bf16, fp16 (CUDA only), int8 (CPU only: dynamic int8 Linear layers; faster, BLEU within "
-                     "a few tenths), or auto (training's rule: bf16 where native and faster)."),
+        "fp32",
+        help="fp32, bf16, fp16 (CUDA only), int8 (CPU only: dynamic int8 Linear layers; faster, BLEU within "
+        "a few tenths), or auto (training's rule: bf16 where native and faster).",
+    ),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     *,
     given: dict[str, Any],
@@ -170,11 +235,16 @@ def translate(
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)
         lines = read_lines_lenient(source, name=str(input or "input"))
-        pairs = zip_lines(lines, second, (str(input or "the input"), str(prefix_file or target_file))) \
-            if second is not None else tab_pairs(lines, "--score-only" if score_only else None)
+        pairs = (
+            zip_lines(lines, second, (str(input or "the input"), str(prefix_file or target_file)))
+            if second is not None
+            else tab_pairs(lines, "--score-only" if score_only else None)
+        )
         if score_only:
-            texts = (f"{s.logprob:.4f}\t{s.average:.4f}\t{s.length}\n"
-                     for s in translator.score_stream(pairs, batch_tokens, chunk_lines))
+            texts = (
+                f"{s.logprob:.4f}\t{s.average:.4f}\t{s.length}\n"
+                for s in translator.score_stream(pairs, batch_tokens, chunk_lines)
+            )
         else:
             items = pairs if (prefix or prefix_file) else lines
             stream = translator.translate_stream(items, config, batch_tokens, chunk_lines, sampling=sampler)

@@ -17,8 +17,13 @@ from mtkit.export import ExportConfig
 @config_options(ExportConfig)
 def export(
     model: str = typer.Argument(..., help="An mtkit model or checkpoint file (e.g. averaged.pt).", show_default=False),
-    output: Path = typer.Option(..., "--output", "-o", show_default=False,
-                                help="The directory to write; an existing one is replaced only if mtkit wrote it."),
+    output: Path = typer.Option(
+        ...,
+        "--output",
+        "-o",
+        show_default=False,
+        help="The directory to write; an existing one is replaced only if mtkit wrote it.",
+    ),
     *,
     given: dict[str, Any],
 ) -> None:

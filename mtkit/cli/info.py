@@ -11,8 +11,12 @@ from mtkit.cli.app import app
 
 @app.command()
 def info(
-    path: Path = typer.Argument(..., metavar="FILE|RUN", show_default=False,
-                                help="A model or checkpoint file, or a run directory (the --out of `mtkit train`)."),
+    path: Path = typer.Argument(
+        ...,
+        metavar="FILE|RUN",
+        show_default=False,
+        help="A model or checkpoint file, or a run directory (the --out of `mtkit train`).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print everything as one JSON object instead of text."),
 ) -> None:
     """Describe a model, checkpoint or run: architecture, parameters, vocabulary, step, best scores, provenance.
@@ -24,5 +28,6 @@ def info(
     from mtkit.info import describe, render
 
     described = describe(path)
-    typer.echo(json.dumps(described, indent=1, ensure_ascii=False, default=str) if as_json else render(described),
-               nl=as_json)
+    typer.echo(
+        json.dumps(described, indent=1, ensure_ascii=False, default=str) if as_json else render(described), nl=as_json
+    )

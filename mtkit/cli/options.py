@@ -15,8 +15,9 @@ import difflib
 import functools
 import inspect
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, TypeVar
+from typing import Any, Literal, Optional, TypeVar
 
 import typer
 
@@ -69,8 +70,11 @@ def config_options(*classes: type, show_default: Callable[[type, str], str] | No
                 if typing.get_type_hints(cls)[f.name] is bool:  # --no-x too: it overrides a --config file's `x: true`
                     flag = f"{flag}/--no-{flag[2:]}"
                 default = typer.Option(None, flag, help=f.metadata["help"], show_default=shown(cls, f))
-                added.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                               annotation=_annotation(cls, f)))
+                added.append(
+                    inspect.Parameter(
+                        f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=_annotation(cls, f)
+                    )
+                )
         fields = [p.name for p in added]
 
         @functools.wraps(func)
@@ -92,8 +96,13 @@ DEVICES = ("auto", "cpu", "cuda", "cuda:0", "mps")
 
 def device_option(help: str) -> Any:
     """`--device`: not a closed choice (cuda:N), so completed from a list and shown as one."""
-    return typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]|mps", help=help,
-                        autocompletion=lambda incomplete: [d for d in DEVICES if d.startswith(incomplete)])
+    return typer.Option(
+        "auto",
+        "--device",
+        metavar="auto|cpu|cuda[:N]|mps",
+        help=help,
+        autocompletion=lambda incomplete: [d for d in DEVICES if d.startswith(incomplete)],
+    )
 
 
 def build(base: C, given: dict[str, Any]) -> C:
@@ -119,11 +128,19 @@ def _lenpen_hint(value: str) -> str | None:
 HINTS: dict[str, Callable[[str], Optional[str]]] = {"--lenpen": _lenpen_hint}
 
 # fairseq's names for options mtkit has under another name (the README's table maps the rest).
-FAIRSEQ_NAMES = {"--max-update": "--max-steps", "--max-epoch": "--max-epochs", "--warmup-updates": "--warmup",
-                 "--lr": "--lr-scale (a factor on the paper's schedule)", "--fp16": "--precision fp16",
-                 "--bf16": "--precision bf16", "--cpu": "--device cpu", "--save-interval-updates": "--save-every-steps",
-                 "--validate-interval-updates": "--valid-every", "--keep-interval-updates": "--keep-last",
-                 "--log-interval": "--log-every"}
+FAIRSEQ_NAMES = {
+    "--max-update": "--max-steps",
+    "--max-epoch": "--max-epochs",
+    "--warmup-updates": "--warmup",
+    "--lr": "--lr-scale (a factor on the paper's schedule)",
+    "--fp16": "--precision fp16",
+    "--bf16": "--precision bf16",
+    "--cpu": "--device cpu",
+    "--save-interval-updates": "--save-every-steps",
+    "--validate-interval-updates": "--valid-every",
+    "--keep-interval-updates": "--keep-last",
+    "--log-interval": "--log-every",
+}
 
 
 def usage_hint(option: str, argv: list[str]) -> str | None:

@@ -19,16 +19,22 @@ SeriesName = Enum("SeriesName", {name: name for name in SERIES}, type=str)  # ty
 
 @app.command()
 def plot(
-    runs: list[Path] = typer.Argument(..., metavar="RUN",
-                                      help="Run directories (the --out of `mtkit train`), overlaid.",
-                                      show_default=False),
+    runs: list[Path] = typer.Argument(
+        ..., metavar="RUN", help="Run directories (the --out of `mtkit train`), overlaid.", show_default=False
+    ),
     x: XAxis = typer.Option(  # type: ignore[valid-type]
-        "minutes", "--x", help="x axis: minutes of training wall-clock, updates, or tokens trained on."),
-    y: Optional[list[SeriesName]] = typer.Option(None, "--y", show_default=" ".join(DEFAULT_SERIES),
-                                             help="A series to plot, one panel each (repeatable: --y bleu --y loss); "
-                                                  "training and validation values of it are told apart."),
-    output: Path = typer.Option(..., "--output", "-o", help="The image to write: .png, .pdf or .svg.",
-                                show_default=False),
+        "minutes", "--x", help="x axis: minutes of training wall-clock, updates, or tokens trained on."
+    ),
+    y: Optional[list[SeriesName]] = typer.Option(
+        None,
+        "--y",
+        show_default=" ".join(DEFAULT_SERIES),
+        help="A series to plot, one panel each (repeatable: --y bleu --y loss); "
+        "training and validation values of it are told apart.",
+    ),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="The image to write: .png, .pdf or .svg.", show_default=False
+    ),
 ) -> None:
     """Plot learning curves from RUN/metrics.jsonl, several runs overlaid.
 

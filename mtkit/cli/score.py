@@ -12,23 +12,37 @@ from mtkit.errors import MtkitError
 
 @app.command()
 def score(
-    hyp: str = typer.Argument(..., help="Detokenized translations, one a line (.gz is fine); - reads stdin.",
-                              show_default=False),
-    ref: list[str] = typer.Option([], "--ref", "-r", show_default="none",
-                                   help="Reference translations; repeat for several references."),
+    hyp: str = typer.Argument(
+        ..., help="Detokenized translations, one a line (.gz is fine); - reads stdin.", show_default=False
+    ),
+    ref: list[str] = typer.Option(
+        [], "--ref", "-r", show_default="none", help="Reference translations; repeat for several references."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
-    paper_bleu: bool = typer.Option(False, "--paper-bleu",
-                                    help="Also the paper's tokenized BLEU: Moses tokens, a-b split as "
-                                         "a ##AT##-##AT## b (as held against 27.3 / 28.4)."),
-    lang: Optional[str] = typer.Option(None, "--lang", show_default="the target of --langpair, else de",
-                                       help="Language of the Moses tokenizer for --paper-bleu."),
-    compare: Optional[str] = typer.Option(None, "--compare", show_default="none",
-                                           help="A second system's translations: paired bootstrap resampling "
-                                                "(1000 samples) of it against HYP."),
-    test_set: Optional[str] = typer.Option(None, "--test-set", "-t", show_default="none",
-                                           help="A sacrebleu test set (e.g. wmt14) whose references to use."),
-    langpair: Optional[str] = typer.Option(None, "--langpair", "-l", show_default="none",
-                                           help="Language pair of --test-set, e.g. en-de."),
+    paper_bleu: bool = typer.Option(
+        False,
+        "--paper-bleu",
+        help="Also the paper's tokenized BLEU: Moses tokens, a-b split as "
+        "a ##AT##-##AT## b (as held against 27.3 / 28.4).",
+    ),
+    lang: Optional[str] = typer.Option(
+        None,
+        "--lang",
+        show_default="the target of --langpair, else de",
+        help="Language of the Moses tokenizer for --paper-bleu.",
+    ),
+    compare: Optional[str] = typer.Option(
+        None,
+        "--compare",
+        show_default="none",
+        help="A second system's translations: paired bootstrap resampling (1000 samples) of it against HYP.",
+    ),
+    test_set: Optional[str] = typer.Option(
+        None, "--test-set", "-t", show_default="none", help="A sacrebleu test set (e.g. wmt14) whose references to use."
+    ),
+    langpair: Optional[str] = typer.Option(
+        None, "--langpair", "-l", show_default="none", help="Language pair of --test-set, e.g. en-de."
+    ),
 ) -> None:
     """Score translations against references: sacreBLEU, chrF, TER, tokenized BLEU.
 
@@ -70,8 +84,11 @@ def score(
     if json_out:
         report: dict = {"hyp": str(hyp), "lines": len(hyps), "scores": [dataclasses.asdict(r) for r in results]}
         if compare is not None:
-            report["compare"] = {"hyp2": str(compare), "samples": 1000,
-                                 "metrics": [dataclasses.asdict(c) for c in comparisons]}
+            report["compare"] = {
+                "hyp2": str(compare),
+                "samples": 1000,
+                "metrics": [dataclasses.asdict(c) for c in comparisons],
+            }
         typer.echo(json.dumps(report, ensure_ascii=False, indent=1))
         return
     for r in results:
@@ -79,6 +96,8 @@ def score(
     if comparisons:
         typer.echo(f"paired bootstrap resampling, 1000 samples: {compare} (system) against {hyp} (baseline)")
         for c in comparisons:
-            typer.echo(f"    {c.name:<6} baseline {c.baseline:6.2f} (mean {c.baseline_mean:.2f} +- {c.baseline_ci:.2f})"
-                       f"  system {c.system:6.2f} (mean {c.system_mean:.2f} +- {c.system_ci:.2f})"
-                       f"  p = {c.p_value:.4f}")
+            typer.echo(
+                f"    {c.name:<6} baseline {c.baseline:6.2f} (mean {c.baseline_mean:.2f} +- {c.baseline_ci:.2f})"
+                f"  system {c.system:6.2f} (mean {c.system_mean:.2f} +- {c.system_ci:.2f})"
+                f"  p = {c.p_value:.4f}"
+            )

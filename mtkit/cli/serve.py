@@ -17,19 +17,31 @@ def _require_extra() -> None:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
-        raise MtkitError(f"mtkit serve needs the serve extra ({exc.name} is missing): "
-                         "pip install 'mtkit[serve]'.") from None
+        raise MtkitError(
+            f"mtkit serve needs the serve extra ({exc.name} is missing): pip install 'mtkit[serve]'."
+        ) from None
 
 
 @app.command()
 @config_options(DecodeConfig)
 def serve(
-    model: list[str] = typer.Option(..., "--model", "-m", show_default=False, metavar="FILE",
-                                    help="An mtkit model or checkpoint file (e.g. averaged.pt)."),
+    model: list[str] = typer.Option(
+        ...,
+        "--model",
+        "-m",
+        show_default=False,
+        metavar="FILE",
+        help="An mtkit model or checkpoint file (e.g. averaged.pt).",
+    ),
     host: str = typer.Option("127.0.0.1", help="Address to listen on; 0.0.0.0 opens the server to the network."),
     port: int = typer.Option(5000, min=0, max=65535, help="TCP port; 0 picks a free one (said in the log)."),
-    max_tokens: int = typer.Option(DEFAULT_BATCH_TOKENS, "--max-tokens", "--batch-tokens", min=1,
-                                   help="Source tokens decoded together at most (requests batched dynamically)."),
+    max_tokens: int = typer.Option(
+        DEFAULT_BATCH_TOKENS,
+        "--max-tokens",
+        "--batch-tokens",
+        min=1,
+        help="Source tokens decoded together at most (requests batched dynamically).",
+    ),
     batch_wait_ms: float = typer.Option(5.0, min=0.0, help="How long a batch waits for more requests to join it."),
     queue_size: int = typer.Option(64, min=1, help="Requests waiting at most; past it, 503 with Retry-After."),
     max_lines: int = typer.Option(64, min=1, help="Sentences in one request at most (413 past it)."),
@@ -37,7 +49,8 @@ def serve(
     max_beam: int = typer.Option(16, min=1, help="The largest beam a request may ask for."),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     precision: Literal[PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
-        "fp32", help="fp32, bf16, or fp16 (fp16 on CUDA only)."),
+        "fp32", help="fp32, bf16, or fp16 (fp16 on CUDA only)."
+    ),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     *,
     given: dict[str, Any],
@@ -62,8 +75,14 @@ def serve(
     resolve_dtype(precision, pick_device(device))  # a bad --device or --precision is said before serving
     if threads:
         torch.set_num_threads(threads)
-    settings = ServeSettings(models=tuple(model), decode=build(DecodeConfig(), given),
-                             limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
-                             max_tokens=max_tokens, batch_wait_ms=batch_wait_ms, queue_size=queue_size,
-                             device=device, precision=precision)
+    settings = ServeSettings(
+        models=tuple(model),
+        decode=build(DecodeConfig(), given),
+        limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
+        max_tokens=max_tokens,
+        batch_wait_ms=batch_wait_ms,
+        queue_size=queue_size,
+        device=device,
+        precision=precision,
+    )
     run_server(settings, host, port)

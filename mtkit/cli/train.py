@@ -64,20 +64,35 @@ def train(
     data: Path = typer.Argument(..., help="Data directory prepared by `mtkit bpe` (bpe.json, spm.model, bin/)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory; rerunning on an existing one resumes it."),
     preset: Optional[PresetName] = typer.Option(  # type: ignore[valid-type]
-        None, help=_preset_help(), show_default=DEFAULT_PRESET),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a model field, e.g. --set encoder_layers=4 "
-                                   "--set pre_norm=true (repeatable).", show_default="none"),
+        None, help=_preset_help(), show_default=DEFAULT_PRESET
+    ),
+    set_: Optional[list[str]] = typer.Option(
+        None,
+        "--set",
+        help="Override a model field, e.g. --set encoder_layers=4 --set pre_norm=true (repeatable).",
+        show_default="none",
+    ),
     device: str = device_option("auto (CUDA if present), cpu, cuda, cuda:N or mps; torchrun: one GPU a rank."),
     threads: int = typer.Option(0, help="CPU threads for torch (0: torch's default)."),
-    config: Optional[Path] = typer.Option(None, "--config", is_eager=True, callback=config_file_option,
-                                          help="A YAML file of flag names and values (e.g. `max-tokens: 2048`); "
-                                               "flags on the command line win over it.", show_default="none"),
-    restart: bool = typer.Option(False, "--restart",
-                                 help="Start afresh in a run directory that holds a run: its files move to "
-                                      "RUN/previous-<time>/ (nothing is deleted)."),
-    print_config: bool = typer.Option(False, "--print-config",
-                                      help="Print every resolved value (preset defaults included) as a --config "
-                                           "file and exit."),
+    config: Optional[Path] = typer.Option(
+        None,
+        "--config",
+        is_eager=True,
+        callback=config_file_option,
+        help="A YAML file of flag names and values (e.g. `max-tokens: 2048`); flags on the command line win over it.",
+        show_default="none",
+    ),
+    restart: bool = typer.Option(
+        False,
+        "--restart",
+        help="Start afresh in a run directory that holds a run: its files move to "
+        "RUN/previous-<time>/ (nothing is deleted).",
+    ),
+    print_config: bool = typer.Option(
+        False,
+        "--print-config",
+        help="Print every resolved value (preset defaults included) as a --config file and exit.",
+    ),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -124,13 +139,14 @@ def train(
         raise typer.Exit(130) from None
     if result.stopped in ("SIGTERM", "SIGINT"):  # preempted or Ctrl-C: the update finished and was saved
         if rank == 0:
-            err.print(f"mtkit: {result.stopped}: saved {out}/checkpoint_last.pt at step {result.step}; "
-                      "the same command resumes the run.")
+            err.print(
+                f"mtkit: {result.stopped}: saved {out}/checkpoint_last.pt at step {result.step}; "
+                "the same command resumes the run."
+            )
         raise typer.Exit(130 if result.stopped == "SIGINT" else 0)
     if rank == 0:
         best = f"best dev BLEU {-result.best:.2f}" if train_cfg.valid_bleu else f"best valid NLL {result.best:.3f}"
-        err.print(f"trained to step {result.step} ({result.stopped}); {best}; "
-                  f"checkpoints in {out}")
+        err.print(f"trained to step {result.step} ({result.stopped}); {best}; checkpoints in {out}")
 
 
 def _say_default_preset(model_cfg: ModelConfig, train_cfg: TrainConfig, device: str, threads: int) -> None:
@@ -140,6 +156,9 @@ def _say_default_preset(model_cfg: ModelConfig, train_cfg: TrainConfig, device: 
     if device not in ("auto", "cpu") or (device == "auto" and torch.cuda.is_available()):
         return
     seconds = cpu_update_seconds(model_cfg, train_cfg, threads or torch.get_num_threads())
-    logger.warning("no --preset given: training the paper's `%s` model, which on this CPU takes roughly %s an "
-                   "update; for a CPU, --preset small is the one to try.", DEFAULT_PRESET,
-                   f"{seconds:.0f} s" if seconds >= 2 else f"{seconds:.1f} s")
+    logger.warning(
+        "no --preset given: training the paper's `%s` model, which on this CPU takes roughly %s an "
+        "update; for a CPU, --preset small is the one to try.",
+        DEFAULT_PRESET,
+        f"{seconds:.0f} s" if seconds >= 2 else f"{seconds:.1f} s",
+    )

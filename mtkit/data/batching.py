@@ -38,8 +38,9 @@ class BatchPlan:
         return len(self.batches)
 
 
-def plan_batches(src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int, seed: int,
-                 max_positions: int | None = None) -> BatchPlan:
+def plan_batches(
+    src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int, seed: int, max_positions: int | None = None
+) -> BatchPlan:
     """Sort by length and pack; a sentence too long for `max_tokens` or `max_positions` is skipped.
 
     Sizes are token counts without BOS/EOS; each side of the model sees one more token.
@@ -54,8 +55,14 @@ def plan_batches(src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int, 
     skipped = int((~keep).sum())
     if skipped:
         first = np.flatnonzero(~keep)[:5].tolist()
-        logger.warning("%d sentence pair(s) longer than %d tokens (max_tokens %d, max_positions %s) are skipped; "
-                       "first ones: %s", skipped, limit, max_tokens, max_positions, first)
+        logger.warning(
+            "%d sentence pair(s) longer than %d tokens (max_tokens %d, max_positions %s) are skipped; first ones: %s",
+            skipped,
+            limit,
+            max_tokens,
+            max_positions,
+            first,
+        )
     tiebreak = np.random.default_rng(seed).permutation(len(longest))
     order = np.lexsort((tiebreak, src_len, tgt_len))  # last key is the primary one
     order = order[keep[order]]
@@ -75,10 +82,16 @@ def plan_batches(src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int, 
     starts = np.asarray([0, *bounds], dtype=np.int64)
     counts = np.diff(np.append(starts, len(order)))
     src_sorted, tgt_sorted = src_len[order], tgt_len[order]
-    return BatchPlan(tuple(np.split(order, bounds)),
-                     np.add.reduceat(src_sorted, starts), np.add.reduceat(tgt_sorted, starts),
-                     counts * np.maximum.reduceat(src_sorted, starts), counts * np.maximum.reduceat(tgt_sorted, starts),
-                     skipped, max_tokens, seed)
+    return BatchPlan(
+        tuple(np.split(order, bounds)),
+        np.add.reduceat(src_sorted, starts),
+        np.add.reduceat(tgt_sorted, starts),
+        counts * np.maximum.reduceat(src_sorted, starts),
+        counts * np.maximum.reduceat(tgt_sorted, starts),
+        skipped,
+        max_tokens,
+        seed,
+    )
 
 
 def epoch_order(plan: BatchPlan, epoch: int, world_size: int = 1, shuffle: bool = True) -> np.ndarray:
@@ -93,11 +106,12 @@ def epoch_order(plan: BatchPlan, epoch: int, world_size: int = 1, shuffle: bool 
     """
     order = np.random.default_rng((plan.seed, epoch)).permutation(len(plan)) if shuffle else np.arange(len(plan))
     per_rank = len(order) // world_size
-    return order[:per_rank * world_size].reshape(per_rank, world_size)
+    return order[: per_rank * world_size].reshape(per_rank, world_size)
 
 
-def epoch_batches(plan: BatchPlan, epoch: int, rank: int = 0, world_size: int = 1,
-                  shuffle: bool = True) -> list[np.ndarray]:
+def epoch_batches(
+    plan: BatchPlan, epoch: int, rank: int = 0, world_size: int = 1, shuffle: bool = True
+) -> list[np.ndarray]:
     """This rank's batches (sentence indices) for one epoch: column `rank` of `epoch_order`."""
     return [plan.batches[i] for i in epoch_order(plan, epoch, world_size, shuffle)[:, rank]]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -97,7 +97,7 @@ class BinaryWriter:
         for tmp in (self._tmp_bin, self._tmp_idx):
             tmp.unlink(missing_ok=True)
 
-    def __enter__(self) -> "BinaryWriter":
+    def __enter__(self) -> BinaryWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -117,8 +117,9 @@ class IndexedDataset:
         for path in (bin_path, idx_path):
             if not path.is_file():
                 raise MtkitError(f"binarized data {path} is missing; run `mtkit bpe` on the data directory first.")
-        self.offsets = (np.memmap(idx_path, dtype=np.int64, mode="r") if idx_path.stat().st_size
-                        else np.zeros(1, np.int64))
+        self.offsets = (
+            np.memmap(idx_path, dtype=np.int64, mode="r") if idx_path.stat().st_size else np.zeros(1, np.int64)
+        )
         n_tokens = int(self.offsets[-1])
         n_bytes = bin_path.stat().st_size
         if n_tokens == 0:
@@ -126,8 +127,10 @@ class IndexedDataset:
         elif n_bytes == 2 * n_tokens or n_bytes == 4 * n_tokens:
             self.dtype = np.dtype(np.uint16) if n_bytes == 2 * n_tokens else np.dtype(np.int32)
         else:
-            raise MtkitError(f"{bin_path} ({n_bytes} bytes) does not match {idx_path} ({n_tokens} tokens); "
-                             f"rebuild it with `mtkit bpe`.")
+            raise MtkitError(
+                f"{bin_path} ({n_bytes} bytes) does not match {idx_path} ({n_tokens} tokens); "
+                f"rebuild it with `mtkit bpe`."
+            )
         self.ids = np.memmap(bin_path, dtype=self.dtype, mode="r") if n_tokens else np.zeros(0, self.dtype)
         self.sizes = np.diff(self.offsets).astype(np.int64)  # tokens per sentence, without BOS/EOS
 
@@ -138,7 +141,7 @@ class IndexedDataset:
         if not -len(self) <= i < len(self):
             raise IndexError(f"sentence {i} out of range for {len(self)} sentences in {self.prefix}")
         i %= len(self)
-        return np.asarray(self.ids[self.offsets[i]:self.offsets[i + 1]], dtype=np.int64)
+        return np.asarray(self.ids[self.offsets[i] : self.offsets[i + 1]], dtype=np.int64)
 
     @property
     def num_tokens(self) -> int:

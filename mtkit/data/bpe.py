@@ -23,9 +23,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from mtkit import __version__
 from mtkit.atomic import write_atomic
@@ -97,8 +98,9 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None) -> dic
     timings["fingerprint_s"] = time.perf_counter() - t0
     splits = [s for s in SPLITS if f"{s}.{src}" in inputs and f"{s}.{tgt}" in inputs]
     train_pairs = inputs[f"train.{src}"]["lines"]
-    vocab_size, why = (opts.vocab_size, "--vocab-size") if opts.vocab_size is not None else \
-        default_vocab_size(corpus, train_pairs)
+    vocab_size, why = (
+        (opts.vocab_size, "--vocab-size") if opts.vocab_size is not None else default_vocab_size(corpus, train_pairs)
+    )
     settings = _learn_settings(vocab_size, opts)
     # 2. What DIR holds: replace only what an earlier run wrote; its record counts only without --force.
     record_path = data_dir / "bpe.json"
@@ -115,14 +117,24 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None) -> dic
         learned = _learn_or_reuse(data_dir, inputs, src, tgt, settings, why, opts, prev, timings)
         # 4. Every split encoded, or reused when its text and the model are the same.
         encoded = _encode_splits(data_dir, inputs, splits, src, tgt, learned, opts, prev, timings)
-        record = {"format": FORMAT, "corpus": corpus, "src_lang": src, "tgt_lang": tgt,
-                  "vocab_size": len(learned.vocab), "mtkit_version": __version__,
-                  "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                  "settings": settings, "vocab_size_from": why, "learned_from": _train_inputs(inputs, src, tgt),
-                  "sample_used": learned.sample,
-                  "model": {"file": "spm.model", "sha256": learned.sha256, "pieces": len(learned.vocab)},
-                  "splits": encoded, "files": sorted(outputs), "reused_model": learned.reused,
-                  "timings": {k: round(v, 3) for k, v in timings.items()}}
+        record = {
+            "format": FORMAT,
+            "corpus": corpus,
+            "src_lang": src,
+            "tgt_lang": tgt,
+            "vocab_size": len(learned.vocab),
+            "mtkit_version": __version__,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "settings": settings,
+            "vocab_size_from": why,
+            "learned_from": _train_inputs(inputs, src, tgt),
+            "sample_used": learned.sample,
+            "model": {"file": "spm.model", "sha256": learned.sha256, "pieces": len(learned.vocab)},
+            "splits": encoded,
+            "files": sorted(outputs),
+            "reused_model": learned.reused,
+            "timings": {k: round(v, 3) for k, v in timings.items()},
+        }
         _write_record(record_path, record)
     return record
 
@@ -139,8 +151,13 @@ def _fingerprint_inputs(raw: Path, src: str, tgt: str) -> dict[str, dict[str, An
                 raise MtkitError(f"{path} is missing; run `mtkit prepare` first.")
     for split in SPLITS:
         if f"{split}.{src}" in inputs and f"{split}.{tgt}" in inputs:
-            check_parallel(inputs[f"{split}.{src}"]["lines"], inputs[f"{split}.{tgt}"]["lines"],
-                           str(raw / f"{split}.{src}"), str(raw / f"{split}.{tgt}"), hint="; run `mtkit prepare` again")
+            check_parallel(
+                inputs[f"{split}.{src}"]["lines"],
+                inputs[f"{split}.{tgt}"]["lines"],
+                str(raw / f"{split}.{src}"),
+                str(raw / f"{split}.{tgt}"),
+                hint="; run `mtkit prepare` again",
+            )
     return inputs
 
 
@@ -150,11 +167,18 @@ def _train_inputs(inputs: dict[str, dict[str, Any]], src: str, tgt: str) -> dict
 
 def _learn_settings(vocab_size: int, opts: BpeOptions) -> dict[str, Any]:
     """What the model depends on (besides the training text): a change of any of them relearns it."""
-    from mtkit.data.vocab import TRAIN_SETTINGS
     import sentencepiece
 
-    return {**TRAIN_SETTINGS, "vocab_size": vocab_size, "sample": opts.sample, "seed": opts.seed,
-            "sentencepiece": sentencepiece.__version__, "mtkit_bpe_version": 1}
+    from mtkit.data.vocab import TRAIN_SETTINGS
+
+    return {
+        **TRAIN_SETTINGS,
+        "vocab_size": vocab_size,
+        "sample": opts.sample,
+        "seed": opts.seed,
+        "sentencepiece": sentencepiece.__version__,
+        "mtkit_bpe_version": 1,
+    }
 
 
 # --------------------------------------------------------------------------- the files bpe owns
@@ -162,8 +186,10 @@ MODEL_FILES = ("spm.model", "spm.vocab")
 
 
 def _outputs(splits: list[str], src: str, tgt: str) -> set[str]:
-    return {*MODEL_FILES, *(f"bin/{split}.{lang}.{ext}" for split in splits for lang in (src, tgt)
-                            for ext in ("bin", "idx"))}
+    return {
+        *MODEL_FILES,
+        *(f"bin/{split}.{lang}.{ext}" for split in splits for lang in (src, tgt) for ext in ("bin", "idx")),
+    }
 
 
 def _owned(previous: Mapping[str, Any]) -> set[str]:
@@ -200,15 +226,27 @@ class _Learned:
     sample: dict[str, Any]
 
 
-def _learn_or_reuse(data_dir: Path, inputs: dict[str, dict[str, Any]], src: str, tgt: str,
-                    settings: dict[str, Any], why: str, opts: BpeOptions, prev: Mapping[str, Any],
-                    timings: dict[str, float]) -> _Learned:
+def _learn_or_reuse(
+    data_dir: Path,
+    inputs: dict[str, dict[str, Any]],
+    src: str,
+    tgt: str,
+    settings: dict[str, Any],
+    why: str,
+    opts: BpeOptions,
+    prev: Mapping[str, Any],
+    timings: dict[str, float],
+) -> _Learned:
     from mtkit.data.vocab import Vocab, train_bpe
 
     model_path = data_dir / "spm.model"
     model_bytes = model_path.read_bytes() if model_path.is_file() else b""
-    if (prev.get("settings") == settings and prev.get("learned_from") == _train_inputs(inputs, src, tgt)
-            and model_bytes and hashlib.sha256(model_bytes).hexdigest() == prev.get("model", {}).get("sha256")):
+    if (
+        prev.get("settings") == settings
+        and prev.get("learned_from") == _train_inputs(inputs, src, tgt)
+        and model_bytes
+        and hashlib.sha256(model_bytes).hexdigest() == prev.get("model", {}).get("sha256")
+    ):
         logger.info("reusing %s (same settings and training text)", model_path)
         return _Learned(Vocab.from_bytes(model_bytes), prev["model"]["sha256"], True, prev.get("sample_used", {}))
     t0 = time.perf_counter()
@@ -217,26 +255,44 @@ def _learn_or_reuse(data_dir: Path, inputs: dict[str, dict[str, Any]], src: str,
     if opts.sample >= total:
         sentences: Iterator[str] = all_lines(raw / f"train.{src}", raw / f"train.{tgt}")
         taken[0] = total
-        logger.info("learning a joint BPE model of %d pieces (%s) from all %d sentences",
-                    settings["vocab_size"], why, total)
+        logger.info(
+            "learning a joint BPE model of %d pieces (%s) from all %d sentences", settings["vocab_size"], why, total
+        )
     else:
-        sentences = sample_pairs(raw / f"train.{src}", raw / f"train.{tgt}", train_pairs, opts.sample // 2,
-                                 opts.seed, taken)
-        logger.info("learning a joint BPE model of %d pieces (%s) from %d of %d training sentences (seed %d)",
-                    settings["vocab_size"], why, opts.sample // 2 * 2, total, opts.seed)
+        sentences = sample_pairs(
+            raw / f"train.{src}", raw / f"train.{tgt}", train_pairs, opts.sample // 2, opts.seed, taken
+        )
+        logger.info(
+            "learning a joint BPE model of %d pieces (%s) from %d of %d training sentences (seed %d)",
+            settings["vocab_size"],
+            why,
+            opts.sample // 2 * 2,
+            total,
+            opts.seed,
+        )
     model_bytes = train_bpe(sentences, settings["vocab_size"])
     give_back_freed_memory()
     write_atomic(model_path, model_bytes)
     vocab = Vocab.from_bytes(model_bytes)
-    write_atomic(data_dir / "spm.vocab", "".join(f"{vocab.sp.id_to_piece(i)}\t{vocab.sp.get_score(i):g}\n"
-                                                 for i in range(len(vocab))))
+    write_atomic(
+        data_dir / "spm.vocab",
+        "".join(f"{vocab.sp.id_to_piece(i)}\t{vocab.sp.get_score(i):g}\n" for i in range(len(vocab))),
+    )
     timings["learn_s"] = time.perf_counter() - t0
     return _Learned(vocab, hashlib.sha256(model_bytes).hexdigest(), False, {"sentences": taken[0], "of": total})
 
 
-def _encode_splits(data_dir: Path, inputs: dict[str, dict[str, Any]], splits: list[str], src: str, tgt: str,
-                   learned: _Learned, opts: BpeOptions, prev: Mapping[str, Any],
-                   timings: dict[str, float]) -> dict[str, dict[str, Any]]:
+def _encode_splits(
+    data_dir: Path,
+    inputs: dict[str, dict[str, Any]],
+    splits: list[str],
+    src: str,
+    tgt: str,
+    learned: _Learned,
+    opts: BpeOptions,
+    prev: Mapping[str, Any],
+    timings: dict[str, float],
+) -> dict[str, dict[str, Any]]:
     """Each split's arrays in DIR/bin; one is reused when its raw text and the model are those it was made from."""
     bin_dir = data_dir / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -246,22 +302,31 @@ def _encode_splits(data_dir: Path, inputs: dict[str, dict[str, Any]], splits: li
     out: dict[str, dict[str, Any]] = {}
     with progress_bar(opts.progress, lines, "encoding", "sentences") as bar:
         for split in splits:
-            entry: dict[str, Any] = {"sentences": inputs[f"{split}.{src}"]["lines"], "tokens": {}, "files": {},
-                                     "inputs": {}}
+            entry: dict[str, Any] = {
+                "sentences": inputs[f"{split}.{src}"]["lines"],
+                "tokens": {},
+                "files": {},
+                "inputs": {},
+            }
             for lang in (src, tgt):
                 key = f"{split}.{lang}"
                 old = prev_splits.get(split, {})
-                if old.get("inputs", {}).get(lang) == inputs[key]["sha256"] and \
-                        _bin_intact(bin_dir / key, old.get("files", {}).get(lang)):
+                if old.get("inputs", {}).get(lang) == inputs[key]["sha256"] and _bin_intact(
+                    bin_dir / key, old.get("files", {}).get(lang)
+                ):
                     logger.info("reusing %s.bin", bin_dir / key)
                     entry["tokens"][lang], entry["files"][lang] = old["tokens"][lang], old["files"][lang]
                 else:
                     logger.info("encoding %s", data_dir / "raw" / key)
-                    entry["tokens"][lang] = encode_file(learned.vocab, data_dir / "raw" / key, bin_dir / key, threads,
-                                                        timings, bar.update)
-                    entry["files"][lang] = {"bin": f"bin/{key}.bin", "idx": f"bin/{key}.idx",
-                                            "bin_bytes": (bin_dir / f"{key}.bin").stat().st_size,
-                                            "idx_bytes": (bin_dir / f"{key}.idx").stat().st_size}
+                    entry["tokens"][lang] = encode_file(
+                        learned.vocab, data_dir / "raw" / key, bin_dir / key, threads, timings, bar.update
+                    )
+                    entry["files"][lang] = {
+                        "bin": f"bin/{key}.bin",
+                        "idx": f"bin/{key}.idx",
+                        "bin_bytes": (bin_dir / f"{key}.bin").stat().st_size,
+                        "idx_bytes": (bin_dir / f"{key}.idx").stat().st_size,
+                    }
                 entry["inputs"][lang] = inputs[key]["sha256"]
             entry["src_tokens"], entry["tgt_tokens"] = entry["tokens"][src], entry["tokens"][tgt]
             entry["dtype"] = id_dtype(len(learned.vocab)).name

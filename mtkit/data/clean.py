@@ -40,18 +40,20 @@ import multiprocessing
 import os
 import signal
 from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 import numpy as np
 
-from mtkit.errors import MtkitError
 from mtkit.data.normalize import normalizer, remove_non_printing
+from mtkit.errors import MtkitError
 from mtkit.files import count_parallel, open_binary
 
 RULES = ("invalid_utf8", "empty", "too_long", "ratio", "duplicate")
 MAX_EXAMPLES = 20
+
 
 @dataclass(frozen=True)
 class CleanConfig:
@@ -64,15 +66,18 @@ class CleanConfig:
         return {
             "applied_to": "train only (valid and test are written as published)",
             "normalizer": f"sacremoses MosesPunctNormalizer(lang='{src}' / '{tgt}') = Moses normalize-punctuation.perl"
-                          if self.normalize else "none",
+            if self.normalize
+            else "none",
             "non_printing": "\\p{C} and U+2028/U+2029 -> space, runs of spaces collapsed "
-                            "(Moses remove-non-printing-char.perl)" if self.normalize else "none",
+            "(Moses remove-non-printing-char.perl)"
+            if self.normalize
+            else "none",
             "invalid_utf8": "pair dropped and counted; first positions listed",
             "empty": "a side empty after normalisation",
             "max_words": self.max_words or "off",
             "max_ratio": self.max_ratio or "off",
             "ratio_unit": "whitespace-separated words of the untokenised text, max(a/b, b/a) > max_ratio "
-                          "(clean-corpus-n.perl's test; fairseq applies it to BPE tokens after tokenisation)",
+            "(clean-corpus-n.perl's test; fairseq applies it to BPE tokens after tokenisation)",
             "dedup": self.dedup,
         }
 
@@ -84,13 +89,13 @@ class CleanStats:
     dropped: dict[str, int] = field(default_factory=lambda: {rule: 0 for rule in RULES})
     invalid_utf8_at: list[str] = field(default_factory=list)
 
-    def add(self, other: "CleanStats") -> None:
+    def add(self, other: CleanStats) -> None:
         self.pairs_in += other.pairs_in
         self.kept += other.kept
         for rule, n in other.dropped.items():
             self.dropped[rule] = self.dropped.get(rule, 0) + n
         room = MAX_EXAMPLES - len(self.invalid_utf8_at)
-        self.invalid_utf8_at.extend(other.invalid_utf8_at[:max(0, room)])
+        self.invalid_utf8_at.extend(other.invalid_utf8_at[: max(0, room)])
 
     def record(self) -> dict:
         out = {"pairs_in": self.pairs_in, "kept": self.kept, "dropped": dict(self.dropped)}
@@ -194,8 +199,13 @@ def clean_chunk(job: _Job) -> _Result:
         out_t.append(t)
     hashes = b""
     if job.want_hashes:
-        hashes = array("Q", (int.from_bytes(hashlib.blake2b(f"{s}\t{t}".encode(), digest_size=8).digest(), "little")
-                             for s, t in zip(out_s, out_t))).tobytes()
+        hashes = array(
+            "Q",
+            (
+                int.from_bytes(hashlib.blake2b(f"{s}\t{t}".encode(), digest_size=8).digest(), "little")
+                for s, t in zip(out_s, out_t)
+            ),
+        ).tobytes()
     src_out = ("\n".join(out_s) + "\n").encode() if out_s else b""
     tgt_out = ("\n".join(out_t) + "\n").encode() if out_t else b""
     return _Result(src_out, tgt_out, counts, len(out_s), job.n, invalid_at, hashes)
@@ -220,15 +230,22 @@ def _worker_signals() -> None:
 class Cleaner:
     """Cleans parallel files into open output files; a context manager owning the worker pool."""
 
-    def __init__(self, src_lang: str, tgt_lang: str, config: CleanConfig = CleanConfig(), *,
-                 workers: int | None = None, chunk_pairs: int = 10_000):
+    def __init__(
+        self,
+        src_lang: str,
+        tgt_lang: str,
+        config: CleanConfig = CleanConfig(),
+        *,
+        workers: int | None = None,
+        chunk_pairs: int = 10_000,
+    ):
         self.src_lang, self.tgt_lang, self.config = src_lang, tgt_lang, config
         self.workers = max(1, workers if workers else (os.cpu_count() or 1))
         self.chunk_pairs = chunk_pairs
         self.hashes = array("Q")  # one per kept pair, in output order, when config.dedup
         self._pool = None
 
-    def __enter__(self) -> "Cleaner":
+    def __enter__(self) -> Cleaner:
         # Build the normalisers before forking, so that every worker inherits them ready.
         if self.config.normalize:
             normalizer(self.src_lang), normalizer(self.tgt_lang)
@@ -252,8 +269,18 @@ class Cleaner:
                 return
             if len(src) != len(tgt):  # counted beforehand; only a file changing under us gets here
                 raise MtkitError(f"{src_label} and {tgt_label} changed while being read.")
-            yield _Job(b"".join(src), b"".join(tgt), len(src), first, self.src_lang, self.tgt_lang,
-                       src_label, tgt_label, self.config, want_hashes)
+            yield _Job(
+                b"".join(src),
+                b"".join(tgt),
+                len(src),
+                first,
+                self.src_lang,
+                self.tgt_lang,
+                src_label,
+                tgt_label,
+                self.config,
+                want_hashes,
+            )
             first += len(src)
 
     def _results(self, jobs: Iterator[_Job]) -> Iterator[_Result]:
@@ -268,9 +295,17 @@ class Cleaner:
         while pending:
             yield pending.popleft().get()
 
-    def run(self, src_path: Path, tgt_path: Path, out_src: BinaryIO, out_tgt: BinaryIO, *,
-            src_label: str | None = None, tgt_label: str | None = None,
-            progress: Callable[[int], None] | None = None) -> CleanStats:
+    def run(
+        self,
+        src_path: Path,
+        tgt_path: Path,
+        out_src: BinaryIO,
+        out_tgt: BinaryIO,
+        *,
+        src_label: str | None = None,
+        tgt_label: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> CleanStats:
         """Clean one parallel text and append the kept pairs to `out_src`/`out_tgt`."""
         src_label, tgt_label = src_label or str(src_path), tgt_label or str(tgt_path)
         count_parallel(src_path, tgt_path, src_label, tgt_label)

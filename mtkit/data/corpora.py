@@ -16,8 +16,8 @@ another server with `Registry.override(base_url=...)`: every file is then fetche
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
 
 from mtkit.errors import MtkitError
 
@@ -149,29 +149,48 @@ def _part(name: str, note: str = "", **sides: Member) -> Part:
 
 def _reverse(corpus: Corpus, name: str, test: tuple[Part, ...] | None = None) -> Corpus:
     splits = tuple((split, test if (split == "test" and test is not None) else parts) for split, parts in corpus.splits)
-    return dataclasses.replace(corpus, name=name, src=corpus.tgt, tgt=corpus.src, splits=splits,
-                               description=corpus.description.replace(f"{corpus.src}->{corpus.tgt}",
-                                                                      f"{corpus.tgt}->{corpus.src}"),
-                               family=corpus.name)
+    return dataclasses.replace(
+        corpus,
+        name=name,
+        src=corpus.tgt,
+        tgt=corpus.src,
+        splits=splits,
+        description=corpus.description.replace(f"{corpus.src}->{corpus.tgt}", f"{corpus.tgt}->{corpus.src}"),
+        family=corpus.name,
+    )
 
 
 # --------------------------------------------------------------------------- WMT14
 # www.statmt.org serves these paths over https (fairseq's and other toolkits' WMT scripts fetch them so);
 # WMT14-SOURCES.md records the http form of the same URLs.
 STATMT = "https://www.statmt.org"
-EUROPARL = Source("training-parallel-europarl-v7.tgz", f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz",
-                  sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7", size=657_632_379,
-                  group="wmt")
-COMMONCRAWL = Source("training-parallel-commoncrawl.tgz", f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz",
-                     sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5", size=918_311_367,
-                     group="wmt")
-NC9 = Source("training-parallel-nc-v9.tgz", f"{STATMT}/wmt14/training-parallel-nc-v9.tgz",
-             sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485", size=80_418_416, group="wmt")
+EUROPARL = Source(
+    "training-parallel-europarl-v7.tgz",
+    f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz",
+    sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7",
+    size=657_632_379,
+    group="wmt",
+)
+COMMONCRAWL = Source(
+    "training-parallel-commoncrawl.tgz",
+    f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz",
+    sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5",
+    size=918_311_367,
+    group="wmt",
+)
+NC9 = Source(
+    "training-parallel-nc-v9.tgz",
+    f"{STATMT}/wmt14/training-parallel-nc-v9.tgz",
+    sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485",
+    size=80_418_416,
+    group="wmt",
+)
 UN = Source("training-parallel-un.tgz", f"{STATMT}/wmt13/training-parallel-un.tgz", about="2.3 GB", group="wmt")
 GIGA = Source("training-giga-fren.tar", f"{STATMT}/wmt10/training-giga-fren.tar", about="2.3 GB", group="wmt")
 DEV = Source("dev.tgz", f"{STATMT}/wmt14/dev.tgz", group="wmt")
-TEST_FULL = Source("test-full.tgz", f"{STATMT}/wmt14/test-full.tgz", md5="a8cd784e006feb32ac6f3d9ec7eb389a",
-                   group="wmt")
+TEST_FULL = Source(
+    "test-full.tgz", f"{STATMT}/wmt14/test-full.tgz", md5="a8cd784e006feb32ac6f3d9ec7eb389a", group="wmt"
+)
 
 
 def _wmt14(src: str, tgt: str) -> Corpus:
@@ -190,31 +209,52 @@ def _wmt14(src: str, tgt: str) -> Corpus:
     if other == "fr":
         train.append(_part("un", **side(UN, f"un/undoc.2000.{pair}")))
         train.append(_part("news-commentary-v9", **side(NC9, f"training/news-commentary-v9.{pair}")))
-        train.append(_part("giga-fren", **{lang: Member(GIGA.filename, f"giga-fren.release2.fixed.{lang}.gz")
-                                           for lang in ("en", "fr")}))
+        train.append(
+            _part(
+                "giga-fren",
+                **{lang: Member(GIGA.filename, f"giga-fren.release2.fixed.{lang}.gz") for lang in ("en", "fr")},
+            )
+        )
         sources += [UN, GIGA]
     else:
         train.append(_part("news-commentary-v9", **side(NC9, f"training/news-commentary-v9.{pair}")))
     sources += [DEV, TEST_FULL]
-    valid = [_part("newstest2013", "3000", **{lang: Member(DEV.filename, f"dev/newstest2013.{lang}")
-                                              for lang in ("en", other)})]
-    what = {"de": "Europarl v7 + CommonCrawl + News Commentary v9 (the paper's En-De set)",
-            "fr": "Europarl v7 + CommonCrawl + UN + News Commentary v9 + Gigaword fr-en (the paper's 36M)"}[other]
+    valid = [
+        _part(
+            "newstest2013", "3000", **{lang: Member(DEV.filename, f"dev/newstest2013.{lang}") for lang in ("en", other)}
+        )
+    ]
+    what = {
+        "de": "Europarl v7 + CommonCrawl + News Commentary v9 (the paper's En-De set)",
+        "fr": "Europarl v7 + CommonCrawl + UN + News Commentary v9 + Gigaword fr-en (the paper's 36M)",
+    }[other]
     return Corpus(
-        name=f"wmt14-{src}-{tgt}", src=src, tgt=tgt,
+        name=f"wmt14-{src}-{tgt}",
+        src=src,
+        tgt=tgt,
         description=f"WMT14 {src}->{tgt}: train {what}; valid newstest2013 (3000); test newstest2014 full (3003, SGML)",
         splits=(("train", tuple(train)), ("valid", tuple(valid)), ("test", _newstest2014(src, tgt))),
-        sources=tuple(sources), vocab_size={"de": 37000, "fr": 32000}[other],
-        pairs={"de": "4.5M", "fr": "36M"}[other], family=f"wmt14-{src}-{tgt}")
+        sources=tuple(sources),
+        vocab_size={"de": 37000, "fr": 32000}[other],
+        pairs={"de": "4.5M", "fr": "36M"}[other],
+        family=f"wmt14-{src}-{tgt}",
+    )
 
 
 def _newstest2014(src: str, tgt: str) -> tuple[Part, ...]:
     """newstest2014 'full' as sacreBLEU reads it: the source side from -src.SRC, the target from -ref.TGT."""
     other = tgt if src == "en" else src
     prefix = f"test-full/newstest2014-{other}en"
-    return (_part("newstest2014", "full, 3003, SGML",
-                  **{src: Member(TEST_FULL.filename, f"{prefix}-src.{src}.sgm", "sgml"),
-                     tgt: Member(TEST_FULL.filename, f"{prefix}-ref.{tgt}.sgm", "sgml")}),)
+    return (
+        _part(
+            "newstest2014",
+            "full, 3003, SGML",
+            **{
+                src: Member(TEST_FULL.filename, f"{prefix}-src.{src}.sgm", "sgml"),
+                tgt: Member(TEST_FULL.filename, f"{prefix}-ref.{tgt}.sgm", "sgml"),
+            },
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- Multi30k
@@ -228,9 +268,10 @@ _MULTI30K_FILES = {  # file -> (sha256 of the .gz, bytes), from ../shared/data/m
     "test_2016_flickr.en.gz": ("611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9", 21_077),
     "test_2016_flickr.de.gz": ("9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8", 22_890),
 }
-MULTI30K_SOURCES = tuple(Source(name, f"{MULTI30K_URL}/{name}", sha256=sha, size=size,
-                                group=f"multi30k-{MULTI30K_COMMIT[:7]}")
-                         for name, (sha, size) in _MULTI30K_FILES.items())
+MULTI30K_SOURCES = tuple(
+    Source(name, f"{MULTI30K_URL}/{name}", sha256=sha, size=size, group=f"multi30k-{MULTI30K_COMMIT[:7]}")
+    for name, (sha, size) in _MULTI30K_FILES.items()
+)
 
 
 def _multi30k() -> Corpus:
@@ -238,12 +279,23 @@ def _multi30k() -> Corpus:
         return _part(name, note, en=Member(f"{stem}.en.gz"), de=Member(f"{stem}.de.gz"))
 
     return Corpus(
-        name="multi30k-en-de", src="en", tgt="de",
+        name="multi30k-en-de",
+        src="en",
+        tgt="de",
         description="Multi30k task 1 en->de (image captions; research use): train 29000, valid 1014, "
-                    "test_2016_flickr 1000",
-        splits=(("train", (part("train", "train", "29000"),)), ("valid", (part("val", "val", "1014"),)),
-                ("test", (part("test_2016_flickr", "test_2016_flickr", "1000"),))),
-        sources=MULTI30K_SOURCES, vocab_size=8000, pairs="29k", family="multi30k-en-de", max_words=0, max_ratio=0)
+        "test_2016_flickr 1000",
+        splits=(
+            ("train", (part("train", "train", "29000"),)),
+            ("valid", (part("val", "val", "1014"),)),
+            ("test", (part("test_2016_flickr", "test_2016_flickr", "1000"),)),
+        ),
+        sources=MULTI30K_SOURCES,
+        vocab_size=8000,
+        pairs="29k",
+        family="multi30k-en-de",
+        max_words=0,
+        max_ratio=0,
+    )
 
 
 # --------------------------------------------------------------------------- the registry
@@ -253,7 +305,7 @@ class Registry:
 
     corpora: dict[str, Corpus] = field(default_factory=dict)
 
-    def add(self, corpus: Corpus) -> "Registry":
+    def add(self, corpus: Corpus) -> Registry:
         self.corpora[corpus.name] = corpus
         return self
 
@@ -269,12 +321,14 @@ class Registry:
     def get(self, name: str) -> Corpus:
         if name not in self.corpora:
             known = ", ".join(self.names() + ["custom"])
-            raise MtkitError(f"unknown corpus '{name}'; known corpora: {known} "
-                             f"(`mtkit prepare --list` describes them).")
+            raise MtkitError(
+                f"unknown corpus '{name}'; known corpora: {known} (`mtkit prepare --list` describes them)."
+            )
         return self.corpora[name]
 
-    def override(self, base_url: str | None = None,
-                 sources: Mapping[str, Mapping[str, object]] | None = None) -> "Registry":
+    def override(
+        self, base_url: str | None = None, sources: Mapping[str, Mapping[str, object]] | None = None
+    ) -> Registry:
         """A copy fetching from `base_url/<file name>` and/or with some Source fields replaced.
 
         `sources` maps a file name to new field values, e.g. {"dev.tgz": {"sha256": "..."}}:
@@ -293,8 +347,9 @@ class Registry:
                 src = dataclasses.replace(src, **sources[src.filename])
             return src
 
-        return Registry({name: dataclasses.replace(c, sources=tuple(fix(s) for s in c.sources))
-                         for name, c in self.corpora.items()})
+        return Registry(
+            {name: dataclasses.replace(c, sources=tuple(fix(s) for s in c.sources)) for name, c in self.corpora.items()}
+        )
 
 
 def default_registry() -> Registry:
@@ -327,8 +382,17 @@ def custom_corpus(src: str, tgt: str, files: Mapping[str, tuple[str, str]], name
             if not any(s.filename == path for s in sources):
                 sources.append(Source(path, url=path, group="local"))
         splits.append((split, (_part(split, **{src: Member(src_path), tgt: Member(tgt_path)}),)))
-    return Corpus(name=name or f"custom-{src}-{tgt}", src=src, tgt=tgt, description="the user's own aligned files",
-                  splits=tuple(splits), sources=tuple(sources), vocab_size=0, pairs="", family="custom")
+    return Corpus(
+        name=name or f"custom-{src}-{tgt}",
+        src=src,
+        tgt=tgt,
+        description="the user's own aligned files",
+        splits=tuple(splits),
+        sources=tuple(sources),
+        vocab_size=0,
+        pairs="",
+        family="custom",
+    )
 
 
 def unpinned(registry: Registry) -> dict[str, str]:
@@ -350,4 +414,3 @@ def members_by_source(corpus: Corpus) -> dict[str, set[str]]:
                 if member.path is not None:
                     wanted.setdefault(member.source, set()).add(member.path)
     return wanted
-

@@ -32,14 +32,15 @@ class Batch:
     tgt_tokens: int  # real target tokens (EOS included): what the loss is normalised by
 
 
-def _fill(ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int, first: int | None,
-          last: int | None) -> np.ndarray:
+def _fill(
+    ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int, first: int | None, last: int | None
+) -> np.ndarray:
     """Gather sentences straight from the memmap into a right-padded (B, width) array, without a Python loop."""
     out = np.full((len(starts), width), PAD, dtype=np.int64)
     shift = 1 if first is not None else 0
     cols = np.arange(width - 1)  # every sentence leaves one column for BOS or EOS
     real = cols[None, :] < lengths[:, None]  # (B, width - 1)
-    out[:, shift:shift + width - 1][real] = ids[(starts[:, None] + cols[None, :])[real]]
+    out[:, shift : shift + width - 1][real] = ids[(starts[:, None] + cols[None, :])[real]]
     rows = np.arange(len(starts))
     if first is not None:
         out[:, 0] = first
@@ -53,8 +54,10 @@ class ParallelSplit:
 
     def __init__(self, src: IndexedDataset, tgt: IndexedDataset, name: str):
         if len(src) != len(tgt):
-            raise MtkitError(f"{src.prefix}.bin has {len(src)} sentences but {tgt.prefix}.bin has {len(tgt)}; "
-                             "rebuild the binarized data with `mtkit bpe`.")
+            raise MtkitError(
+                f"{src.prefix}.bin has {len(src)} sentences but {tgt.prefix}.bin has {len(tgt)}; "
+                "rebuild the binarized data with `mtkit bpe`."
+            )
         self.src, self.tgt, self.name = src, tgt, name
         self.src_sizes, self.tgt_sizes = src.sizes, tgt.sizes  # without BOS/EOS
 
@@ -101,8 +104,9 @@ class DataDir:
         if name not in self.info.get("splits", {name: None}):
             raise MtkitError(f"{self.path} has no binarized '{name}' split (it has: {', '.join(self.info['splits'])}).")
         prefix = self.path / "bin" / name
-        return ParallelSplit(IndexedDataset(f"{prefix}.{self.src_lang}"), IndexedDataset(f"{prefix}.{self.tgt_lang}"),
-                             name)
+        return ParallelSplit(
+            IndexedDataset(f"{prefix}.{self.src_lang}"), IndexedDataset(f"{prefix}.{self.tgt_lang}"), name
+        )
 
 
 def open_data(path: str | os.PathLike) -> DataDir:
@@ -117,6 +121,7 @@ def open_data(path: str | os.PathLike) -> DataDir:
         info = json.loads(meta.read_text(encoding="utf-8"))
         src_lang, tgt_lang, vocab_size = str(info["src_lang"]), str(info["tgt_lang"]), int(info["vocab_size"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise MtkitError(f"{meta} is not valid (needs src_lang, tgt_lang and vocab_size: {exc}); "
-                         f"rerun `mtkit bpe {path}`.") from None
+        raise MtkitError(
+            f"{meta} is not valid (needs src_lang, tgt_lang and vocab_size: {exc}); rerun `mtkit bpe {path}`."
+        ) from None
     return DataDir(path, src_lang, tgt_lang, vocab_size, info)

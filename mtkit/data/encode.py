@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -47,8 +47,9 @@ def all_lines(*paths: Path) -> Iterator[str]:
             yield from batch
 
 
-def sample_pairs(src: Path, tgt: Path, pairs: int, want: int, seed: int,
-                 taken: list[int] | None = None) -> Iterator[str]:
+def sample_pairs(
+    src: Path, tgt: Path, pairs: int, want: int, seed: int, taken: list[int] | None = None
+) -> Iterator[str]:
     """Both sides of `want` pairs chosen uniformly at random (seeded) among `pairs`, in one pass.
 
     Exact selection in a stream: each block of lines gets a hypergeometric share of what is
@@ -85,8 +86,14 @@ def give_back_freed_memory() -> None:
             pass
 
 
-def encode_file(vocab, path: Path, prefix: Path, threads: int, timings: dict[str, float] | None = None,
-                progress: Callable[[int], object] | None = None) -> int:
+def encode_file(
+    vocab,
+    path: Path,
+    prefix: Path,
+    threads: int,
+    timings: dict[str, float] | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> int:
     """Encode a raw text file line by line into PREFIX.bin/.idx; returns the token count.
 
     `timings` accumulates seconds spent reading+decoding, in SentencePiece, and writing arrays.

@@ -39,8 +39,10 @@ def unsafe_member(name: str) -> str | None:
 
 
 def _refuse(archive: Path, name: str, why: str) -> MtkitError:
-    return MtkitError(f"{archive.name} holds a member '{name}' that would land outside the extraction directory "
-                      f"({why}); refusing to read from this archive.")
+    return MtkitError(
+        f"{archive.name} holds a member '{name}' that would land outside the extraction directory "
+        f"({why}); refusing to read from this archive."
+    )
 
 
 def _check_tar_member(archive: Path, member: tarfile.TarInfo, dest: Path) -> None:
@@ -118,8 +120,9 @@ def stage_members(archive: Path, kind: str, wanted: set[str], dest: Path) -> dic
         else:
             raise ValueError(kind)
     except (tarfile.TarError, zipfile.BadZipFile, *READ_ERRORS) as exc:
-        raise MtkitError(f"{archive} is not a readable {kind} archive ({exc}); "
-                         f"delete it and run again to fetch it afresh.") from None
+        raise MtkitError(
+            f"{archive} is not a readable {kind} archive ({exc}); delete it and run again to fetch it afresh."
+        ) from None
     missing = sorted(wanted - set(found))
     if missing:
         raise MtkitError(f"{archive.name} has no member {', '.join(missing)}.")
@@ -133,8 +136,9 @@ def decode_strict(data: bytes, label: str) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
-        raise MtkitError(f"{label}: line {line} is not valid UTF-8 "
-                         f"({exc.reason} at byte {column} of the line).") from None
+        raise MtkitError(
+            f"{label}: line {line} is not valid UTF-8 ({exc.reason} at byte {column} of the line)."
+        ) from None
 
 
 _SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg\s*>", re.S | re.I)
@@ -189,6 +193,10 @@ def read_text_lines(path: Path, label: str) -> list[str]:
     safe = [line.translate(_LINE_BREAKS) for line in lines]
     changed = [i + 1 for i, (a, b) in enumerate(zip(lines, safe)) if a != b]
     if changed:
-        logger.warning("%s: %d line(s) hold a carriage return or another line break inside (first: line %d); "
-                       "each became a space", label, len(changed), changed[0])
+        logger.warning(
+            "%s: %d line(s) hold a carriage return or another line break inside (first: line %d); each became a space",
+            label,
+            len(changed),
+            changed[0],
+        )
     return safe

@@ -25,9 +25,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from mtkit.atomic import write_atomic
 from mtkit.data.corpora import Source
@@ -64,8 +64,16 @@ class Fetched:
     checksum: str  # VERIFIED, RECORDED or CHECKED_RECORD
 
     def record(self) -> dict:
-        return {"file": self.source.filename, "url": self.source.url, "origin": self.origin, "path": str(self.path),
-                "bytes": self.size, "sha256": self.sha256, "md5": self.md5, "checksum": self.checksum}
+        return {
+            "file": self.source.filename,
+            "url": self.source.url,
+            "origin": self.origin,
+            "path": str(self.path),
+            "bytes": self.size,
+            "sha256": self.sha256,
+            "md5": self.md5,
+            "checksum": self.checksum,
+        }
 
 
 class _Retry(Exception):
@@ -95,8 +103,16 @@ class Fetcher:
     mirror is an error naming the file and the URL to fetch it from.
     """
 
-    def __init__(self, cache_dir: str | os.PathLike | None = None, mirror: str | os.PathLike | None = None, *,
-                 progress: bool = False, retries: int = 5, backoff: float = 1.0, timeout: float = 60.0):
+    def __init__(
+        self,
+        cache_dir: str | os.PathLike | None = None,
+        mirror: str | os.PathLike | None = None,
+        *,
+        progress: bool = False,
+        retries: int = 5,
+        backoff: float = 1.0,
+        timeout: float = 60.0,
+    ):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.mirror = Path(mirror) if mirror else None
         if self.mirror is not None and not self.mirror.is_dir():
@@ -184,24 +200,38 @@ class Fetcher:
 
     def _stamp(self, path: Path, source: Source, sha: str, md5: str, recorded: str) -> None:
         st = path.stat()
-        self._write_stamp(self._stamp_path(path), {
-            "url": source.url, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha, "md5": md5,
-            "recorded_sha256": recorded if not (source.sha256 or source.md5) else None})
+        self._write_stamp(
+            self._stamp_path(path),
+            {
+                "url": source.url,
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                "sha256": sha,
+                "md5": md5,
+                "recorded_sha256": recorded if not (source.sha256 or source.md5) else None,
+            },
+        )
 
     def _from_mirror(self, source: Source) -> Fetched:
         assert self.mirror is not None
         path = self.mirror / source.filename
         if not path.is_file():
-            raise MtkitError(f"{source.filename} is not in the mirror directory {self.mirror}; "
-                             f"download it from {source.url} and put it there.")
+            raise MtkitError(
+                f"{source.filename} is not in the mirror directory {self.mirror}; "
+                f"download it from {source.url} and put it there."
+            )
         # The mirror belongs to the user: never delete or write there. Checksums are kept in the cache.
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         stamp = self.cache_dir / source.group / f"{source.filename}.mirror.json"
         stamp.parent.mkdir(parents=True, exist_ok=True)
         rec = self._read_stamp(stamp)
         st = path.stat()
-        if rec and rec.get("path") == str(path.resolve()) and rec.get("size") == st.st_size \
-                and rec.get("mtime_ns") == st.st_mtime_ns:
+        if (
+            rec
+            and rec.get("path") == str(path.resolve())
+            and rec.get("size") == st.st_size
+            and rec.get("mtime_ns") == st.st_mtime_ns
+        ):
             sha, md5 = rec["sha256"], rec["md5"]
         else:
             sha, md5 = hash_file(path)
@@ -209,9 +239,17 @@ class Fetcher:
         why = self._mismatch(source, sha, md5, st.st_size, recorded)
         if why:
             raise MtkitError(f"{path} is not the expected file ({why}); replace it with a fresh copy of {source.url}.")
-        self._write_stamp(stamp, {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                  "sha256": sha, "md5": md5,
-                                  "recorded_sha256": (recorded or sha) if not (source.sha256 or source.md5) else None})
+        self._write_stamp(
+            stamp,
+            {
+                "path": str(path.resolve()),
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                "sha256": sha,
+                "md5": md5,
+                "recorded_sha256": (recorded or sha) if not (source.sha256 or source.md5) else None,
+            },
+        )
         return Fetched(source, path, sha, md5, st.st_size, "mirror", self._status(source, recorded))
 
     # ------------------------------------------------------------------ network
@@ -233,16 +271,19 @@ class Fetcher:
                     if attempt >= self.retries:
                         raise MtkitError(
                             f"cannot download {source.filename} from {source.url} ({exc}); "
-                            f"without network, fetch it elsewhere and pass its directory as --mirror DIR.") from None
-                    time.sleep(self.backoff * 2 ** attempt)
+                            f"without network, fetch it elsewhere and pass its directory as --mirror DIR."
+                        ) from None
+                    time.sleep(self.backoff * 2**attempt)
                     attempt += 1
             sha, md5 = hash_file(part)
             size = part.stat().st_size
             why = self._mismatch(source, sha, md5, size, None)
             if why:
                 part.unlink(missing_ok=True)
-                raise MtkitError(f"{source.filename} downloaded from {source.url} is not the expected file ({why}); "
-                                 f"it was deleted and nothing was used from it.")
+                raise MtkitError(
+                    f"{source.filename} downloaded from {source.url} is not the expected file ({why}); "
+                    f"it was deleted and nothing was used from it."
+                )
             os.replace(part, final)
             self._stamp(final, source, sha, md5, sha)
             return Fetched(source, final, sha, md5, size, "downloaded", self._status(source, None))
@@ -264,14 +305,17 @@ class Fetcher:
                 raise _Retry("the partial download did not fit the file on the server; starting over") from None
             if exc.code >= 500 or exc.code in (408, 429):
                 raise _Retry(f"HTTP {exc.code} {exc.reason}") from None
-            raise MtkitError(f"cannot download {source.filename}: {source.url} answered "
-                             f"HTTP {exc.code} {exc.reason}.") from None
+            raise MtkitError(
+                f"cannot download {source.filename}: {source.url} answered HTTP {exc.code} {exc.reason}."
+            ) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, (socket.gaierror, ConnectionRefusedError)):
                 # No network (or no server there): waiting and retrying will not help.
-                raise MtkitError(f"cannot download {source.filename} from {source.url} ({reason}); without network, "
-                                 f"fetch it elsewhere and pass its directory as --mirror DIR.") from None
+                raise MtkitError(
+                    f"cannot download {source.filename} from {source.url} ({reason}); without network, "
+                    f"fetch it elsewhere and pass its directory as --mirror DIR."
+                ) from None
             raise _Retry(str(reason) or type(exc).__name__) from None
         with response:
             if have and response.status == 206:
@@ -311,4 +355,3 @@ def _start_from_content_range(value: str) -> int | None:
 def _total_from_content_range(value: str) -> int | None:
     m = re.search(r"/(\d+)\s*$", value)
     return int(m.group(1)) if m else None
-

@@ -8,7 +8,7 @@ remove-non-printing-char.perl plus the Unicode line and paragraph separators.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 try:  # the regex parser of the standard library (sre_parse before 3.11); private, so only an optimisation
     from re import _parser as _sre_parse  # type: ignore[attr-defined]

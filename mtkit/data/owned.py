@@ -9,8 +9,9 @@ would overwrite that is not listed is an error, never a silent loss.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from mtkit.errors import MtkitError
 
@@ -30,8 +31,10 @@ def refuse_foreign(root: Path, outputs: Iterable[str], owned: set[str], command:
     """An error naming the first of `outputs` that exists in `root` without being in `owned`."""
     foreign = sorted(rel for rel in set(outputs) - owned if os.path.lexists(root / rel))
     if foreign:
-        raise MtkitError(f"{root / foreign[0]} was not written by `{command}` ({root / record} does not list it) "
-                         f"and would be overwritten; move it away or choose another directory.")
+        raise MtkitError(
+            f"{root / foreign[0]} was not written by `{command}` ({root / record} does not list it) "
+            f"and would be overwritten; move it away or choose another directory."
+        )
 
 
 def previous_record(path: Path) -> Mapping[str, Any]:

@@ -18,15 +18,24 @@ import logging
 import os
 import time
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from mtkit import __version__
 from mtkit.atomic import write_atomic
 from mtkit.data.clean import CleanConfig, Cleaner, CleanStats, dedup_files
-from mtkit.data.corpora import (SPLITS, Corpus, Member, Part, Registry, custom_corpus, default_registry,
-                                members_by_source)
+from mtkit.data.corpora import (
+    SPLITS,
+    Corpus,
+    Member,
+    Part,
+    Registry,
+    custom_corpus,
+    default_registry,
+    members_by_source,
+)
 from mtkit.data.extract import read_sgml, read_text_lines, stage_members
 from mtkit.data.fetch import Fetched, Fetcher
 from mtkit.data.owned import listed, previous_record, refuse_foreign
@@ -61,15 +70,23 @@ def default_out(name: str) -> Path:
     return Path("data") / name
 
 
-def prepare(name: str, options: PrepareOptions | None = None, *, registry: Registry | None = None,
-            custom_files: Mapping[str, tuple[str, str]] | None = None,
-            langs: tuple[str, str] | None = None) -> dict[str, Any]:
+def prepare(
+    name: str,
+    options: PrepareOptions | None = None,
+    *,
+    registry: Registry | None = None,
+    custom_files: Mapping[str, tuple[str, str]] | None = None,
+    langs: tuple[str, str] | None = None,
+) -> dict[str, Any]:
     """Prepare the named corpus (or `custom` with `custom_files` and `langs`); returns prepare.json's content."""
     opts = options or PrepareOptions()
     corpus = _corpus(name, opts, registry, custom_files, langs)
     out = Path(opts.out) if opts.out else default_out(corpus.name)
-    clean = CleanConfig(max_words=corpus.max_words if opts.max_words is None else opts.max_words,
-                        max_ratio=corpus.max_ratio if opts.max_ratio is None else opts.max_ratio, dedup=opts.dedup)
+    clean = CleanConfig(
+        max_words=corpus.max_words if opts.max_words is None else opts.max_words,
+        max_ratio=corpus.max_ratio if opts.max_ratio is None else opts.max_ratio,
+        dedup=opts.dedup,
+    )
     # 1. Every file at hand and checked, before anything is written.
     fetched = _fetch(corpus, opts)
     settings = _settings(corpus, clean, fetched)
@@ -90,8 +107,11 @@ def prepare(name: str, options: PrepareOptions | None = None, *, registry: Regis
         result = tmp / "raw"
         result.mkdir()
         timings: dict[str, float] = {}
-        splits = {split: _write_split(corpus, split, parts, paths, result, tmp, opts, clean, timings)
-                  for split in SPLITS if (parts := corpus.parts(split))}
+        splits = {
+            split: _write_split(corpus, split, parts, paths, result, tmp, opts, clean, timings)
+            for split in SPLITS
+            if (parts := corpus.parts(split))
+        }
         record = _record(corpus, settings, fetched, clean, splits, result, timings)
         # 6. The finished files moved into DIR/raw, then prepare.json.
         _publish(result, out, record, owned)
@@ -99,8 +119,13 @@ def prepare(name: str, options: PrepareOptions | None = None, *, registry: Regis
 
 
 # --------------------------------------------------------------------------- what to prepare
-def _corpus(name: str, opts: PrepareOptions, registry: Registry | None,
-            custom_files: Mapping[str, tuple[str, str]] | None, langs: tuple[str, str] | None) -> Corpus:
+def _corpus(
+    name: str,
+    opts: PrepareOptions,
+    registry: Registry | None,
+    custom_files: Mapping[str, tuple[str, str]] | None,
+    langs: tuple[str, str] | None,
+) -> Corpus:
     if name == "custom":
         return _custom(custom_files or {}, langs)
     registry = registry or default_registry()
@@ -113,8 +138,10 @@ def _corpus(name: str, opts: PrepareOptions, registry: Registry | None,
 def _check_base_url(url: str) -> None:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https", "ftp") or not parts.netloc:
-        raise MtkitError(f"--base-url {url!r} is not a URL; give one with a scheme and a host, "
-                         f"e.g. https://mirror.example.org/wmt14 (a local directory is --mirror DIR).")
+        raise MtkitError(
+            f"--base-url {url!r} is not a URL; give one with a scheme and a host, "
+            f"e.g. https://mirror.example.org/wmt14 (a local directory is --mirror DIR)."
+        )
 
 
 def _custom(files: Mapping[str, tuple[str, str]], langs: tuple[str, str] | None) -> Corpus:
@@ -148,13 +175,21 @@ def _fetch(corpus: Corpus, opts: PrepareOptions) -> dict[str, Fetched]:
             if not Path(source.filename).is_file():
                 raise MtkitError(f"{source.filename} does not exist.")
         return {}
-    fetcher = Fetcher(opts.cache, opts.mirror, progress=opts.progress, retries=opts.retries, backoff=opts.backoff,
-                      timeout=opts.timeout)
+    fetcher = Fetcher(
+        opts.cache,
+        opts.mirror,
+        progress=opts.progress,
+        retries=opts.retries,
+        backoff=opts.backoff,
+        timeout=opts.timeout,
+    )
     missing = fetcher.missing_in_mirror(corpus.sources)
     if missing:
         listing = "; ".join(f"{s.filename} from {s.url}" for s in missing)
-        raise MtkitError(f"the mirror directory {opts.mirror} lacks {len(missing)} file(s) that {corpus.name} "
-                         f"needs; download {listing}, and put them there.")
+        raise MtkitError(
+            f"the mirror directory {opts.mirror} lacks {len(missing)} file(s) that {corpus.name} "
+            f"needs; download {listing}, and put them there."
+        )
     fetched = {}
     for source in corpus.sources:
         logger.info("fetching %s", source.filename)
@@ -171,10 +206,18 @@ def _settings(corpus: Corpus, clean: CleanConfig, fetched: Mapping[str, Fetched]
             files[str(Path(s.filename).resolve())] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
     else:
         files = {name: f.sha256 for name, f in fetched.items()}
-    return {"corpus": corpus.name, "files": files, "splits": [[split, [_part_key(p) for p in parts]]
-                                                                for split, parts in corpus.splits],
-            "clean": {"max_words": clean.max_words, "max_ratio": clean.max_ratio, "dedup": clean.dedup,
-                      "normalize": clean.normalize}, "mtkit_clean_version": 1}
+    return {
+        "corpus": corpus.name,
+        "files": files,
+        "splits": [[split, [_part_key(p) for p in parts]] for split, parts in corpus.splits],
+        "clean": {
+            "max_words": clean.max_words,
+            "max_ratio": clean.max_ratio,
+            "dedup": clean.dedup,
+            "normalize": clean.normalize,
+        },
+        "mtkit_clean_version": 1,
+    }
 
 
 def _part_key(part: Part) -> list[Any]:
@@ -224,8 +267,17 @@ def _label(corpus: Corpus, member: Member) -> str:
     return member.source if _local(corpus) else member.describe()
 
 
-def _write_split(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Paths, result: Path, tmp: Path,
-                 opts: PrepareOptions, clean: CleanConfig, timings: dict[str, float]) -> dict[str, Any]:
+def _write_split(
+    corpus: Corpus,
+    split: str,
+    parts: tuple[Part, ...],
+    paths: Paths,
+    result: Path,
+    tmp: Path,
+    opts: PrepareOptions,
+    clean: CleanConfig,
+    timings: dict[str, float],
+) -> dict[str, Any]:
     if split == "train":
         return _write_train(corpus, parts, paths, result, tmp, opts, clean, timings)
     return _write_eval(corpus, split, parts, paths, result)
@@ -243,8 +295,9 @@ def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Path
             path = paths[(member.source, member.path)]
             lines[lang] = read_sgml(path, label) if member.fmt == "sgml" else read_text_lines(path, label)
         unit = "segment" if part.member(corpus.src).fmt == "sgml" else "line"
-        n = check_parallel(len(lines[corpus.src]), len(lines[corpus.tgt]), labels[corpus.src], labels[corpus.tgt],
-                           unit=unit)
+        n = check_parallel(
+            len(lines[corpus.src]), len(lines[corpus.tgt]), labels[corpus.src], labels[corpus.tgt], unit=unit
+        )
         for lang in texts:
             texts[lang].extend(lines[lang])
         records.append({"name": part.name, corpus.src: labels[corpus.src], corpus.tgt: labels[corpus.tgt], "lines": n})
@@ -254,12 +307,26 @@ def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Path
     return {"lines": len(texts[corpus.src]), "parts": records}
 
 
-def _write_train(corpus: Corpus, parts: tuple[Part, ...], paths: Paths, result: Path, tmp: Path,
-                 opts: PrepareOptions, clean: CleanConfig, timings: dict[str, float]) -> dict[str, Any]:
+def _write_train(
+    corpus: Corpus,
+    parts: tuple[Part, ...],
+    paths: Paths,
+    result: Path,
+    tmp: Path,
+    opts: PrepareOptions,
+    clean: CleanConfig,
+    timings: dict[str, float],
+) -> dict[str, Any]:
     src, tgt = corpus.src, corpus.tgt
-    sides = [(paths[(part.member(src).source, part.member(src).path)],
-              paths[(part.member(tgt).source, part.member(tgt).path)],
-              _label(corpus, part.member(src)), _label(corpus, part.member(tgt))) for part in parts]
+    sides = [
+        (
+            paths[(part.member(src).source, part.member(src).path)],
+            paths[(part.member(tgt).source, part.member(tgt).path)],
+            _label(corpus, part.member(src)),
+            _label(corpus, part.member(tgt)),
+        )
+        for part in parts
+    ]
     # Count everything first: a mismatch in the last part should not wait for the first to be cleaned.
     t0 = time.perf_counter()
     sizes = [count_parallel(*side) for side in sides]
@@ -269,21 +336,26 @@ def _write_train(corpus: Corpus, parts: tuple[Part, ...], paths: Paths, result: 
     out_dir.mkdir(exist_ok=True)
     total, records = CleanStats(), []
     # The worker pool is forked before any progress bar exists: no thread is alive at fork time.
-    with Cleaner(src, tgt, clean, workers=opts.workers) as cleaner, \
-            open(out_dir / f"train.{src}", "wb") as fs, open(out_dir / f"train.{tgt}", "wb") as ft, \
-            progress_bar(opts.progress, sum(sizes), "cleaning train", "pairs") as bar:
+    with (
+        Cleaner(src, tgt, clean, workers=opts.workers) as cleaner,
+        open(out_dir / f"train.{src}", "wb") as fs,
+        open(out_dir / f"train.{tgt}", "wb") as ft,
+        progress_bar(opts.progress, sum(sizes), "cleaning train", "pairs") as bar,
+    ):
         for part, n, (src_path, tgt_path, src_label, tgt_label) in zip(parts, sizes, sides):
             logger.info("cleaning %s (%d pairs)", part.name, n)
-            stats = cleaner.run(src_path, tgt_path, fs, ft, src_label=src_label, tgt_label=tgt_label,
-                                progress=bar.update)
+            stats = cleaner.run(
+                src_path, tgt_path, fs, ft, src_label=src_label, tgt_label=tgt_label, progress=bar.update
+            )
             total.add(stats)
             records.append({"name": part.name, src: src_label, tgt: tgt_label, **stats.record()})
         hashes = cleaner.hashes
     timings["clean_s"] = round(time.perf_counter() - t0, 3)
     if clean.dedup:
         t0 = time.perf_counter()
-        dropped = dedup_files(out_dir / f"train.{src}", out_dir / f"train.{tgt}",
-                              result / f"train.{src}", result / f"train.{tgt}", hashes)
+        dropped = dedup_files(
+            out_dir / f"train.{src}", out_dir / f"train.{tgt}", result / f"train.{src}", result / f"train.{tgt}", hashes
+        )
         total.dropped["duplicate"] += dropped
         total.kept -= dropped
         timings["dedup_s"] = round(time.perf_counter() - t0, 3)
@@ -293,19 +365,34 @@ def _write_train(corpus: Corpus, parts: tuple[Part, ...], paths: Paths, result: 
 
 def _report_train(corpus: Corpus, total: CleanStats) -> None:
     if total.kept == 0:
-        raise MtkitError(f"no training pair of {corpus.name} is left after cleaning "
-                         f"(dropped: {', '.join(f'{k} {v}' for k, v in total.dropped.items() if v)}).")
+        raise MtkitError(
+            f"no training pair of {corpus.name} is left after cleaning "
+            f"(dropped: {', '.join(f'{k} {v}' for k, v in total.dropped.items() if v)})."
+        )
     if total.dropped["invalid_utf8"]:
-        logger.warning("%d training pair(s) with invalid UTF-8 were skipped (first at %s; prepare.json lists more)",
-                       total.dropped["invalid_utf8"], total.invalid_utf8_at[0])
+        logger.warning(
+            "%d training pair(s) with invalid UTF-8 were skipped (first at %s; prepare.json lists more)",
+            total.dropped["invalid_utf8"],
+            total.invalid_utf8_at[0],
+        )
     logger.info("train: %d of %d pairs kept", total.kept, total.pairs_in)
 
 
-def _record(corpus: Corpus, settings: dict[str, Any], fetched: Mapping[str, Fetched], clean: CleanConfig,
-            splits: dict[str, Any], result: Path, timings: dict[str, float]) -> dict[str, Any]:
+def _record(
+    corpus: Corpus,
+    settings: dict[str, Any],
+    fetched: Mapping[str, Fetched],
+    clean: CleanConfig,
+    splits: dict[str, Any],
+    result: Path,
+    timings: dict[str, float],
+) -> dict[str, Any]:
     """prepare.json: what was fetched, how it was cleaned, what was written (the files mtkit owns)."""
-    sources = ([{"file": str(Path(s.filename).resolve()), "origin": "local"} for s in corpus.sources]
-               if _local(corpus) else [fetched[s.filename].record() for s in corpus.sources])
+    sources = (
+        [{"file": str(Path(s.filename).resolve()), "origin": "local"} for s in corpus.sources]
+        if _local(corpus)
+        else [fetched[s.filename].record() for s in corpus.sources]
+    )
     return {
         "format": FORMAT,
         "corpus": corpus.name,
@@ -337,8 +424,10 @@ def _publish(result: Path, out: Path, record: dict[str, Any], owned: set[str]) -
     raw = out / "raw"
     raw.mkdir(exist_ok=True)
     _refuse_foreign(out, {f"raw/{p.name}" for p in result.iterdir()}, owned)  # nothing appeared meanwhile
-    _write_record(out, {"format": FORMAT, "state": "publishing", "files": {rel: {} for rel in
-                                                                             sorted(owned | set(record["files"]))}})
+    _write_record(
+        out,
+        {"format": FORMAT, "state": "publishing", "files": {rel: {} for rel in sorted(owned | set(record["files"]))}},
+    )
     for path in sorted(result.iterdir()):
         os.replace(path, raw / path.name)
     for rel in sorted(owned - set(record["files"])):

@@ -33,8 +33,8 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
@@ -49,7 +49,10 @@ TRAIN_SETTINGS = {
     "character_coverage": 1.0,
     "byte_fallback": True,
     "normalization_rule_name": "nmt_nfkc",
-    "pad_id": PAD, "unk_id": UNK, "bos_id": BOS, "eos_id": EOS,
+    "pad_id": PAD,
+    "unk_id": UNK,
+    "bos_id": BOS,
+    "eos_id": EOS,
 }
 
 
@@ -61,11 +64,12 @@ class Vocab:
         self.proto = proto
         got = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
         if got != SPECIAL_IDS:
-            raise MtkitError(f"SentencePiece model has special ids (pad, unk, bos, eos) = {got}; "
-                             f"mtkit needs {SPECIAL_IDS}.")
+            raise MtkitError(
+                f"SentencePiece model has special ids (pad, unk, bos, eos) = {got}; mtkit needs {SPECIAL_IDS}."
+            )
 
     @classmethod
-    def from_bytes(cls, proto: bytes) -> "Vocab":
+    def from_bytes(cls, proto: bytes) -> Vocab:
         sp = spm.SentencePieceProcessor()
         try:
             sp.LoadFromSerializedProto(proto)
@@ -74,7 +78,7 @@ class Vocab:
         return cls(sp, proto)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Vocab":
+    def load(cls, path: str | os.PathLike) -> Vocab:
         path = Path(path)
         if not path.is_file():
             raise MtkitError(f"SentencePiece model {path} does not exist; run `mtkit bpe` first.")
@@ -114,9 +118,15 @@ def train_bpe(sentences: Iterable[str], vocab_size: int) -> bytes:
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
-            input_sentence_size=0, shuffle_input_sentence=False, num_threads=1,
-            minloglevel=2, **TRAIN_SETTINGS)
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            num_threads=1,
+            minloglevel=2,
+            **TRAIN_SETTINGS,
+        )
     except (RuntimeError, OSError) as exc:
         msg = str(exc).strip().split("] ")[-1]  # drop "INTERNAL: src/trainer_interface.cc(744) [check]"
         m = re.search(r"<= (\d+)", msg)
@@ -124,6 +134,8 @@ def train_bpe(sentences: Iterable[str], vocab_size: int) -> bytes:
         m = re.search(r"smaller than required_chars\. \d+ vs (\d+)", msg)
         if m:  # every character and the 256 byte-fallback pieces need an id of their own
             hint = f"; at least {int(m.group(1)) + 1} is needed here"
-        raise MtkitError(f"SentencePiece cannot learn a vocabulary of {vocab_size} from this text ({msg}){hint}: "
-                         f"choose another --vocab-size.") from None
+        raise MtkitError(
+            f"SentencePiece cannot learn a vocabulary of {vocab_size} from this text ({msg}){hint}: "
+            f"choose another --vocab-size."
+        ) from None
     return model.getvalue()

@@ -33,7 +33,7 @@ def length_penalty(length: Tensor | float, alpha: float, kind: str) -> Tensor | 
     if kind == "gnmt":
         return ((5.0 + length) / 6.0) ** alpha
     if kind == "fairseq":
-        return length ** alpha
+        return length**alpha
     if kind == "none":
         return length * 0.0 + 1.0  # keeps the argument's type: a tensor stays a tensor
     raise ValueError(f"unknown length penalty {kind!r}")
@@ -99,13 +99,20 @@ class _Finished:
 
     def hypotheses(self) -> list[list[Hypothesis]]:
         score, tokens, length = self.score.tolist(), self.tokens.tolist(), self.length.tolist()
-        return [[Hypothesis(tokens[b][j][:length[b][j]], score[b][j]) for j in range(len(score[b]))
-                 if score[b][j] > NEG_INF] for b in range(len(score))]
+        return [
+            [
+                Hypothesis(tokens[b][j][: length[b][j]], score[b][j])
+                for j in range(len(score[b]))
+                if score[b][j] > NEG_INF
+            ]
+            for b in range(len(score))
+        ]
 
 
 @torch.inference_mode()
-def beam_search(model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = DecodeConfig(),
-                prefix: Tensor | None = None) -> SearchResult:
+def beam_search(
+    model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = DecodeConfig(), prefix: Tensor | None = None
+) -> SearchResult:
     """Translate a batch of source ids (B, S) = ids + [EOS], right-padded with 0, with one model or an ensemble.
 
     `prefix` (B, P), PAD-padded: tokens each output must begin with (mtkit/decode/prefix.py).
@@ -133,8 +140,12 @@ def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
     steps = int(limit.max()) + 1
     dtype = step.dtype
-    finished = _Finished(torch.full((B, K), NEG_INF, dtype=dtype, device=device), src.new_zeros(B, K, steps),
-                         src.new_zeros(B, K), src.new_zeros(B))
+    finished = _Finished(
+        torch.full((B, K), NEG_INF, dtype=dtype, device=device),
+        src.new_zeros(B, K, steps),
+        src.new_zeros(B, K),
+        src.new_zeros(B),
+    )
     done_at = [0] * B
     # 1. Each sentence is encoded once (by the step); each of its k beams is a row.
     alive = torch.arange(B, device=device)  # (n,) the sentences still searching
@@ -151,7 +162,7 @@ def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
         at_limit = limit[alive] <= t
         if bool(at_limit.any()):
             lprobs[at_limit, :, :EOS] = NEG_INF
-            lprobs[at_limit, :, EOS + 1:] = NEG_INF
+            lprobs[at_limit, :, EOS + 1 :] = NEG_INF
         if prefix is not None:  # a sentence still within its prefix may only emit the prefix's next token
             lprobs = force_prefix(lprobs, prefix[alive], t)
         # 4. The 2k best extensions: at most k of them end, so k always remain to go on.
@@ -199,6 +210,8 @@ def stop(config: DecodeConfig, finished: _Finished, alive: Tensor, logp: Tensor,
     if config.early_stop == "none":
         return torch.zeros_like(alive, dtype=torch.bool)
     best = logp[:, 0]
-    lp_max = torch.maximum(length_penalty(limit[alive].to(best.dtype) + 1.0, config.alpha, config.lenpen),
-                           length_penalty(torch.full_like(best, t + 2.0), config.alpha, config.lenpen))
+    lp_max = torch.maximum(
+        length_penalty(limit[alive].to(best.dtype) + 1.0, config.alpha, config.lenpen),
+        length_penalty(torch.full_like(best, t + 2.0), config.alpha, config.lenpen),
+    )
     return finished.score[alive, K - 1] >= best / lp_max

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -36,8 +36,9 @@ class Ensemble:
             raise ValueError(f"the models' output vocabularies differ in size: {sorted(sizes)}")
         self.models = tuple(models)
         # A search reads max_positions: the ensemble can decode as far as its shortest member.
-        self.cfg: ModelConfig = dataclasses.replace(models[0].cfg,
-                                                    max_positions=min(m.cfg.max_positions for m in models))
+        self.cfg: ModelConfig = dataclasses.replace(
+            models[0].cfg, max_positions=min(m.cfg.max_positions for m in models)
+        )
 
     def encode(self, src: Tensor) -> tuple[Encoded, ...]:
         return tuple(m.encode(src) for m in self.models)

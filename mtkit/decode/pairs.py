@@ -6,7 +6,7 @@ The second column comes either after the line's first TAB or, line by line, from
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from mtkit.errors import MtkitError
 
@@ -17,8 +17,10 @@ def tab_pairs(lines: Iterable[str], required: str | None = None) -> Iterator[tup
     for number, line in enumerate(lines, 1):
         source, tab, second = line.partition("\t")
         if not tab and required:
-            raise MtkitError(f"input line {number} has no TAB: {required} reads SOURCE<TAB>TARGET lines "
-                             "(or give the targets in a file of their own with --target-file).")
+            raise MtkitError(
+                f"input line {number} has no TAB: {required} reads SOURCE<TAB>TARGET lines "
+                "(or give the targets in a file of their own with --target-file)."
+            )
         yield source, second
 
 
@@ -28,6 +30,7 @@ def zip_lines(first: Iterable[str], second: Iterable[str], names: tuple[str, str
     for number, (a, b) in enumerate(itertools.zip_longest(first, second, fillvalue=missing), 1):
         if a is missing or b is missing:
             short = names[0] if a is missing else names[1]
-            raise MtkitError(f"{names[0]} and {names[1]} have different numbers of lines ({short} ends before "
-                             f"line {number}).")
+            raise MtkitError(
+                f"{names[0]} and {names[1]} have different numbers of lines ({short} ends before line {number})."
+            )
         yield a, b  # type: ignore[misc]

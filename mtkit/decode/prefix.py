@@ -23,7 +23,7 @@ def prefix_tensor(prefixes: list[list[int]], device: torch.device) -> Tensor | N
         return None
     out = torch.full((len(prefixes), width), PAD, dtype=torch.long)
     for row, ids in enumerate(prefixes):
-        out[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return out.to(device)
 
 

@@ -24,10 +24,13 @@ def quantize_int8(model: Transformer) -> Transformer:
     step, so it is quantized too: a Linear that shares the embedding matrix stands in for the
     tied F.linear; the embedding lookup keeps the fp32 table.
     """
-    if "x86" not in torch.backends.quantized.supported_engines and "fbgemm" not in \
-            torch.backends.quantized.supported_engines:
-        raise MtkitError("precision int8 needs PyTorch's x86/fbgemm quantized engine, which this build lacks; "
-                         "use fp32.")
+    if (
+        "x86" not in torch.backends.quantized.supported_engines
+        and "fbgemm" not in torch.backends.quantized.supported_engines
+    ):
+        raise MtkitError(
+            "precision int8 needs PyTorch's x86/fbgemm quantized engine, which this build lacks; use fp32."
+        )
     model = model.float().eval()
     if model.output_proj is None:
         table = model.tgt_embed.table.weight

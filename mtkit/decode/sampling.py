@@ -44,7 +44,7 @@ def uniforms(sources: list[list[int]], samples: int, seed: int, lengths: list[in
     for b, source in enumerate(sources):
         for j in range(samples):
             g = torch.Generator().manual_seed(stream_seed(seed, source, j))
-            out[b * samples + j, :lengths[b]] = torch.rand(lengths[b], generator=g, dtype=torch.float64)
+            out[b * samples + j, : lengths[b]] = torch.rand(lengths[b], generator=g, dtype=torch.float64)
     return out
 
 
@@ -74,8 +74,13 @@ def draw(weights: Tensor, u: Tensor) -> Tensor:
 
 
 @torch.inference_mode()
-def sample(model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = DecodeConfig(),
-           sampling: SamplingConfig = SamplingConfig(), prefix: Tensor | None = None) -> SearchResult:
+def sample(
+    model: Transformer | Ensemble,
+    src: Tensor,
+    config: DecodeConfig = DecodeConfig(),
+    sampling: SamplingConfig = SamplingConfig(),
+    prefix: Tensor | None = None,
+) -> SearchResult:
     """`sampling.samples` samples of each source of the batch (B, S) = ids + [EOS], right-padded with 0.
 
     Hypotheses come in sample order (not sorted), each scored log P(Y|X) under the model.
@@ -88,8 +93,9 @@ def sample(model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = De
     return draw_samples(make_step(model, src, sampling.samples, capacity), src, config, sampling, prefix)
 
 
-def draw_samples(step: Step, src: Tensor, config: DecodeConfig, sampling: SamplingConfig,
-                 prefix: Tensor | None = None) -> SearchResult:
+def draw_samples(
+    step: Step, src: Tensor, config: DecodeConfig, sampling: SamplingConfig, prefix: Tensor | None = None
+) -> SearchResult:
     """Sampling over anything that gives next-token log-probabilities (`Step`), `sampling.samples` rows a sentence."""
     B, N, device = src.size(0), sampling.samples, src.device
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
@@ -134,7 +140,8 @@ def draw_samples(step: Step, src: Tensor, config: DecodeConfig, sampling: Sampli
 
 def _result(tokens: Tensor, logp: Tensor, length: Tensor, B: int, N: int) -> SearchResult:
     tokens_l, logp_l, length_l = tokens.tolist(), logp.tolist(), length.tolist()
-    hypotheses = [[Hypothesis(tokens_l[r][:length_l[r] - 1], logp_l[r]) for r in range(b * N, (b + 1) * N)]
-                  for b in range(B)]
-    steps = [max(length_l[b * N:(b + 1) * N]) for b in range(B)]
+    hypotheses = [
+        [Hypothesis(tokens_l[r][: length_l[r] - 1], logp_l[r]) for r in range(b * N, (b + 1) * N)] for b in range(B)
+    ]
+    steps = [max(length_l[b * N : (b + 1) * N]) for b in range(B)]
     return SearchResult(hypotheses, steps)

@@ -36,13 +36,14 @@ def padded(rows: list[list[int]], device: torch.device) -> Tensor:
     """(B, max length) ids, right-padded with PAD."""
     out = torch.full((len(rows), max(map(len, rows))), PAD, dtype=torch.long)
     for i, row in enumerate(rows):
-        out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
     return out.to(device)
 
 
 @torch.inference_mode()
-def score_batch(model: Transformer | Ensemble, sources: list[list[int]],
-                targets: list[list[int]]) -> list[tuple[float, int]]:
+def score_batch(
+    model: Transformer | Ensemble, sources: list[list[int]], targets: list[list[int]]
+) -> list[tuple[float, int]]:
     """(log P(target + EOS | source), target length + 1) for each pair, by one teacher-forced pass."""
     device = next((model.models[0] if isinstance(model, Ensemble) else model).parameters()).device
     src = padded([[*s, EOS] for s in sources], device)  # (B, S)

@@ -53,7 +53,7 @@ class ModelStep:
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         if sentences is None:  # all stay: the same count tells the cache to keep their encoder keys/values
-            sentences = self.everyone[:self.cache.layers[0].cross_k.size(0)]
+            sentences = self.everyone[: self.cache.layers[0].cross_k.size(0)]
         self.cache = self.cache.reorder(rows, sentences)
 
     def select(self, rows: Tensor) -> None:

@@ -10,8 +10,9 @@ import itertools
 import logging
 import os
 import typing
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 import torch
 
@@ -109,13 +110,20 @@ class Translator:
     >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
     """
 
-    def __init__(self, model: Transformer | Sequence[Transformer], vocab: Vocab, device: torch.device | str = "cpu",
-                 dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        model: Transformer | Sequence[Transformer],
+        vocab: Vocab,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ):
         models = [model] if isinstance(model, Transformer) else list(model)
         for cfg in (m.cfg for m in models):
             if len(vocab) > min(cfg.vocab_size, cfg.target_vocab_size):
-                raise MtkitError(f"the SentencePiece vocabulary has {len(vocab)} pieces, more than the model's "
-                                 f"{min(cfg.vocab_size, cfg.target_vocab_size)} embeddings.")
+                raise MtkitError(
+                    f"the SentencePiece vocabulary has {len(vocab)} pieces, more than the model's "
+                    f"{min(cfg.vocab_size, cfg.target_vocab_size)} embeddings."
+                )
         if len({m.cfg.target_vocab_size for m in models}) > 1:
             raise MtkitError("the models have output layers of different sizes; an ensemble needs one vocabulary.")
         self.device = torch.device(device)
@@ -124,8 +132,9 @@ class Translator:
         self.vocab = vocab
 
     @classmethod
-    def load(cls, path: str | os.PathLike | Sequence[str | os.PathLike], device: str = "auto",
-             precision: str = "fp32") -> "Translator":
+    def load(
+        cls, path: str | os.PathLike | Sequence[str | os.PathLike], device: str = "auto", precision: str = "fp32"
+    ) -> Translator:
         """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
         models: list[Transformer] = []
@@ -140,8 +149,10 @@ class Translator:
             del ckpt  # optimizer state can be twice the model's size
         for p, v in zip(paths[1:], vocabs[1:]):
             if v != vocabs[0]:
-                raise MtkitError(f"{paths[0]} and {p} have different vocabularies (their embedded spm.model "
-                                 "differ); an ensemble needs models trained with one vocabulary.")
+                raise MtkitError(
+                    f"{paths[0]} and {p} have different vocabularies (their embedded spm.model "
+                    "differ); an ensemble needs models trained with one vocabulary."
+                )
         target = pick_device(device)
         dtype = resolve_dtype(precision, target)
         if precision == "int8":
@@ -160,9 +171,18 @@ class Translator:
         # the EOS appended to the source needs a position too
         return min(m.cfg.max_positions for m in self.models) - 1
 
-    def translate(self, lines: Sequence[Source], beam: int = 4, alpha: float = 0.6, *, lenpen: str = "gnmt",
-                  max_len_a: float = 1.0, max_len_b: int = 50, batch_tokens: int = DEFAULT_BATCH_TOKENS,
-                  sampling: SamplingConfig | None = None) -> list[str]:
+    def translate(
+        self,
+        lines: Sequence[Source],
+        beam: int = 4,
+        alpha: float = 0.6,
+        *,
+        lenpen: str = "gnmt",
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        sampling: SamplingConfig | None = None,
+    ) -> list[str]:
         """Translations of `lines`, one for each, in order (the paper's decoding settings by default).
 
         A line may be (source, target prefix): its translation then begins with the prefix.
@@ -171,9 +191,14 @@ class Translator:
         config = DecodeConfig(beam=beam, alpha=alpha, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b)
         return [t.text for t in self.translate_stream(lines, config, batch_tokens, sampling=sampling)]
 
-    def translate_stream(self, lines: Iterable[Source], config: DecodeConfig = DecodeConfig(),
-                         batch_tokens: int = DEFAULT_BATCH_TOKENS, chunk_lines: int = DEFAULT_CHUNK_LINES,
-                         sampling: SamplingConfig | None = None) -> Iterator[Translation]:
+    def translate_stream(
+        self,
+        lines: Iterable[Source],
+        config: DecodeConfig = DecodeConfig(),
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        chunk_lines: int = DEFAULT_CHUNK_LINES,
+        sampling: SamplingConfig | None = None,
+    ) -> Iterator[Translation]:
         """Translations in input order, yielded as soon as every earlier line's is ready.
 
         Beam search by `config`, or with `sampling` `sampling.samples` samples of each line (in
@@ -191,8 +216,12 @@ class Translator:
         """log P(target + EOS | source) of each (source, target) pair, in order (mtkit/decode/scoring.py)."""
         return list(self.score_stream(pairs, batch_tokens))
 
-    def score_stream(self, pairs: Iterable[tuple[str, str]], batch_tokens: int = DEFAULT_BATCH_TOKENS,
-                     chunk_lines: int = DEFAULT_CHUNK_LINES) -> Iterator[PairScore]:
+    def score_stream(
+        self,
+        pairs: Iterable[tuple[str, str]],
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        chunk_lines: int = DEFAULT_CHUNK_LINES,
+    ) -> Iterator[PairScore]:
         """Scores in input order, yielded as soon as every earlier pair's is ready."""
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
@@ -206,13 +235,19 @@ class Translator:
         ids = self.vocab.encode_batch(lines)
         for i, sentence in enumerate(ids):
             if len(sentence) > self.max_source_tokens:
-                logger.warning("line %d has %d subword tokens, more than the model's %d; only the first %d are "
-                               "translated.", first + i, len(sentence), self.max_source_tokens, self.max_source_tokens)
-                ids[i] = sentence[:self.max_source_tokens]
+                logger.warning(
+                    "line %d has %d subword tokens, more than the model's %d; only the first %d are translated.",
+                    first + i,
+                    len(sentence),
+                    self.max_source_tokens,
+                    self.max_source_tokens,
+                )
+                ids[i] = sentence[: self.max_source_tokens]
         return ids
 
-    def _prefix_ids(self, first: int, prefixes: list[str], ids: list[list[int]],
-                    config: DecodeConfig) -> list[list[int]]:
+    def _prefix_ids(
+        self, first: int, prefixes: list[str], ids: list[list[int]], config: DecodeConfig
+    ) -> list[list[int]]:
         """The prefixes' ids; one that cannot fit in its sentence's output is an error, said for its line."""
         if not any(prefixes):
             return [[] for _ in prefixes]
@@ -220,13 +255,16 @@ class Translator:
         limits = max_output_lengths(torch.tensor([len(s) for s in ids]), config, self.max_source_tokens + 1).tolist()
         for i, (prefix, limit) in enumerate(zip(out, limits)):
             if len(prefix) > limit:
-                raise MtkitError(f"line {first + i}: the target prefix has {len(prefix)} subword tokens, more than "
-                                 f"the {limit} this sentence's output may have (max_len_a x source tokens + "
-                                 "max_len_b, within the model's positions).")
+                raise MtkitError(
+                    f"line {first + i}: the target prefix has {len(prefix)} subword tokens, more than "
+                    f"the {limit} this sentence's output may have (max_len_a x source tokens + "
+                    "max_len_b, within the model's positions)."
+                )
         return out
 
-    def _translate_chunk(self, first: int, items: list[Source], config: DecodeConfig, batch_tokens: int,
-                         sampling: SamplingConfig | None) -> Iterator[Translation]:
+    def _translate_chunk(
+        self, first: int, items: list[Source], config: DecodeConfig, batch_tokens: int, sampling: SamplingConfig | None
+    ) -> Iterator[Translation]:
         ids = self._source_ids(first, [s if isinstance(s, str) else s[0] for s in items])
         prefixes = self._prefix_ids(first, ["" if isinstance(s, str) else s[1] for s in items], ids, config)
         empty = {i: Translation(first + i, [("", 0.0)]) for i, s in enumerate(ids) if not s and not prefixes[i]}
@@ -241,11 +279,12 @@ class Translator:
 
         yield from in_order(batches())
 
-    def _search(self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig,
-                sampling: SamplingConfig | None) -> list[list[tuple[str, float]]]:
+    def _search(
+        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+    ) -> list[list[tuple[str, float]]]:
         src = torch.full((len(ids), max(map(len, ids)) + 1), PAD, dtype=torch.long)  # (B, S)
         for row, sentence in enumerate(ids):
-            src[row, :len(sentence) + 1] = torch.tensor([*sentence, EOS])
+            src[row, : len(sentence) + 1] = torch.tensor([*sentence, EOS])
         src, prefix = src.to(self.device), prefix_tensor(prefixes, self.device)
         if sampling is None:
             result = beam_search(self.decoder, src, config, prefix=prefix)
@@ -258,8 +297,10 @@ class Translator:
         tgt = self.vocab.encode_batch([t for _, t in pairs])
         for i, target in enumerate(tgt):
             if len(target) > self.max_source_tokens:  # BOS + target must fit the positions
-                raise MtkitError(f"line {first + i}: the target has {len(target)} subword tokens, more than the "
-                                 f"model's {self.max_source_tokens} positions allow.")
+                raise MtkitError(
+                    f"line {first + i}: the target has {len(target)} subword tokens, more than the "
+                    f"model's {self.max_source_tokens} positions allow."
+                )
 
         def batches() -> Iterator[dict[int, PairScore]]:
             for batch in pack_batches([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], batch_tokens):

@@ -32,7 +32,7 @@ class PositionalEncoding(nn.Module):
     def forward(self, length: int, offset: int = 0) -> Tensor:
         if offset + length > self.pe.size(0):
             raise ValueError(f"position {offset + length - 1} is beyond max_positions={self.pe.size(0)}")
-        return self.pe[offset:offset + length]  # (T, d_model)
+        return self.pe[offset : offset + length]  # (T, d_model)
 
 
 class Embedding(nn.Module):
@@ -170,13 +170,13 @@ def append_history(buffer: Tensor, new: Tensor, t0: int) -> Tensor:
     T = new.size(2)
     new = new.permute(2, 0, 1, 3)  # (T, N, H, d_k)
     if t0 + T <= buffer.size(0):
-        buffer[t0:t0 + T] = new
+        buffer[t0 : t0 + T] = new
         return buffer
     if t0 == 0:
         return new
     grown = buffer.new_empty(max(2 * buffer.size(0), t0 + T), *buffer.shape[1:])
     grown[:t0] = buffer[:t0]
-    grown[t0:t0 + T] = new
+    grown[t0 : t0 + T] = new
     return grown
 
 
@@ -244,8 +244,9 @@ class DecoderLayer(nn.Module):
         self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
-    def forward(self, x: Tensor, cache: LayerCache, t0: int, src_mask: Tensor | None, self_mask: Tensor | None,
-                causal: bool) -> tuple[Tensor, LayerCache]:
+    def forward(
+        self, x: Tensor, cache: LayerCache, t0: int, src_mask: Tensor | None, self_mask: Tensor | None, causal: bool
+    ) -> tuple[Tensor, LayerCache]:
         q, k, v = self.self_attn.project_qkv(self.res_self.before(x))
         self_k, self_v = append_history(cache.self_k, k, t0), append_history(cache.self_v, v, t0)
         t = t0 + x.size(1)
@@ -280,8 +281,11 @@ class Transformer(nn.Module):
         self.cfg = cfg
         positions = PositionalEncoding(cfg.d_model, cfg.max_positions)
         src_table = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=PAD)
-        tgt_table = src_table if cfg.share_embeddings == "all" else nn.Embedding(
-            cfg.target_vocab_size, cfg.d_model, padding_idx=PAD)
+        tgt_table = (
+            src_table
+            if cfg.share_embeddings == "all"
+            else nn.Embedding(cfg.target_vocab_size, cfg.d_model, padding_idx=PAD)
+        )
         self.src_embed = Embedding(src_table, positions, cfg.dropout)
         self.tgt_embed = Embedding(tgt_table, positions, cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
@@ -289,8 +293,9 @@ class Transformer(nn.Module):
         # Pre-norm leaves each stack's output unnormalised, so it needs a final LayerNorm.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
-        self.output_proj = None if cfg.share_embeddings != "none" else nn.Linear(
-            cfg.d_model, cfg.target_vocab_size, bias=False)
+        self.output_proj = (
+            None if cfg.share_embeddings != "none" else nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
+        )
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -301,7 +306,7 @@ class Transformer(nn.Module):
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
         for table in dict.fromkeys((self.src_embed.table, self.tgt_embed.table)):  # ordered: same seed, same init
-            nn.init.normal_(table.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
+            nn.init.normal_(table.weight, mean=0.0, std=self.cfg.d_model**-0.5)
             with torch.no_grad():
                 table.weight[PAD].zero_()
 

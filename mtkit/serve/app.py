@@ -42,8 +42,11 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def translate_answer(translations: list[Translation], nbest: int, model: str) -> dict[str, Any]:
-    answer: dict[str, Any] = {"translations": [t.text for t in translations],
-                              "scores": [t.score for t in translations], "model": model}
+    answer: dict[str, Any] = {
+        "translations": [t.text for t in translations],
+        "scores": [t.score for t in translations],
+        "model": model,
+    }
     if nbest > 1:
         answer["nbest"] = [[{"text": text, "score": score} for text, score in t.hypotheses] for t in translations]
     return answer
@@ -51,8 +54,13 @@ def translate_answer(translations: list[Translation], nbest: int, model: str) ->
 
 def opennmt_answer(sources: list[str], translations: list[Translation], nbest: int) -> list[list[dict[str, Any]]]:
     """OpenNMT-py's shape: one list for the request, one entry per source and hypothesis."""
-    return [[{"src": src, "tgt": text, "n_best": nbest, "pred_score": score}
-             for src, t in zip(sources, translations) for text, score in t.hypotheses]]
+    return [
+        [
+            {"src": src, "tgt": text, "n_best": nbest, "pred_score": score}
+            for src, t in zip(sources, translations)
+            for text, score in t.hypotheses
+        ]
+    ]
 
 
 def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> FastAPI:
@@ -74,8 +82,10 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        message = {404: f"there is no endpoint {request.url.path}; see GET /info and POST /translate.",
-                   405: f"{request.method} is not allowed on {request.url.path}."}.get(exc.status_code, exc.detail)
+        message = {
+            404: f"there is no endpoint {request.url.path}; see GET /info and POST /translate.",
+            405: f"{request.method} is not allowed on {request.url.path}.",
+        }.get(exc.status_code, exc.detail)
         return error_response(exc.status_code, message)
 
     @app.post("/translate")
@@ -91,8 +101,14 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
     @app.get("/health")
     async def health() -> JSONResponse:
         if service.batcher is not None:
-            return JSONResponse({"status": "ready", "model": service.settings.name,
-                                 "queued": service.batcher.queued, "decoded": dict(service.batcher.done)})
+            return JSONResponse(
+                {
+                    "status": "ready",
+                    "model": service.settings.name,
+                    "queued": service.batcher.queued,
+                    "decoded": dict(service.batcher.done),
+                }
+            )
         return JSONResponse({"status": "loading", "model": service.settings.name}, status_code=503)
 
     @app.get("/info")

@@ -46,8 +46,15 @@ class Job:
 class Batcher:
     """A bounded queue of jobs and the one thread that decodes them in dynamic batches."""
 
-    def __init__(self, decode: Decode, count_tokens: Callable[[Sequence[str]], int], *, max_tokens: int,
-                 wait_s: float, queue_size: int) -> None:
+    def __init__(
+        self,
+        decode: Decode,
+        count_tokens: Callable[[Sequence[str]], int],
+        *,
+        max_tokens: int,
+        wait_s: float,
+        queue_size: int,
+    ) -> None:
         if max_tokens < 1 or queue_size < 1 or wait_s < 0:
             raise ValueError("max_tokens and queue_size must be positive and wait_s >= 0")
         self._decode, self._count_tokens = decode, count_tokens
@@ -134,5 +141,5 @@ class Batcher:
         self.done["sentences"] += len(lines)
         start = 0
         for job in batch:
-            job.future.set_result(translations[start:start + len(job.lines)])
+            job.future.set_result(translations[start : start + len(job.lines)])
             start += len(job.lines)

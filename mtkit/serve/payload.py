@@ -52,8 +52,9 @@ def parse_json(body: bytes) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RequestError(400, f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} "
-                                f"column {exc.colno}.") from None
+        raise RequestError(
+            400, f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
+        ) from None
 
 
 def check_lines(lines: Any, name: str, limits: Limits) -> list[str]:
@@ -90,8 +91,9 @@ def request_config(options: dict[str, Any], default: DecodeConfig, limits: Limit
         if not _type_ok(value, hints[name]):
             raise RequestError(422, f"{name} must be of type {hints[name].__name__}, got {json.dumps(value)}.")
     if options.get("beam", 0) > max(limits.max_beam, default.beam):
-        raise RequestError(422, f"beam {options['beam']} is more than this server allows "
-                                f"({max(limits.max_beam, default.beam)}).")
+        raise RequestError(
+            422, f"beam {options['beam']} is more than this server allows ({max(limits.max_beam, default.beam)})."
+        )
     try:
         return dataclasses.replace(default, **options)
     except ConfigError as exc:

@@ -57,8 +57,17 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
             server.should_exit = True
 
     app = create_app(service, on_load_failure=stop)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                           timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=None))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            timeout_keep_alive=KEEP_ALIVE_S,
+            timeout_graceful_shutdown=None,
+        )
+    )
     where = f"[{host}]" if ":" in host else host
     logger.info("listening on http://%s:%d (loading %s)", where, port, settings.name)
     previous = signal.signal(signal.SIGTERM, _terminated)

@@ -71,10 +71,14 @@ def model_info(path: str, translator: Translator) -> dict[str, Any]:
 
     ckpt = checkpoint.load(path, mmap=True)  # mapped: its tensors (and any optimizer state) are not read
     model = translator.model
-    return {"path": str(path), "kind": ckpt.get("kind"), "step": ckpt.get("step"),
-            "architecture": dataclasses.asdict(model.cfg),
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "vocab_size": len(translator.vocab)}
+    return {
+        "path": str(path),
+        "kind": ckpt.get("kind"),
+        "step": ckpt.get("step"),
+        "architecture": dataclasses.asdict(model.cfg),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(translator.vocab),
+    }
 
 
 def decode_hook(decode: Decode) -> Decode:
@@ -118,10 +122,17 @@ class Service:
     def _load(self) -> None:
         s = self.settings
         translator = load_translator(s.models, s.device, s.precision)
-        self.info = {"model": s.name, "models": [model_info(m, translator) for m in s.models],
-                     "device": str(translator.device), "precision": s.precision,
-                     "decode": dataclasses.asdict(s.decode), "limits": dataclasses.asdict(s.limits),
-                     "max_tokens": s.max_tokens, "batch_wait_ms": s.batch_wait_ms, "queue_size": s.queue_size}
+        self.info = {
+            "model": s.name,
+            "models": [model_info(m, translator) for m in s.models],
+            "device": str(translator.device),
+            "precision": s.precision,
+            "decode": dataclasses.asdict(s.decode),
+            "limits": dataclasses.asdict(s.limits),
+            "max_tokens": s.max_tokens,
+            "batch_wait_ms": s.batch_wait_ms,
+            "queue_size": s.queue_size,
+        }
 
         def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
             return list(translator.translate_stream(lines, config, s.max_tokens))
@@ -129,10 +140,19 @@ class Service:
         def count_tokens(lines: Sequence[str]) -> int:
             return sum(len(ids) + 1 for ids in translator.vocab.encode_batch(lines))  # + EOS, as decoded
 
-        self.batcher = Batcher(decode_hook(decode), count_tokens, max_tokens=s.max_tokens,
-                               wait_s=s.batch_wait_ms / 1000, queue_size=s.queue_size)
-        logger.info("model %s loaded (%d parameters) on %s; ready.", s.name,
-                    self.info["models"][0]["parameters"], translator.device)
+        self.batcher = Batcher(
+            decode_hook(decode),
+            count_tokens,
+            max_tokens=s.max_tokens,
+            wait_s=s.batch_wait_ms / 1000,
+            queue_size=s.queue_size,
+        )
+        logger.info(
+            "model %s loaded (%d parameters) on %s; ready.",
+            s.name,
+            self.info["models"][0]["parameters"],
+            translator.device,
+        )
 
     async def translate(self, lines: list[str], config: DecodeConfig) -> list[Translation]:
         """The translations of `lines`, decoded in whatever batch the worker puts them in."""
@@ -141,8 +161,11 @@ class Service:
         try:
             future = self.batcher.submit(lines, config)
         except QueueFull:
-            raise RequestError(503, f"the server is busy ({self.batcher.queue_size} requests queued); retry "
-                                    f"after {RETRY_AFTER_S} s.", retry_after=RETRY_AFTER_S) from None
+            raise RequestError(
+                503,
+                f"the server is busy ({self.batcher.queue_size} requests queued); retry after {RETRY_AFTER_S} s.",
+                retry_after=RETRY_AFTER_S,
+            ) from None
         except Closed:
             raise RequestError(503, "the server is shutting down.") from None
         try:

@@ -16,20 +16,34 @@ from mtkit.train.loss import label_smoothed_sums
 from mtkit.train.precision import Precision
 
 
-def batch_loss(model: torch.nn.Module, split: ParallelSplit, indices: np.ndarray, precision: Precision,
-               smoothing: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
+def batch_loss(
+    model: torch.nn.Module,
+    split: ParallelSplit,
+    indices: np.ndarray,
+    precision: Precision,
+    smoothing: float,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(loss sum, NLL sum, target tokens) of one batch; both sums are fp32 tensors on `device`."""
     batch = split.collate(indices)
-    src, tgt_in, tgt_out = (torch.from_numpy(a).to(device, non_blocking=True)
-                            for a in (batch.src, batch.tgt_in, batch.tgt_out))
+    src, tgt_in, tgt_out = (
+        torch.from_numpy(a).to(device, non_blocking=True) for a in (batch.src, batch.tgt_in, batch.tgt_out)
+    )
     with precision.autocast():
         logits = model(src, tgt_in)
     loss, nll = label_smoothed_sums(logits, tgt_out, smoothing)
     return loss, nll, batch.tgt_tokens
 
 
-def accumulate(model: torch.nn.Module, split: ParallelSplit, group: list[np.ndarray], scale: float,
-               precision: Precision, smoothing: float, device: torch.device) -> torch.Tensor:
+def accumulate(
+    model: torch.nn.Module,
+    split: ParallelSplit,
+    group: list[np.ndarray],
+    scale: float,
+    precision: Precision,
+    smoothing: float,
+    device: torch.device,
+) -> torch.Tensor:
     """Forward and backward over the batches of one update; returns the summed (loss, nll) on the device.
 
     Each batch's loss sum is multiplied by `scale` (world_size / update tokens) before backward.

@@ -71,15 +71,15 @@ def _chunked_sums(logits: Tensor, target: Tensor, smoothing: float, grad_out: Te
     nll_sum = logits.new_zeros((), dtype=torch.float32)
     step = _chunk_rows(logits.size(1))
     for lo in range(0, logits.size(0), step):
-        x, y = logits[lo:lo + step], target[lo:lo + step]  # (c, V), (c,)
-        lprobs = _log_softmax_fp32(x, grad_out[lo:lo + step] if grad_out is not None else None)  # (c, V)
+        x, y = logits[lo : lo + step], target[lo : lo + step]  # (c, V), (c,)
+        lprobs = _log_softmax_fp32(x, grad_out[lo : lo + step] if grad_out is not None else None)  # (c, V)
         real = y.ne(PAD)
         nll = -lprobs.gather(1, y.unsqueeze(1)).squeeze(1)  # (c,)
         smooth = -lprobs.mean(dim=-1)  # (c,) = sum over classes of (1/V) * -log p
         loss = loss + ((1.0 - smoothing) * nll + smoothing * smooth).masked_fill(~real, 0.0).sum()
         nll_sum = nll_sum + nll.masked_fill(~real, 0.0).sum()
         if grad_out is not None:
-            _softmax_minus_target(lprobs, y, real, smoothing, grad_out[lo:lo + step])
+            _softmax_minus_target(lprobs, y, real, smoothing, grad_out[lo : lo + step])
     return loss, nll_sum
 
 

@@ -19,8 +19,16 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-FORMATS = {"loss": "{:.3f}", "nll": "{:.3f}", "ppl": "{:.2f}", "lr": "{:.3g}", "tokens_per_s": "{:,.0f}",
-           "pad_eff": "{:.1%}", "s_per_update": "{:.3f}", "grad_norm": "{:.3f}"}
+FORMATS = {
+    "loss": "{:.3f}",
+    "nll": "{:.3f}",
+    "ppl": "{:.2f}",
+    "lr": "{:.3g}",
+    "tokens_per_s": "{:,.0f}",
+    "pad_eff": "{:.1%}",
+    "s_per_update": "{:.3f}",
+    "grad_norm": "{:.3f}",
+}
 
 
 def _fmt(key: str, value: Any) -> str:
@@ -49,8 +57,15 @@ class MetricsLog:
         if enabled and sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=max_steps, initial=start_step, file=sys.stderr, unit="upd", dynamic_ncols=True,
-                            smoothing=0.05, desc="train")
+            self.bar = tqdm(
+                total=max_steps,
+                initial=start_step,
+                file=sys.stderr,
+                unit="upd",
+                dynamic_ncols=True,
+                smoothing=0.05,
+                desc="train",
+            )
 
     def event(self, event: str, quiet_on_tty: bool = False, level: int = logging.INFO, **values: Any) -> None:
         """One record: metrics.jsonl always; a log line unless a live bar already shows it."""
@@ -62,7 +77,9 @@ class MetricsLog:
         if self.tb is not None:
             self.tb.write(record)
         if self.bar is not None and quiet_on_tty:
-            shown = {k: _fmt(k, v) for k, v in values.items() if k in ("epoch", "loss", "lr", "tokens_per_s", "pad_eff")}
+            shown = {
+                k: _fmt(k, v) for k, v in values.items() if k in ("epoch", "loss", "lr", "tokens_per_s", "pad_eff")
+            }
             self.bar.set_postfix(shown, refresh=False)
             return
         text = " | ".join(f"{k} {_fmt(k, v)}" for k, v in values.items())
@@ -92,8 +109,15 @@ class Window:
         self.tgt = self.real = self.padded = self.updates = 0
         self.norm_sum, self.norms = 0.0, 0
 
-    def add(self, loss: float, nll: float, tgt: int, real_and_padded: np.ndarray, seconds: float,
-            grad_norm: float = math.nan) -> None:
+    def add(
+        self,
+        loss: float,
+        nll: float,
+        tgt: int,
+        real_and_padded: np.ndarray,
+        seconds: float,
+        grad_norm: float = math.nan,
+    ) -> None:
         if math.isfinite(loss):
             self.loss, self.nll, self.tgt = self.loss + loss, self.nll + nll, self.tgt + tgt
         if math.isfinite(grad_norm):

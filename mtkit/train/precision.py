@@ -12,7 +12,7 @@ import functools
 import logging
 import os
 import time
-from typing import ContextManager
+from contextlib import AbstractContextManager
 
 import torch
 
@@ -93,8 +93,10 @@ class Precision:
 
     def __init__(self, name: str, device: torch.device, d_model: int = 512):
         if name == "fp16" and device.type == "cpu":
-            raise MtkitError("--precision fp16 needs a CUDA device (CPU kernels are not faster in fp16); "
-                             "use --precision bf16 or fp32 on CPU.")
+            raise MtkitError(
+                "--precision fp16 needs a CUDA device (CPU kernels are not faster in fp16); "
+                "use --precision bf16 or fp32 on CPU."
+            )
         self.name, self.reason = resolve_precision(name, device, d_model)  # the trainer's first log line shows both
         self.device = device
         name = self.name
@@ -104,12 +106,14 @@ class Precision:
             raise MtkitError(f"{torch.cuda.get_device_name(device)} has no bf16 support; use --precision fp16 or fp32.")
         if name == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
             # Measured on an AVX2-only EPYC: `small` took 44 s per update in bf16 against 2 s in fp32.
-            raise MtkitError("--precision bf16 is about 20x slower than fp32 on this CPU (it has no AVX512-BF16 or "
-                             "AMX instructions); use --precision fp32.")
+            raise MtkitError(
+                "--precision bf16 is about 20x slower than fp32 on this CPU (it has no AVX512-BF16 or "
+                "AMX instructions); use --precision fp32."
+            )
         # GradScaler's skip-on-overflow is exactly "skip overflowing steps rather than crash".
         self.scaler = torch.amp.GradScaler(device.type) if name == "fp16" else None
 
-    def autocast(self) -> ContextManager:
+    def autocast(self) -> AbstractContextManager:
         if self.name == "fp32":
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=DTYPES[self.name])

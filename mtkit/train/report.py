@@ -27,16 +27,31 @@ def start(t: Trainer) -> None:
     per_update = cfg.update_freq * world.size
     real = (t.plan.src_tokens.mean() + t.plan.tgt_tokens.mean()) / 2 * per_update
     src_eff, tgt_eff, both = padding_efficiency(t.plan)
-    t.log.event("start", params=params, device=str(world.device), precision=t.precision.name,
-                precision_why=t.precision.reason, world_size=world.size,
-                effective_batch=f"{cfg.update_freq} x {cfg.max_tokens:,} tokens x {world.size} rank(s) "
-                             f"= up to {cfg.max_tokens * per_update:,} tokens per side, "
-                             f"about {real:,.0f} real",
-                update_freq=cfg.update_freq, max_tokens=cfg.max_tokens, torch_threads=torch.get_num_threads())
-    t.log.event("data", sentences=len(t.train_split), batches=len(t.plan),
-                batches_per_rank=len(t.plan) // world.size, skipped=t.plan.skipped,
-                pad_eff_src=round(src_eff, 4), pad_eff_tgt=round(tgt_eff, 4), pad_eff=round(both, 4),
-                valid_sentences=len(t.valid_split))
+    t.log.event(
+        "start",
+        params=params,
+        device=str(world.device),
+        precision=t.precision.name,
+        precision_why=t.precision.reason,
+        world_size=world.size,
+        effective_batch=f"{cfg.update_freq} x {cfg.max_tokens:,} tokens x {world.size} rank(s) "
+        f"= up to {cfg.max_tokens * per_update:,} tokens per side, "
+        f"about {real:,.0f} real",
+        update_freq=cfg.update_freq,
+        max_tokens=cfg.max_tokens,
+        torch_threads=torch.get_num_threads(),
+    )
+    t.log.event(
+        "data",
+        sentences=len(t.train_split),
+        batches=len(t.plan),
+        batches_per_rank=len(t.plan) // world.size,
+        skipped=t.plan.skipped,
+        pad_eff_src=round(src_eff, 4),
+        pad_eff_tgt=round(tgt_eff, 4),
+        pad_eff=round(both, 4),
+        valid_sentences=len(t.valid_split),
+    )
     if t.resumed_from is not None:
         t.log.event("resume", step=p.step, epoch=p.epoch + 1, batch=p.batch)
 
@@ -49,11 +64,21 @@ def train_line(t: Trainer, w: Window) -> None:
     eta_s = (cfg.max_steps - p.step) * s_per_update
     if cfg.max_minutes:  # a wall-clock budget may end the run long before max_steps
         eta_s = min(eta_s, max(0.0, 60 * cfg.max_minutes - p.elapsed))
-    t.log.event("train", quiet_on_tty=True, step=p.step, epoch=p.epoch + 1, loss=w.loss / max(w.tgt, 1),
-                nll=nll, ppl=math.exp(min(nll, 100.0)),
-                lr=inverse_sqrt_lr(p.step, t.model_cfg.d_model, cfg.warmup, cfg.lr_scale),
-                grad_norm=w.grad_norm(), tokens_per_s=w.real / max(w.seconds, 1e-9),
-                pad_eff=w.real / max(w.padded, 1), s_per_update=s_per_update, eta_h=round(eta_s / 3600, 3))
+    t.log.event(
+        "train",
+        quiet_on_tty=True,
+        step=p.step,
+        epoch=p.epoch + 1,
+        loss=w.loss / max(w.tgt, 1),
+        nll=nll,
+        ppl=math.exp(min(nll, 100.0)),
+        lr=inverse_sqrt_lr(p.step, t.model_cfg.d_model, cfg.warmup, cfg.lr_scale),
+        grad_norm=w.grad_norm(),
+        tokens_per_s=w.real / max(w.seconds, 1e-9),
+        pad_eff=w.real / max(w.padded, 1),
+        s_per_update=s_per_update,
+        eta_h=round(eta_s / 3600, 3),
+    )
 
 
 def done(t: Trainer, stopped: str) -> None:
@@ -62,5 +87,6 @@ def done(t: Trainer, stopped: str) -> None:
     best: dict[str, Any] = {"best_bleu": -p.best} if t.bleu_sample is not None else {"best_nll": p.best}
     # After a signal the CLI says the one line; the record still goes to metrics.jsonl.
     level = logging.DEBUG if stopped in SIGNAL_STOPS else logging.INFO
-    t.log.event("done", level=level, step=p.step, epochs_done=p.epoch, stopped=stopped, **best,
-                hours=round(p.elapsed / 3600, 4))
+    t.log.event(
+        "done", level=level, step=p.step, epochs_done=p.epoch, stopped=stopped, **best, hours=round(p.elapsed / 3600, 4)
+    )

@@ -46,6 +46,7 @@ class Progress:
 
 # ---- which checkpoint ---------------------------------------------------------------------------------
 
+
 def check_run_config(run_dir: Path, model_cfg: ModelConfig) -> None:
     """Refuse a run directory whose config.json describes another model."""
     saved = run_dir / "config.json"
@@ -57,8 +58,10 @@ def check_run_config(run_dir: Path, model_cfg: ModelConfig) -> None:
         raise MtkitError(f"{saved} is not a valid mtkit run config ({exc}); use another --out.") from None
     diff = config_diff(old, model_cfg)
     if diff:
-        raise MtkitError(f"{run_dir} holds a run with a different model config ({'; '.join(diff)}); "
-                         "use the same options to resume, or another --out.")
+        raise MtkitError(
+            f"{run_dir} holds a run with a different model config ({'; '.join(diff)}); "
+            "use the same options to resume, or another --out."
+        )
 
 
 def _numbered_newest_first(run_dir: Path) -> list[Path]:
@@ -111,12 +114,15 @@ def find_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     leftovers = sorted(p.name for p in run_dir.glob("checkpoint*.pt"))
     if leftovers:
         why = f" ({'; '.join(broken)})" if broken else ""
-        raise MtkitError(f"{run_dir} holds checkpoints ({', '.join(leftovers)}) but none can be resumed{why}; "
-                         "rerun with --restart to move them aside and start afresh, or use another --out.")
+        raise MtkitError(
+            f"{run_dir} holds checkpoints ({', '.join(leftovers)}) but none can be resumed{why}; "
+            "rerun with --restart to move them aside and start afresh, or use another --out."
+        )
     return None
 
 
 # ---- what a checkpoint must agree with ----------------------------------------------------------------
+
 
 def corpus_of(data: DataDir) -> dict[str, dict[str, str]]:
     """bpe.json's sha256 of each raw input file, for the splits a resumed run depends on."""
@@ -124,37 +130,48 @@ def corpus_of(data: DataDir) -> dict[str, dict[str, str]]:
     return {split: dict(splits[split].get("inputs", {})) for split in CHECKED_SPLITS if split in splits}
 
 
-def check_corpus(saved: dict[str, dict[str, str]] | None, current: dict[str, dict[str, str]], run_dir: Path,
-                 data: DataDir) -> None:
+def check_corpus(
+    saved: dict[str, dict[str, str]] | None, current: dict[str, dict[str, str]], run_dir: Path, data: DataDir
+) -> None:
     """Refuse another corpus: one sentence naming the first file whose sha256 differs."""
     for split, langs in (saved or {}).items():
         for lang, sha in langs.items():
             now = current.get(split, {}).get(lang)
             if now is not None and now != sha:
-                raise MtkitError(f"{run_dir} was trained on other data: raw/{split}.{lang} had sha256 {sha[:12]}... "
-                                 f"and {data.path}/bpe.json now says {now[:12]}...; resume with the same data, "
-                                 "or use another --out.")
+                raise MtkitError(
+                    f"{run_dir} was trained on other data: raw/{split}.{lang} had sha256 {sha[:12]}... "
+                    f"and {data.path}/bpe.json now says {now[:12]}...; resume with the same data, "
+                    "or use another --out."
+                )
 
 
 def _check_same_model(ckpt: dict[str, Any], t: Trainer) -> None:
     diff = config_diff(checkpoint.config_of(ckpt), t.model_cfg)
     if diff:
-        raise MtkitError(f"checkpoint_last.pt in {t.run_dir} has a different model config "
-                         f"({'; '.join(diff)}); use the same options to resume, or another --out.")
+        raise MtkitError(
+            f"checkpoint_last.pt in {t.run_dir} has a different model config "
+            f"({'; '.join(diff)}); use the same options to resume, or another --out."
+        )
     if ckpt.get("vocab") != t.vocab:
-        raise MtkitError(f"{t.run_dir} was trained with another SentencePiece model than the data's spm.model; "
-                         "use the same data to resume, or another --out.")
+        raise MtkitError(
+            f"{t.run_dir} was trained with another SentencePiece model than the data's spm.model; "
+            "use the same data to resume, or another --out."
+        )
 
 
 # ---- restore and save ---------------------------------------------------------------------------------
+
 
 def _restore_position(ckpt: dict[str, Any], t: Trainer) -> None:
     """Epoch and batch from the checkpoint; the start of the next epoch when the batch plan changed."""
     cfg, p, data = t.cfg, t.progress, ckpt["data"]
     p.epoch, p.batch = data["epoch"], data["batch"]
     if (data["world_size"], data["max_tokens"], data["seed"]) != (t.world.size, cfg.max_tokens, cfg.seed):
-        logger.warning("world size, --max-tokens or --seed changed, so the batches differ: "
-                       "continuing at the start of epoch %d instead of where the run stopped", p.epoch + 2)
+        logger.warning(
+            "world size, --max-tokens or --seed changed, so the batches differ: "
+            "continuing at the start of epoch %d instead of where the run stopped",
+            p.epoch + 2,
+        )
         p.epoch, p.batch = (p.epoch + 1 if p.batch else p.epoch), 0
 
 
@@ -186,10 +203,23 @@ def payload(t: Trainer) -> dict[str, Any]:
     p, cfg = t.progress, t.cfg
     rngs = dist.all_gather_objects(checkpoint.rng_state(), t.world)
     return checkpoint.model_payload(
-        t.model, t.model_cfg, t.vocab, p.step, kind="checkpoint",
-        train_config=dataclasses.asdict(cfg), optimizer=t.optimizer.state_dict(),
-        scaler=t.precision.state_dict(), rng=rngs,
-        data={"epoch": p.epoch, "batch": p.batch, "world_size": t.world.size, "max_tokens": cfg.max_tokens,
-              "seed": cfg.seed},
-        progress={k: v for k, v in dataclasses.asdict(p).items() if k != "step"}, corpus=t.corpus,
-        provenance=t.provenance)
+        t.model,
+        t.model_cfg,
+        t.vocab,
+        p.step,
+        kind="checkpoint",
+        train_config=dataclasses.asdict(cfg),
+        optimizer=t.optimizer.state_dict(),
+        scaler=t.precision.state_dict(),
+        rng=rngs,
+        data={
+            "epoch": p.epoch,
+            "batch": p.batch,
+            "world_size": t.world.size,
+            "max_tokens": cfg.max_tokens,
+            "seed": cfg.seed,
+        },
+        progress={k: v for k, v in dataclasses.asdict(p).items() if k != "step"},
+        corpus=t.corpus,
+        provenance=t.provenance,
+    )

@@ -13,8 +13,9 @@ import datetime as _dt
 import logging
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 import torch
 
@@ -30,8 +31,9 @@ PREVIOUS_PREFIX = "previous-"
 def make_run_dir(run_dir: Path) -> None:
     """Create RUN (and its parents); a path that is a file is one sentence, not a FileExistsError."""
     if run_dir.exists() and not run_dir.is_dir():
-        raise MtkitError(f"--out {run_dir} is a file, not a run directory; give a directory path "
-                         "(it is created if missing).")
+        raise MtkitError(
+            f"--out {run_dir} is a file, not a run directory; give a directory path (it is created if missing)."
+        )
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -61,8 +63,9 @@ def locked(run_dir: Path) -> Iterator[None]:
         if not _try_lock(f):
             f.seek(0)
             holder = f.read().strip() or "another process"
-            raise MtkitError(f"{run_dir} is in use by another `mtkit train` ({holder}); wait for it to end, "
-                             "or use another --out.")
+            raise MtkitError(
+                f"{run_dir} is in use by another `mtkit train` ({holder}); wait for it to end, or use another --out."
+            )
         f.seek(0)
         f.truncate()
         f.write(f"pid {os.getpid()} on {socket.gethostname()}\n")

@@ -10,4 +10,4 @@ def inverse_sqrt_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) ->
     the optimiser never starts at a learning rate of exactly zero or infinity.
     """
     step = max(step, 1)
-    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)

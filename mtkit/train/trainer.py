@@ -112,8 +112,15 @@ def stop_reason(p: Progress, cfg: TrainConfig, time_up: bool, stop_signal: str =
     return ""
 
 
-def train(data_dir: str | os.PathLike, run_dir: str | os.PathLike, model_cfg: ModelConfig, train_cfg: TrainConfig,
-          device: str = "auto", threads: int = 0, restart: bool = False) -> TrainResult:
+def train(
+    data_dir: str | os.PathLike,
+    run_dir: str | os.PathLike,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    device: str = "auto",
+    threads: int = 0,
+    restart: bool = False,
+) -> TrainResult:
     """Train (or resume RUN's checkpoint) and return the final model; see the module docstring.
 
     `restart`: move what RUN holds to RUN/previous-<time>/ and start afresh.
@@ -131,8 +138,9 @@ def train(data_dir: str | os.PathLike, run_dir: str | os.PathLike, model_cfg: Mo
 class Trainer:
     """Holds one run's model, optimizer, data plan and progress; `run` is the loop."""
 
-    def __init__(self, data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig,
-                 world: dist.World):
+    def __init__(
+        self, data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, world: dist.World
+    ):
         self.world, self.run_dir, self.model_cfg = world, run_dir, model_cfg
         self.cfg = cfg = train_cfg.for_world(world.size)
         self.data = data = open_data(data_dir)
@@ -151,8 +159,13 @@ class Trainer:
         self.model = Transformer(model_cfg).to(world.device)
         self.precision = Precision(cfg.precision, world.device, model_cfg.d_model)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps,
-                                          fused=world.device.type in ("cuda", "cpu") or None)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(),
+            lr=0.0,
+            betas=cfg.adam_betas,
+            eps=cfg.adam_eps,
+            fused=world.device.type in ("cuda", "cpu") or None,
+        )
         self.progress = Progress()
         self._plan()
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
@@ -163,14 +176,18 @@ class Trainer:
 
     def _plan(self) -> None:
         cfg, world, max_positions = self.cfg, self.world, self.model_cfg.max_positions
-        self.plan = plan_batches(self.train_split.src_sizes, self.train_split.tgt_sizes, cfg.max_tokens, cfg.seed,
-                                 max_positions)
-        valid_plan = plan_batches(self.valid_split.src_sizes, self.valid_split.tgt_sizes, cfg.max_tokens, cfg.seed,
-                                  max_positions)
+        self.plan = plan_batches(
+            self.train_split.src_sizes, self.train_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions
+        )
+        valid_plan = plan_batches(
+            self.valid_split.src_sizes, self.valid_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions
+        )
         self.valid_batches = shard_all(valid_plan, world.rank, world.size)
         if len(self.plan) < world.size:
-            raise MtkitError(f"the training data makes {len(self.plan)} batch(es) of --max-tokens {cfg.max_tokens}, "
-                             f"fewer than the {world.size} processes; lower --max-tokens or use fewer processes.")
+            raise MtkitError(
+                f"the training data makes {len(self.plan)} batch(es) of --max-tokens {cfg.max_tokens}, "
+                f"fewer than the {world.size} processes; lower --max-tokens or use fewer processes."
+            )
 
     def _save(self, best: bool = False, regular: bool = True) -> None:
         payload = resume.payload(self)
@@ -195,12 +212,20 @@ class Trainer:
         p = self.progress
         finished = stop_reason(p, self.cfg, out_of_time(p, self.cfg))
         if finished:
-            logger.info("nothing to do: the run in %s finished at step %d, epoch %d, %.1f minutes (%s); raise that "
-                        "limit to train on", self.run_dir, p.step, p.epoch, p.elapsed / 60, finished)
+            logger.info(
+                "nothing to do: the run in %s finished at step %d, epoch %d, %.1f minutes (%s); raise that "
+                "limit to train on",
+                self.run_dir,
+                p.step,
+                p.epoch,
+                p.elapsed / 60,
+                finished,
+            )
             return TrainResult(self.model, p.step, p.epoch, p.best, finished)
         self._start_files()
-        self.log = MetricsLog(self.run_dir, self.world.is_main, self.cfg.max_steps, p.step,
-                              tensorboard=self.cfg.tensorboard)
+        self.log = MetricsLog(
+            self.run_dir, self.world.is_main, self.cfg.max_steps, p.step, tensorboard=self.cfg.tensorboard
+        )
         with logging_redirect_tqdm() if self.log.bar is not None else contextlib.nullcontext(), self.stop_requests:
             try:
                 report.start(self)
@@ -214,21 +239,35 @@ class Trainer:
         if not self.world.is_main:
             return
         checkpoint.remove_stale_temporaries(self.run_dir)
-        config = {"model": dataclasses.asdict(self.model_cfg), "train": dataclasses.asdict(self.cfg),
-                  "data": str(self.data.path.resolve()), "world_size": self.world.size}
+        config = {
+            "model": dataclasses.asdict(self.model_cfg),
+            "train": dataclasses.asdict(self.cfg),
+            "data": str(self.data.path.resolve()),
+            "world_size": self.world.size,
+        }
         write_atomic(self.run_dir / "config.json", json.dumps(config, indent=2) + "\n")
         self.provenance = provenance.start_run(
-            self.run_dir, self.data.path, self.data.src_lang, self.data.tgt_lang, device=self.world.device,
-            threads=torch.get_num_threads(), precision=self.precision.name, world_size=self.world.size,
-            start_step=self.progress.step)
+            self.run_dir,
+            self.data.path,
+            self.data.src_lang,
+            self.data.tgt_lang,
+            device=self.world.device,
+            threads=torch.get_num_threads(),
+            precision=self.precision.name,
+            world_size=self.world.size,
+            start_step=self.progress.step,
+        )
 
     def _epoch(self, number: int) -> Epoch:
         plan, world = self.plan, self.world
         order = epoch_order(plan, number, world.size)  # (per_rank, W): every rank's batch at each local index
         real = (plan.src_tokens + plan.tgt_tokens)[order].sum(1)
         padded = (plan.src_padded + plan.tgt_padded)[order].sum(1)
-        return Epoch(epoch_batches(plan, number, world.rank, world.size), plan.tgt_tokens[order].sum(1),
-                     np.stack([real, padded], axis=1))
+        return Epoch(
+            epoch_batches(plan, number, world.rank, world.size),
+            plan.tgt_tokens[order].sum(1),
+            np.stack([real, padded], axis=1),
+        )
 
     def _loop(self) -> str:
         p = self.progress
@@ -260,8 +299,14 @@ class Trainer:
         tokens = int(epoch.tgt_tokens[lo:hi].sum())
         result = self._update(epoch.batches[lo:hi], tokens, *self._clock(start, state))
         p.epoch, p.batch = (p.epoch + 1, 0) if hi >= len(epoch.batches) else (p.epoch, hi)
-        state.window.add(result.loss, result.nll, tokens, epoch.real_and_padded[lo:hi].sum(0),
-                         time.monotonic() - start, result.grad_norm)
+        state.window.add(
+            result.loss,
+            result.nll,
+            tokens,
+            epoch.real_and_padded[lo:hi].sum(0),
+            time.monotonic() - start,
+            result.grad_norm,
+        )
         self.log.advance(int(result.applied))
         if result.applied and p.step % cfg.log_every == 0:
             report.train_line(self, state.window)
@@ -281,14 +326,18 @@ class Trainer:
         cfg, p = self.cfg, self.progress
         should_stop = stop_reason(p, cfg, r.time_up, r.stop_signal)
         # A signal stops at once (a preemption's grace is short); any other stop validates one last time.
-        do_validate = not r.stop_signal and ((r.applied and p.step % cfg.valid_every == 0) or
-                                             (bool(should_stop) and state.last_valid != p.step))
+        do_validate = not r.stop_signal and (
+            (r.applied and p.step % cfg.valid_every == 0) or (bool(should_stop) and state.last_valid != p.step)
+        )
         new_best = False
         if do_validate:
             new_best, state.last_valid = self._validate(), p.step
             should_stop = should_stop or stop_reason(p, cfg, r.time_up)  # patience counts this validation
-        do_save = r.save_asked or bool(r.applied and cfg.save_every_steps and p.step % cfg.save_every_steps == 0) \
+        do_save = (
+            r.save_asked
+            or bool(r.applied and cfg.save_every_steps and p.step % cfg.save_every_steps == 0)
             or bool(should_stop and state.saved_step != p.step)
+        )
         if do_save or new_best:
             self._save(best=new_best, regular=do_save)
             if do_save:
@@ -312,14 +361,22 @@ class Trainer:
     def _forward_backward(self, group: list[np.ndarray], tokens: int) -> torch.Tensor:
         cfg, world, p = self.cfg, self.world, self.progress
         try:
-            return accumulate(self.ddp, self.train_split, group, world.size / max(tokens, 1), self.precision,
-                              cfg.label_smoothing, world.device)
+            return accumulate(
+                self.ddp,
+                self.train_split,
+                group,
+                world.size / max(tokens, 1),
+                self.precision,
+                cfg.label_smoothing,
+                world.device,
+            )
         except (torch.OutOfMemoryError, RuntimeError) as exc:
             if not isinstance(exc, torch.OutOfMemoryError) and "can't allocate memory" not in str(exc):
                 raise
-            raise MtkitError(f"out of memory on a batch at step {p.step + 1}; lower --max-tokens (now {cfg.max_tokens},"
-                             f" e.g. {cfg.max_tokens // 2}) and raise --update-freq to keep the effective batch."
-                             ) from None
+            raise MtkitError(
+                f"out of memory on a batch at step {p.step + 1}; lower --max-tokens (now {cfg.max_tokens},"
+                f" e.g. {cfg.max_tokens // 2}) and raise --update-freq to keep the effective batch."
+            ) from None
 
     def _grad_norm(self) -> torch.Tensor:
         """The whole gradient's L2 norm in true units (fp16: unscaled first), left on the device."""
@@ -350,23 +407,34 @@ class Trainer:
         self.precision.skip()
         self.optimizer.zero_grad(set_to_none=True)
         p.nonfinite += 1
-        self.log.event("nonfinite", level=logging.WARNING, step=p.step + 1, in_a_row=p.nonfinite,
-                       action="update skipped", loss=loss, grad_norm=grad_norm)
+        self.log.event(
+            "nonfinite",
+            level=logging.WARNING,
+            step=p.step + 1,
+            in_a_row=p.nonfinite,
+            action="update skipped",
+            loss=loss,
+            grad_norm=grad_norm,
+        )
         if p.nonfinite >= cfg.max_nonfinite:
-            raise MtkitError(f"the loss or gradient norm was NaN or infinite for {p.nonfinite} updates in a row at "
-                             f"step {p.step}; lower --lr-scale (now {cfg.lr_scale}), set --clip-norm (e.g. 1.0), "
-                             "raise --warmup, or use --precision fp32; the run resumes from checkpoint_last.pt.")
+            raise MtkitError(
+                f"the loss or gradient norm was NaN or infinite for {p.nonfinite} updates in a row at "
+                f"step {p.step}; lower --lr-scale (now {cfg.lr_scale}), set --clip-norm (e.g. 1.0), "
+                "raise --warmup, or use --precision fp32; the run resumes from checkpoint_last.pt."
+            )
 
     def _validate(self) -> bool:
         """Validate, update best and patience; True when this is a new best (identical on every rank)."""
         p = self.progress
-        metrics: dict[str, Any] = validate(self.model, self.valid_split, self.valid_batches, self.world,
-                                           self.precision, self.cfg.label_smoothing)
+        metrics: dict[str, Any] = validate(
+            self.model, self.valid_split, self.valid_batches, self.world, self.precision, self.cfg.label_smoothing
+        )
         world = self.world
         if self.bleu_sample is not None:  # rank 0 translates; the sum hands its score to every rank
             bleu = greedy_bleu(self.model, self.spm, *self.bleu_sample, world.device) if world.is_main else 0.0
-            metrics["bleu"] = dist.all_reduce_sum(torch.tensor([bleu], dtype=torch.float64, device=world.device),
-                                                  world).item()
+            metrics["bleu"] = dist.all_reduce_sum(
+                torch.tensor([bleu], dtype=torch.float64, device=world.device), world
+            ).item()
         better = is_better(metrics, p.best)
         if better:
             p.best, p.bad_valids = score_of(metrics), 0
@@ -375,17 +443,24 @@ class Trainer:
         self.log.event("valid", step=p.step, epoch=p.epoch + 1, **metrics, best=better)
         return better
 
+
 def _check_vocab(data: DataDir, vocab: Vocab, model_cfg: ModelConfig) -> None:
     if len(vocab) != data.vocab_size:
-        raise MtkitError(f"{data.spm_path} has {len(vocab)} pieces but {data.path}/bpe.json says vocab_size "
-                         f"{data.vocab_size}; rebuild the data with `mtkit bpe`.")
+        raise MtkitError(
+            f"{data.spm_path} has {len(vocab)} pieces but {data.path}/bpe.json says vocab_size "
+            f"{data.vocab_size}; rebuild the data with `mtkit bpe`."
+        )
     if model_cfg.vocab_size != data.vocab_size or model_cfg.target_vocab_size != data.vocab_size:
-        raise MtkitError(f"the model's vocab_size {model_cfg.vocab_size} does not match the data's vocabulary of "
-                         f"{data.vocab_size} pieces ({data.path}/bpe.json); drop the vocab_size override.")
+        raise MtkitError(
+            f"the model's vocab_size {model_cfg.vocab_size} does not match the data's vocabulary of "
+            f"{data.vocab_size} pieces ({data.path}/bpe.json); drop the vocab_size override."
+        )
 
 
 def _check_token_ids(data: DataDir, splits: tuple[ParallelSplit, ...], model_cfg: ModelConfig) -> None:
     for split in splits:
         if split.max_id() >= model_cfg.vocab_size:
-            raise MtkitError(f"{data.path}/bin/{split.name} holds token id {split.max_id()}, but the vocabulary "
-                             f"has {model_cfg.vocab_size} entries; rebuild the data with `mtkit bpe`.")
+            raise MtkitError(
+                f"{data.path}/bin/{split.name} holds token id {split.max_id()}, but the vocabulary "
+                f"has {model_cfg.vocab_size} entries; rebuild the data with `mtkit bpe`."
+            )

@@ -23,8 +23,14 @@ from mtkit.train.precision import Precision
 
 
 @torch.no_grad()
-def validate(model: torch.nn.Module, split: ParallelSplit, batches: list[np.ndarray], world: World,
-             precision: Precision, smoothing: float) -> dict[str, float]:
+def validate(
+    model: torch.nn.Module,
+    split: ParallelSplit,
+    batches: list[np.ndarray],
+    world: World,
+    precision: Precision,
+    smoothing: float,
+) -> dict[str, float]:
     """Mean label-smoothed loss, NLL and perplexity per target token over this rank's share, summed over ranks.
 
     `model` is the bare module (not DDP): evaluation needs no gradient synchronisation, and
@@ -61,8 +67,9 @@ def bleu_sample(data: DataDir, n: int) -> tuple[list[str], list[str]]:
     return head(paths[0]), head(paths[1])
 
 
-def greedy_bleu(model: torch.nn.Module, vocab: Vocab, sources: list[str], references: list[str],
-                device: torch.device) -> float:
+def greedy_bleu(
+    model: torch.nn.Module, vocab: Vocab, sources: list[str], references: list[str], device: torch.device
+) -> float:
     """sacreBLEU of greedy (beam 1) translations, through the same Translator as `mtkit translate`."""
     from sacrebleu.metrics import BLEU
 

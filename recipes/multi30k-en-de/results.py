@@ -36,9 +36,12 @@ def versions() -> str:
 def main(argv: list[str]) -> str:
     out, run, minutes = Path(argv[0]), Path(argv[1]), argv[2]
     rest = argv[3:]
-    commands, stages = rest[:rest.index("--")], rest[rest.index("--") + 1:]
-    scores = {(split, which): json.loads((out / f"scores.{split}.{which}.json").read_text())
-              for split in ("valid", "test") for which in ("last", "averaged")}
+    commands, stages = rest[: rest.index("--")], rest[rest.index("--") + 1 :]
+    scores = {
+        (split, which): json.loads((out / f"scores.{split}.{which}.json").read_text())
+        for split in ("valid", "test")
+        for which in ("last", "averaged")
+    }
     best = max(("last", "averaged"), key=lambda which: metric(scores[("valid", which)], "BLEU")["score"])
     source = run / "checkpoint_last.pt" if best == "last" else out / "averaged.pt"
     shutil.copyfile(source, out / "model.pt.tmp")
@@ -50,36 +53,70 @@ def main(argv: list[str]) -> str:
     train = [r for r in records if r["event"] == "train"][-1]
     names = {"last": f"last checkpoint (update {done['step']})", "averaged": "average of the last checkpoints"}
 
-    lines = [f"# Multi30k En-De, small Transformer, {minutes} minutes of training on this CPU", "",
-             f"Made by `recipes/multi30k-en-de/run.sh` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: "
-             f"{versions()}; Python {platform.python_version()}; {os.cpu_count()} CPU cores "
-             f"({platform.processor() or platform.machine()}).", "",
-             "| model | test_2016_flickr sacreBLEU | test chrF2 | dev sacreBLEU |", "|---|---|---|---|"]
+    lines = [
+        f"# Multi30k En-De, small Transformer, {minutes} minutes of training on this CPU",
+        "",
+        f"Made by `recipes/multi30k-en-de/run.sh` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: "
+        f"{versions()}; Python {platform.python_version()}; {os.cpu_count()} CPU cores "
+        f"({platform.processor() or platform.machine()}).",
+        "",
+        "| model | test_2016_flickr sacreBLEU | test chrF2 | dev sacreBLEU |",
+        "|---|---|---|---|",
+    ]
     for which in ("last", "averaged"):
         mark = " **= model.pt**" if which == best else ""
-        lines.append(f"| {names[which]}{mark} | {metric(scores[('test', which)], 'BLEU')['score']:.2f} | "
-                     f"{metric(scores[('test', which)], 'chrF')['score']:.2f} | "
-                     f"{metric(scores[('valid', which)], 'BLEU')['score']:.2f} |")
-    lines += ["", "Beam 4, GNMT length penalty alpha 0.6, maximum length source + 50. model.pt is the better "
-              "of the two on the dev set.", "",
-              f"- sacreBLEU signature: `{metric(scores[('test', best)], 'BLEU')['signature']}`",
-              f"- chrF signature: `{metric(scores[('test', best)], 'chrF')['signature']}`",
-              f"- training: {done['step']} updates, {done['epochs_done']} full epochs, stopped by "
-              f"`{done['stopped']}` after {done['hours'] * 60:.1f} minutes of training wall-clock; last log window "
-              f"{train['tokens_per_s']:,.0f} tokens/s (source + target), {train['s_per_update']:.3f} s/update", "",
-              "## BLEU by time", "",
-              "Greedy translations of the first dev sentences, scored during training (`--valid-bleu`).", "",
-              "| minutes | update | epoch | dev loss | dev perplexity | dev greedy sacreBLEU |", "|---|---|---|---|---|---|"]
-    lines += [f"| {m:.1f} | {r['step']} | {r['epoch']} | {r['loss']:.3f} | {r['ppl']:.2f} | "
-              f"{r['bleu']:.2f} |" for m, r in zip(minutes, records) if r["event"] == "valid" and "bleu" in r]
+        lines.append(
+            f"| {names[which]}{mark} | {metric(scores[('test', which)], 'BLEU')['score']:.2f} | "
+            f"{metric(scores[('test', which)], 'chrF')['score']:.2f} | "
+            f"{metric(scores[('valid', which)], 'BLEU')['score']:.2f} |"
+        )
+    lines += [
+        "",
+        "Beam 4, GNMT length penalty alpha 0.6, maximum length source + 50. model.pt is the better "
+        "of the two on the dev set.",
+        "",
+        f"- sacreBLEU signature: `{metric(scores[('test', best)], 'BLEU')['signature']}`",
+        f"- chrF signature: `{metric(scores[('test', best)], 'chrF')['signature']}`",
+        f"- training: {done['step']} updates, {done['epochs_done']} full epochs, stopped by "
+        f"`{done['stopped']}` after {done['hours'] * 60:.1f} minutes of training wall-clock; last log window "
+        f"{train['tokens_per_s']:,.0f} tokens/s (source + target), {train['s_per_update']:.3f} s/update",
+        "",
+        "## BLEU by time",
+        "",
+        "Greedy translations of the first dev sentences, scored during training (`--valid-bleu`).",
+        "",
+        "| minutes | update | epoch | dev loss | dev perplexity | dev greedy sacreBLEU |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m:.1f} | {r['step']} | {r['epoch']} | {r['loss']:.3f} | {r['ppl']:.2f} | {r['bleu']:.2f} |"
+        for m, r in zip(minutes, records)
+        if r["event"] == "valid" and "bleu" in r
+    ]
     if (out / "curves.png").is_file():
-        lines += ["", "![Learning curves: dev BLEU, loss and perplexity by minutes of training](curves.png)", "",
-                  f"(`mtkit plot {run} --y bleu --y loss --y ppl -o {out / 'curves.png'}`: solid lines are the "
-                  "training log, dashed ones the validations.)"]
-    lines += ["", "## Wall-clock of each stage", "",
-              "| stage | h:mm:ss |", "|---|---|", *stages,
-              f"| (training loop, from the run's log, all resumes) | {done['hours'] * 60:.1f} min |",
-              "", "## Commands", "", "```bash", *commands, "```", ""]
+        lines += [
+            "",
+            "![Learning curves: dev BLEU, loss and perplexity by minutes of training](curves.png)",
+            "",
+            f"(`mtkit plot {run} --y bleu --y loss --y ppl -o {out / 'curves.png'}`: solid lines are the "
+            "training log, dashed ones the validations.)",
+        ]
+    lines += [
+        "",
+        "## Wall-clock of each stage",
+        "",
+        "| stage | h:mm:ss |",
+        "|---|---|",
+        *stages,
+        f"| (training loop, from the run's log, all resumes) | {done['hours'] * 60:.1f} min |",
+        "",
+        "## Commands",
+        "",
+        "```bash",
+        *commands,
+        "```",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -66,7 +66,7 @@ def _handler(server: ArchiveServer):
             name = path.name
             if name in server.cut_once:
                 cut = server.cut_once.pop(name) - start
-                self.wfile.write(body[:max(cut, 0)])
+                self.wfile.write(body[: max(cut, 0)])
                 self.wfile.flush()
                 self.close_connection = True
                 return  # the connection closes with the body incomplete

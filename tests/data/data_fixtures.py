@@ -39,8 +39,11 @@ def parallel(n: int, tag: str) -> tuple[list[str], list[str]]:
 
 
 def sgml(lang: str, setid: str, segs: list[str], kind: str) -> bytes:
-    head = f'<{kind}set setid="{setid}" srclang="any" trglang="{lang}">\n' if kind == "ref" else \
-        f'<{kind}set setid="{setid}" srclang="{lang}">\n'
+    head = (
+        f'<{kind}set setid="{setid}" srclang="any" trglang="{lang}">\n'
+        if kind == "ref"
+        else f'<{kind}set setid="{setid}" srclang="{lang}">\n'
+    )
     body = '<doc sysid="ref" docid="d1" genre="news" origlang="en">\n<p>\n'
     body += "".join(f'<seg id="{i + 1}">{s}</seg>\n' for i, s in enumerate(segs))
     return (head + body + f"</p>\n</doc>\n</{kind}set>\n").encode("utf-8")
@@ -66,8 +69,12 @@ def build_wmt14_de(root: Path) -> WmtFixture:
     ep_de, ep_en = parallel(40, "europarl")
     # Lines every rule must drop (de, en): empty side, too long, bad ratio, invalid UTF-8 added below.
     ep_de += ["", "zu lang " * 130, "Kurz .", "Ein „zitierter“ Satz mit einem Tab\tdarin ."]
-    ep_en += ["An orphan line .", "too long " * 130, "This English side is much much longer than the German one .",
-              "A \u201cquoted\u201d sentence with a tab\tin it ."]
+    ep_en += [
+        "An orphan line .",
+        "too long " * 130,
+        "This English side is much much longer than the German one .",
+        "A \u201cquoted\u201d sentence with a tab\tin it .",
+    ]
     ep_de_bytes = lines(*ep_de) + b"Ung\xfcltiges UTF-8 hier .\n"  # Latin-1 byte: not UTF-8
     ep_en_bytes = lines(*ep_en) + lines("Invalid UTF-8 here .")
     cc_de, cc_en = parallel(30, "commoncrawl")
@@ -75,37 +82,75 @@ def build_wmt14_de(root: Path) -> WmtFixture:
     cc_en.append(cc_en[0])
     nc_de, nc_en = parallel(20, "news")
     files = {
-        "training-parallel-europarl-v7.tgz": make_tgz(root / "training-parallel-europarl-v7.tgz", {
-            "training/europarl-v7.cs-en.cs": lines("Nepoužito ."),
-            "training/europarl-v7.de-en.de": ep_de_bytes,
-            "training/europarl-v7.de-en.en": ep_en_bytes,
-            "training/europarl-v7.fr-en.fr": lines("Pas utilisé ."),
-        }),
-        "training-parallel-commoncrawl.tgz": make_tgz(root / "training-parallel-commoncrawl.tgz", {
-            "commoncrawl.de-en.de": lines(*cc_de), "commoncrawl.de-en.en": lines(*cc_en),
-            "commoncrawl.de-en.annotation": lines(*["x"] * len(cc_de)),
-        }),
-        "training-parallel-nc-v9.tgz": make_tgz(root / "training-parallel-nc-v9.tgz", {
-            "training/news-commentary-v9.de-en.de": lines(*nc_de),
-            "training/news-commentary-v9.de-en.en": lines(*nc_en),
-        }),
-        "dev.tgz": make_tgz(root / "dev.tgz", {
-            "dev/newstest2013.de": lines("Erster  Satz mit zwei Leerzeichen .", "Zweiter Satz ."),
-            "dev/newstest2013.en": lines("First  sentence with two spaces .", "Second sentence ."),
-            "dev/newstest2013-src.de.sgm": sgml("de", "newstest2013", ["Erster Satz ."], "src"),
-        }),
-        "test-full.tgz": make_tgz(root / "test-full.tgz", {
-            "test-full/newstest2014-deen-src.en.sgm": sgml("en", "newstest2014", [
-                "Gutach: Increased safety for pedestrians", "AT&amp;T said &quot;yes&quot; &lt;really&gt;",
-                "Third &#252; &#xFC; segment"], "src"),
-            "test-full/newstest2014-deen-ref.de.sgm": sgml("de", "newstest2014", [
-                "Gutach: Noch mehr Sicherheit für Fußgänger", "AT&amp;T sagte &quot;ja&quot; &lt;wirklich&gt;",
-                "Drittes Segment"], "ref"),
-            "test-full/newstest2014-deen-src.de.sgm": sgml("de", "newstest2014", [
-                "Gutach: Noch mehr Sicherheit für Fußgänger (src.de)", "AT&amp;T sagte ja", "Drittes Segment"], "src"),
-            "test-full/newstest2014-deen-ref.en.sgm": sgml("en", "newstest2014", [
-                "Gutach: Increased safety for pedestrians (ref.en)", "AT&amp;T said yes", "Third segment"], "ref"),
-        }),
+        "training-parallel-europarl-v7.tgz": make_tgz(
+            root / "training-parallel-europarl-v7.tgz",
+            {
+                "training/europarl-v7.cs-en.cs": lines("Nepoužito ."),
+                "training/europarl-v7.de-en.de": ep_de_bytes,
+                "training/europarl-v7.de-en.en": ep_en_bytes,
+                "training/europarl-v7.fr-en.fr": lines("Pas utilisé ."),
+            },
+        ),
+        "training-parallel-commoncrawl.tgz": make_tgz(
+            root / "training-parallel-commoncrawl.tgz",
+            {
+                "commoncrawl.de-en.de": lines(*cc_de),
+                "commoncrawl.de-en.en": lines(*cc_en),
+                "commoncrawl.de-en.annotation": lines(*["x"] * len(cc_de)),
+            },
+        ),
+        "training-parallel-nc-v9.tgz": make_tgz(
+            root / "training-parallel-nc-v9.tgz",
+            {
+                "training/news-commentary-v9.de-en.de": lines(*nc_de),
+                "training/news-commentary-v9.de-en.en": lines(*nc_en),
+            },
+        ),
+        "dev.tgz": make_tgz(
+            root / "dev.tgz",
+            {
+                "dev/newstest2013.de": lines("Erster  Satz mit zwei Leerzeichen .", "Zweiter Satz ."),
+                "dev/newstest2013.en": lines("First  sentence with two spaces .", "Second sentence ."),
+                "dev/newstest2013-src.de.sgm": sgml("de", "newstest2013", ["Erster Satz ."], "src"),
+            },
+        ),
+        "test-full.tgz": make_tgz(
+            root / "test-full.tgz",
+            {
+                "test-full/newstest2014-deen-src.en.sgm": sgml(
+                    "en",
+                    "newstest2014",
+                    [
+                        "Gutach: Increased safety for pedestrians",
+                        "AT&amp;T said &quot;yes&quot; &lt;really&gt;",
+                        "Third &#252; &#xFC; segment",
+                    ],
+                    "src",
+                ),
+                "test-full/newstest2014-deen-ref.de.sgm": sgml(
+                    "de",
+                    "newstest2014",
+                    [
+                        "Gutach: Noch mehr Sicherheit für Fußgänger",
+                        "AT&amp;T sagte &quot;ja&quot; &lt;wirklich&gt;",
+                        "Drittes Segment",
+                    ],
+                    "ref",
+                ),
+                "test-full/newstest2014-deen-src.de.sgm": sgml(
+                    "de",
+                    "newstest2014",
+                    ["Gutach: Noch mehr Sicherheit für Fußgänger (src.de)", "AT&amp;T sagte ja", "Drittes Segment"],
+                    "src",
+                ),
+                "test-full/newstest2014-deen-ref.en.sgm": sgml(
+                    "en",
+                    "newstest2014",
+                    ["Gutach: Increased safety for pedestrians (ref.en)", "AT&amp;T said yes", "Third segment"],
+                    "ref",
+                ),
+            },
+        ),
     }
     expect = {
         "train_in": 45 + 31 + 20,
@@ -146,25 +191,44 @@ def build_wmt14_fr(root: Path) -> WmtFixture:
 
     ep, cc, un, nc, giga = pair(5, "europarl"), pair(4, "commoncrawl"), pair(3, "un"), pair(2, "news"), pair(6, "giga")
     files = {
-        "training-parallel-europarl-v7.tgz": make_tgz(root / "training-parallel-europarl-v7.tgz", {
-            "training/europarl-v7.fr-en.fr": ep[0], "training/europarl-v7.fr-en.en": ep[1]}),
-        "training-parallel-commoncrawl.tgz": make_tgz(root / "training-parallel-commoncrawl.tgz", {
-            "commoncrawl.fr-en.fr": cc[0], "commoncrawl.fr-en.en": cc[1]}),
-        "training-parallel-un.tgz": make_tgz(root / "training-parallel-un.tgz", {
-            "un/undoc.2000.fr-en.fr": un[0], "un/undoc.2000.fr-en.en": un[1]}),
-        "training-parallel-nc-v9.tgz": make_tgz(root / "training-parallel-nc-v9.tgz", {
-            "training/news-commentary-v9.fr-en.fr": nc[0], "training/news-commentary-v9.fr-en.en": nc[1]}),
-        "training-giga-fren.tar": make_tar(root / "training-giga-fren.tar", {
-            "giga-fren.release2.fixed.fr.gz": gzip.compress(giga[0], mtime=0),
-            "giga-fren.release2.fixed.en.gz": gzip.compress(giga[1], mtime=0)}),
-        "dev.tgz": make_tgz(root / "dev.tgz", {
-            "dev/newstest2013.fr": lines("Bonjour .", "Au revoir ."),
-            "dev/newstest2013.en": lines("Hello .", "Goodbye .")}),
-        "test-full.tgz": make_tgz(root / "test-full.tgz", {
-            "test-full/newstest2014-fren-src.en.sgm": sgml("en", "newstest2014", ["Hello &amp; welcome"], "src"),
-            "test-full/newstest2014-fren-ref.fr.sgm": sgml("fr", "newstest2014", ["Bonjour &amp; bienvenue"], "ref"),
-            "test-full/newstest2014-fren-src.fr.sgm": sgml("fr", "newstest2014", ["Bonjour (src.fr)"], "src"),
-            "test-full/newstest2014-fren-ref.en.sgm": sgml("en", "newstest2014", ["Hello (ref.en)"], "ref"),
-        }),
+        "training-parallel-europarl-v7.tgz": make_tgz(
+            root / "training-parallel-europarl-v7.tgz",
+            {"training/europarl-v7.fr-en.fr": ep[0], "training/europarl-v7.fr-en.en": ep[1]},
+        ),
+        "training-parallel-commoncrawl.tgz": make_tgz(
+            root / "training-parallel-commoncrawl.tgz", {"commoncrawl.fr-en.fr": cc[0], "commoncrawl.fr-en.en": cc[1]}
+        ),
+        "training-parallel-un.tgz": make_tgz(
+            root / "training-parallel-un.tgz", {"un/undoc.2000.fr-en.fr": un[0], "un/undoc.2000.fr-en.en": un[1]}
+        ),
+        "training-parallel-nc-v9.tgz": make_tgz(
+            root / "training-parallel-nc-v9.tgz",
+            {"training/news-commentary-v9.fr-en.fr": nc[0], "training/news-commentary-v9.fr-en.en": nc[1]},
+        ),
+        "training-giga-fren.tar": make_tar(
+            root / "training-giga-fren.tar",
+            {
+                "giga-fren.release2.fixed.fr.gz": gzip.compress(giga[0], mtime=0),
+                "giga-fren.release2.fixed.en.gz": gzip.compress(giga[1], mtime=0),
+            },
+        ),
+        "dev.tgz": make_tgz(
+            root / "dev.tgz",
+            {
+                "dev/newstest2013.fr": lines("Bonjour .", "Au revoir ."),
+                "dev/newstest2013.en": lines("Hello .", "Goodbye ."),
+            },
+        ),
+        "test-full.tgz": make_tgz(
+            root / "test-full.tgz",
+            {
+                "test-full/newstest2014-fren-src.en.sgm": sgml("en", "newstest2014", ["Hello &amp; welcome"], "src"),
+                "test-full/newstest2014-fren-ref.fr.sgm": sgml(
+                    "fr", "newstest2014", ["Bonjour &amp; bienvenue"], "ref"
+                ),
+                "test-full/newstest2014-fren-src.fr.sgm": sgml("fr", "newstest2014", ["Bonjour (src.fr)"], "src"),
+                "test-full/newstest2014-fren-ref.en.sgm": sgml("en", "newstest2014", ["Hello (ref.en)"], "ref"),
+            },
+        ),
     }
     return WmtFixture(root, files, {"train_in": 5 + 4 + 3 + 2 + 6, "valid": 2, "test": 1})

@@ -13,8 +13,9 @@ def write(prefix, sentences, vocab_size):
             writer.add_many([ids])
 
 
-@pytest.mark.parametrize("vocab_size, dtype, itemsize",
-                         [(8000, np.uint16, 2), (65536, np.uint16, 2), (70000, np.int32, 4)])
+@pytest.mark.parametrize(
+    "vocab_size, dtype, itemsize", [(8000, np.uint16, 2), (65536, np.uint16, 2), (70000, np.int32, 4)]
+)
 def test_round_trip_with_the_narrowest_dtype(tmp_path, vocab_size, dtype, itemsize):
     sentences = [[5, 6, 7], [], [vocab_size - 1], list(range(4, 40))]
     write(tmp_path / "train.en", sentences, vocab_size)

@@ -50,8 +50,11 @@ def _clean(tmp_path: Path, src: list[bytes], tgt: list[bytes], config=CleanConfi
     a.write_bytes(b"".join(x + b"\n" for x in src))
     b.write_bytes(b"".join(x + b"\n" for x in tgt))
     oa, ob = tmp_path / "out.en", tmp_path / "out.de"
-    with Cleaner("en", "de", config, workers=workers, chunk_pairs=chunk) as cleaner, open(oa, "wb") as fa, \
-            open(ob, "wb") as fb:
+    with (
+        Cleaner("en", "de", config, workers=workers, chunk_pairs=chunk) as cleaner,
+        open(oa, "wb") as fa,
+        open(ob, "wb") as fb,
+    ):
         stats = cleaner.run(a, b, fa, fb)
         hashes = cleaner.hashes
     return stats, oa.read_text().splitlines(), ob.read_text().splitlines(), hashes
@@ -85,7 +88,11 @@ def test_dedup_keeps_first_occurrences(tmp_path):
     dropped = dedup_files(tmp_path / "out.en", tmp_path / "out.de", out_en, out_de, hashes)
     assert dropped == 1
     assert list(zip(out_en.read_text().split(), out_de.read_text().split())) == [
-        ("a", "x"), ("b", "y"), ("a", "z"), ("c", "x")]
+        ("a", "x"),
+        ("b", "y"),
+        ("a", "z"),
+        ("c", "x"),
+    ]
 
 
 def test_worker_processes_give_the_same_output(tmp_path, multi30k):

@@ -12,8 +12,8 @@ import pytest
 from mtkit.data.binarize import BinaryWriter, IndexedDataset
 from mtkit.data.corpora import default_registry
 from mtkit.data.extract import read_sgml, stage_members, unescape_xml, unsafe_member
-from mtkit.files import count_lines
 from mtkit.errors import MtkitError
+from mtkit.files import count_lines
 
 
 @pytest.mark.parametrize("name", ["../x", "a/../../x", "/etc/passwd", "C:/x", "..\\x", ""])
@@ -39,8 +39,10 @@ def _file(name, data=b"x\n"):
 
 
 def test_tar_member_stage_reads_only_what_is_wanted(tmp_path):
-    _tar(tmp_path / "a.tgz", [_file("./training/a.de", b"eins\n"), _file("training/a.en", b"one\n"),
-                              _file("other/big.txt", b"y" * 1000)])
+    _tar(
+        tmp_path / "a.tgz",
+        [_file("./training/a.de", b"eins\n"), _file("training/a.en", b"one\n"), _file("other/big.txt", b"y" * 1000)],
+    )
     got = stage_members(tmp_path / "a.tgz", "tar", {"training/a.de", "training/a.en"}, tmp_path / "stage")
     assert got["training/a.de"].read_bytes() == b"eins\n"
     assert not (tmp_path / "stage" / "other").exists()
@@ -54,9 +56,11 @@ def _symlink(name, target):
     return info, None
 
 
-@pytest.mark.parametrize("entry", [_file("../outside.txt"), _file("/abs/outside.txt"),
-                                   _symlink("training/link", "../../etc/passwd")],
-                         ids=["dotdot", "absolute", "symlink"])
+@pytest.mark.parametrize(
+    "entry",
+    [_file("../outside.txt"), _file("/abs/outside.txt"), _symlink("training/link", "../../etc/passwd")],
+    ids=["dotdot", "absolute", "symlink"],
+)
 def test_tar_traversal_is_refused(tmp_path, entry):
     _tar(tmp_path / "evil.tgz", [entry, _file("training/a.de")])
     with pytest.raises(MtkitError, match="would land outside the extraction directory"):
@@ -78,9 +82,12 @@ def test_zip_traversal_is_refused(tmp_path):
 
 def test_sgml_segments_are_unescaped(tmp_path):
     path = tmp_path / "t.sgm"
-    path.write_text('<srcset setid="x" srclang="en">\n<doc docid="1">\n<seg id="1"> A &amp; B </seg>\n'
-                    '<seg id="2">&lt;tag&gt; &quot;q&quot; &apos;a&apos; &#233;&#xe9;</seg>\n'
-                    '<seg id="3">&para and &copy stay</seg>\n</doc>\n</srcset>\n', encoding="utf-8")
+    path.write_text(
+        '<srcset setid="x" srclang="en">\n<doc docid="1">\n<seg id="1"> A &amp; B </seg>\n'
+        '<seg id="2">&lt;tag&gt; &quot;q&quot; &apos;a&apos; &#233;&#xe9;</seg>\n'
+        '<seg id="3">&para and &copy stay</seg>\n</doc>\n</srcset>\n',
+        encoding="utf-8",
+    )
     assert read_sgml(path, "t.sgm") == ["A & B", "<tag> \"q\" 'a' éé", "&para and &copy stay"]
     assert unescape_xml("AT&T") == "AT&T"
     empty = tmp_path / "e.sgm"
@@ -97,16 +104,27 @@ def test_count_lines(tmp_path):
 
 def test_registry_directions_share_files():
     reg = default_registry()
-    assert set(reg.names()) >= {"wmt14-en-de", "wmt14-de-en", "wmt14-en-fr", "wmt14-fr-en", "multi30k-en-de",
-                                "multi30k-de-en"}
+    assert set(reg.names()) >= {
+        "wmt14-en-de",
+        "wmt14-de-en",
+        "wmt14-en-fr",
+        "wmt14-fr-en",
+        "multi30k-en-de",
+        "multi30k-de-en",
+    }
     fwd, rev = reg.get("wmt14-en-de"), reg.get("wmt14-de-en")
     assert (rev.src, rev.tgt) == ("de", "en")
     assert {s.filename for s in fwd.sources} == {s.filename for s in rev.sources}
     assert fwd.vocab_size == 37000 and reg.get("wmt14-en-fr").vocab_size == 32000
     assert reg.get("multi30k-en-de").vocab_size == 8000
     fr = reg.get("wmt14-en-fr")
-    assert [p.name for p in fr.parts("train")] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9",
-                                                   "giga-fren"]
+    assert [p.name for p in fr.parts("train")] == [
+        "europarl-v7",
+        "commoncrawl",
+        "un",
+        "news-commentary-v9",
+        "giga-fren",
+    ]
     assert fr.parts("test")[0].member("fr").path == "test-full/newstest2014-fren-ref.fr.sgm"
     with pytest.raises(MtkitError, match="unknown corpus 'wmt15'; known corpora: wmt14-en-de, .*custom"):
         reg.get("wmt15")

@@ -31,15 +31,35 @@ def _custom(cli, tmp_path, train=(b"a b\n", b"x y\n"), valid=(b"v\n", b"w\n"), *
     tt = _write(tmp_path / "train.de", train[1])
     vs = _write(tmp_path / "valid.en", valid[0])
     vt = _write(tmp_path / "valid.de", valid[1])
-    return cli("prepare", "custom", "--train-src", ts, "--train-tgt", tt, "--valid-src", vs, "--valid-tgt", vt,
-               "--out", tmp_path / "out", *extra)
+    return cli(
+        "prepare",
+        "custom",
+        "--train-src",
+        ts,
+        "--train-tgt",
+        tt,
+        "--valid-src",
+        vs,
+        "--valid-tgt",
+        vt,
+        "--out",
+        tmp_path / "out",
+        *extra,
+    )
 
 
 def test_unknown_corpus_lists_the_known_ones(cli):
     line = _one_error_line(cli("prepare", "wmt19-en-de"))
     assert "unknown corpus 'wmt19-en-de'" in line
-    for name in ("wmt14-en-de", "wmt14-de-en", "wmt14-en-fr", "wmt14-fr-en", "multi30k-en-de", "multi30k-de-en",
-                 "custom"):
+    for name in (
+        "wmt14-en-de",
+        "wmt14-de-en",
+        "wmt14-en-fr",
+        "wmt14-fr-en",
+        "multi30k-en-de",
+        "multi30k-de-en",
+        "custom",
+    ):
         assert name in line
 
 
@@ -83,21 +103,42 @@ def test_invalid_utf8_in_dev_or_test_is_an_error_with_file_and_line(cli, tmp_pat
 
 
 def test_custom_options_are_checked(cli, tmp_path):
-    assert "--train-src/--valid-src/--test-src" in _one_error_line(
-        cli("prepare", "multi30k-en-de", "--train-src", "x"))
+    assert "--train-src/--valid-src/--test-src" in _one_error_line(cli("prepare", "multi30k-en-de", "--train-src", "x"))
     assert "needs --train-src and --train-tgt" in _one_error_line(cli("prepare", "custom"))
     ts = _write(tmp_path / "corpus_a", b"a\n")
     tt = _write(tmp_path / "corpus_b", b"b\n")
-    line = _one_error_line(cli("prepare", "custom", "--train-src", ts, "--train-tgt", tt, "--valid-src", ts,
-                               "--valid-tgt", tt, "--out", tmp_path / "o"))
+    line = _one_error_line(
+        cli(
+            "prepare",
+            "custom",
+            "--train-src",
+            ts,
+            "--train-tgt",
+            tt,
+            "--valid-src",
+            ts,
+            "--valid-tgt",
+            tt,
+            "--out",
+            tmp_path / "o",
+        )
+    )
     assert "cannot tell the language of" in line and "--src-lang" in line
 
 
 def test_custom_corpus_prepare_and_bpe(cli, tmp_path):
     rows = [(f"the house number {i} is small .", f"das Haus Nummer {i} ist klein .") for i in range(300)]
     train = ("".join(a + "\n" for a, _ in rows).encode(), "".join(b + "\n" for _, b in rows).encode())
-    r = _custom(cli, tmp_path, train, (b"the house is small .\n", b"das Haus ist klein .\n"), "--src-lang", "en",
-                "--tgt-lang", "de")
+    r = _custom(
+        cli,
+        tmp_path,
+        train,
+        (b"the house is small .\n", b"das Haus ist klein .\n"),
+        "--src-lang",
+        "en",
+        "--tgt-lang",
+        "de",
+    )
     assert r.returncode == 0, r.stderr
     out = tmp_path / "out"
     assert "at least" in _one_error_line(cli("bpe", out, "--vocab-size", "120"))  # 256 byte pieces + characters
@@ -118,8 +159,9 @@ def test_multi30k_prepare_and_bpe_round_trip(cli, tmp_path, multi30k_full):
     out = tmp_path / "m30"
     r = cli("prepare", "multi30k-en-de", "--mirror", multi30k, "--out", out, env=env)
     assert r.returncode == 0, r.stderr
-    counts = {split: len((out / "raw" / f"{split}.en").read_bytes().splitlines())
-              for split in ("train", "valid", "test")}
+    counts = {
+        split: len((out / "raw" / f"{split}.en").read_bytes().splitlines()) for split in ("train", "valid", "test")
+    }
     assert counts == {"train": 29000, "valid": 1014, "test": 1000}
     for split, lang, stem in (("valid", "de", "val"), ("test", "en", "test_2016_flickr")):
         # Dev and test are written byte for byte as published.

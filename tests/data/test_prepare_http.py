@@ -7,11 +7,11 @@ import json
 import tarfile
 
 import pytest
-
 from data_fixtures import build_wmt14_de, build_wmt14_fr, make_tgz, serve
-from mtkit.data.normalize import normalize
+
 from mtkit.data.corpora import default_registry
 from mtkit.data.fetch import RECORDED, VERIFIED, Fetcher
+from mtkit.data.normalize import normalize
 from mtkit.data.prepare import PrepareOptions, prepare
 from mtkit.errors import MtkitError
 
@@ -38,7 +38,13 @@ def test_wmt14_en_de_end_to_end(tmp_path, wmt, archive_server):
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["prepare.json", "raw"]  # staging is gone
     assert sorted(p.name for p in (out / "raw").iterdir()) == [
-        "test.de", "test.en", "train.de", "train.en", "valid.de", "valid.en"]
+        "test.de",
+        "test.en",
+        "train.de",
+        "train.en",
+        "valid.de",
+        "valid.en",
+    ]
 
     train = record["splits"]["train"]
     assert train["pairs_in"] == fixture.expect["train_in"]
@@ -57,8 +63,11 @@ def test_wmt14_en_de_end_to_end(tmp_path, wmt, archive_server):
 
     # Dev and test: as published, never normalised; SGML unescaped; En->De uses src.en + ref.de.
     assert _read(out / "raw/valid.en") == ["First  sentence with two spaces .", "Second sentence ."]
-    assert _read(out / "raw/test.en") == ["Gutach: Increased safety for pedestrians", 'AT&T said "yes" <really>',
-                                          "Third ü ü segment"]
+    assert _read(out / "raw/test.en") == [
+        "Gutach: Increased safety for pedestrians",
+        'AT&T said "yes" <really>',
+        "Third ü ü segment",
+    ]
     assert _read(out / "raw/test.de")[0] == "Gutach: Noch mehr Sicherheit für Fußgänger"
     assert record["splits"]["valid"]["lines"] == 2 and record["splits"]["test"]["lines"] == 3
 
@@ -75,8 +84,11 @@ def test_reverse_direction_and_rerun_fetch_nothing_again(tmp_path, wmt, archive_
     prepare("wmt14-en-de", _opts(tmp_path), registry=registry)
     first = len(archive_server.requests)
     assert first == len(fixture.files)
-    record = prepare("wmt14-de-en", PrepareOptions(out=tmp_path / "rev", cache=tmp_path / "cache", retries=0,
-                                                   workers=1), registry=registry)
+    record = prepare(
+        "wmt14-de-en",
+        PrepareOptions(out=tmp_path / "rev", cache=tmp_path / "cache", retries=0, workers=1),
+        registry=registry,
+    )
     assert len(archive_server.requests) == first  # the same downloads, from the cache
     assert {s["origin"] for s in record["sources"]} == {"cache"}
     rev = tmp_path / "rev" / "raw"
@@ -107,8 +119,11 @@ def test_checksum_mismatch_is_refused_and_the_file_deleted(tmp_path, wmt, archiv
     sums = fixture.checksums()
     sums["training-parallel-nc-v9.tgz"]["sha256"] = "0" * 64
     registry = default_registry().override(base_url=archive_server.url, sources=sums)
-    with pytest.raises(MtkitError, match=r"training-parallel-nc-v9.tgz .* is not the expected file \(sha256 .* "
-                                         r"instead of 0{64}\); it was deleted"):
+    with pytest.raises(
+        MtkitError,
+        match=r"training-parallel-nc-v9.tgz .* is not the expected file \(sha256 .* "
+        r"instead of 0{64}\); it was deleted",
+    ):
         prepare("wmt14-en-de", _opts(tmp_path), registry=registry)
     group = tmp_path / "cache" / "wmt"
     assert not (group / "training-parallel-nc-v9.tgz").exists()
@@ -152,12 +167,18 @@ def test_path_traversal_member_is_refused(tmp_path, archive_server):
     fixture = build_wmt14_de(tmp_path / "archives")
     evil = tarfile.TarInfo("../../evil.txt")
     evil.size = 0
-    make_tgz(fixture.files["training-parallel-nc-v9.tgz"], {
-        "training/news-commentary-v9.de-en.de": b"a\n", "training/news-commentary-v9.de-en.en": b"b\n"}, extra=[evil])
+    make_tgz(
+        fixture.files["training-parallel-nc-v9.tgz"],
+        {"training/news-commentary-v9.de-en.de": b"a\n", "training/news-commentary-v9.de-en.en": b"b\n"},
+        extra=[evil],
+    )
     serve(fixture, archive_server)
     registry = default_registry().override(base_url=archive_server.url, sources=fixture.checksums())
-    with pytest.raises(MtkitError, match=r"training-parallel-nc-v9.tgz holds a member '\.\./\.\./evil.txt' that would "
-                                         r"land outside"):
+    with pytest.raises(
+        MtkitError,
+        match=r"training-parallel-nc-v9.tgz holds a member '\.\./\.\./evil.txt' that would "
+        r"land outside",
+    ):
         prepare("wmt14-en-de", _opts(tmp_path), registry=registry)
     assert not list(tmp_path.rglob("evil.txt"))
     assert [p.name for p in (tmp_path / "out").iterdir()] == []  # no raw/, no staging left behind
@@ -165,8 +186,18 @@ def test_path_traversal_member_is_refused(tmp_path, archive_server):
 
 def test_cli_refuses_files_that_do_not_match_the_real_checksums(tmp_path, wmt, archive_server, cli):
     """--base-url with the real registry: the small test archives are not the published files."""
-    r = cli("prepare", "wmt14-en-de", "--base-url", archive_server.url, "--cache", tmp_path / "cache",
-            "--out", tmp_path / "out", "--retries", "0")
+    r = cli(
+        "prepare",
+        "wmt14-en-de",
+        "--base-url",
+        archive_server.url,
+        "--cache",
+        tmp_path / "cache",
+        "--out",
+        tmp_path / "out",
+        "--retries",
+        "0",
+    )
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     assert "is not the expected file" in r.stderr and "it was deleted and nothing was used" in r.stderr
@@ -179,8 +210,18 @@ def test_cli_without_network_says_so_in_one_sentence(tmp_path, cli):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    r = cli("prepare", "wmt14-en-de", "--base-url", f"http://127.0.0.1:{port}", "--cache", tmp_path / "cache",
-            "--out", tmp_path / "out", "--retries", "0")
+    r = cli(
+        "prepare",
+        "wmt14-en-de",
+        "--base-url",
+        f"http://127.0.0.1:{port}",
+        "--cache",
+        tmp_path / "cache",
+        "--out",
+        tmp_path / "out",
+        "--retries",
+        "0",
+    )
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     lines = [line for line in r.stderr.splitlines() if line.startswith("mtkit: error:")]
@@ -214,13 +255,21 @@ def test_wmt14_en_fr_and_fr_en_with_giga_fren_inside_a_plain_tar(tmp_path, archi
     record = prepare("wmt14-en-fr", _opts(tmp_path), registry=registry)
     train = record["splits"]["train"]
     assert train["pairs_in"] == train["kept"] == fixture.expect["train_in"]
-    assert [p["name"] for p in train["parts"]] == ["europarl-v7", "commoncrawl", "un", "news-commentary-v9",
-                                                   "giga-fren"]
+    assert [p["name"] for p in train["parts"]] == [
+        "europarl-v7",
+        "commoncrawl",
+        "un",
+        "news-commentary-v9",
+        "giga-fren",
+    ]
     out = tmp_path / "out" / "raw"
     assert _read(out / "train.fr")[-1] == "La phrase giga numéro 5 est une bonne phrase ."
     assert _read(out / "test.en") == ["Hello & welcome"] and _read(out / "test.fr") == ["Bonjour & bienvenue"]
-    rev = prepare("wmt14-fr-en", PrepareOptions(out=tmp_path / "rev", cache=tmp_path / "cache", retries=0,
-                                                workers=1), registry=registry)
+    rev = prepare(
+        "wmt14-fr-en",
+        PrepareOptions(out=tmp_path / "rev", cache=tmp_path / "cache", retries=0, workers=1),
+        registry=registry,
+    )
     assert {s["origin"] for s in rev["sources"]} == {"cache"}
     assert _read(tmp_path / "rev" / "raw" / "test.fr") == ["Bonjour (src.fr)"]
     assert _read(tmp_path / "rev" / "raw" / "test.en") == ["Hello (ref.en)"]

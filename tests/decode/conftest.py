@@ -25,9 +25,19 @@ from mtkit.model import Transformer, build_model
 def train_spm(lines: list[str], vocab_size: int = 300) -> bytes:
     """Joint BPE with mtkit's fixed ids (pad 0, unk 1, bos 2, eos 3), trained in memory."""
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size,
-                                   model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-                                   character_coverage=1.0, num_threads=1, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        character_coverage=1.0,
+        num_threads=1,
+        minloglevel=2,
+    )
     return model.getvalue()
 
 
@@ -43,8 +53,12 @@ def save_run(run: Path, vocab: bytes, models: dict[int, Transformer]) -> list[Pa
     for step, model in sorted(models.items()):
         path = run / f"checkpoint_{step}.pt"
         optimizer = {"state": {0: {"exp_avg": torch.ones(3)}}, "param_groups": [{"lr": 1e-3}]}
-        checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, vocab, step=step, kind="checkpoint",
-                                                        optimizer=optimizer, scheduler={"step": step}), path)
+        checkpoint.atomic_save(
+            checkpoint.model_payload(
+                model, model.cfg, vocab, step=step, kind="checkpoint", optimizer=optimizer, scheduler={"step": step}
+            ),
+            path,
+        )
         paths.append(path)
     shutil.copyfile(paths[-1], run / "checkpoint_last.pt")
     shutil.copyfile(paths[0], run / "checkpoint_best.pt")

@@ -24,7 +24,7 @@ def batch(ids: list[list[int]]) -> torch.Tensor:
     """ids + [EOS], right-padded with PAD: what the translator feeds the search."""
     src = torch.full((len(ids), max(map(len, ids)) + 1), PAD, dtype=torch.long)
     for row, sentence in enumerate(ids):
-        src[row, :len(sentence) + 1] = torch.tensor([*sentence, EOS])
+        src[row, : len(sentence) + 1] = torch.tensor([*sentence, EOS])
     return src
 
 
@@ -39,7 +39,7 @@ def sequence_logprob(model, src: torch.Tensor, outputs: list[list[int]]) -> list
 
 def test_length_penalty_is_the_gnmt_formula_and_never_decreases():
     assert length_penalty(1.0, 0.6, "gnmt") == pytest.approx(1.0)  # ((5 + 1) / 6)^alpha
-    assert length_penalty(7.0, 0.6, "gnmt") == pytest.approx(2.0 ** 0.6)
+    assert length_penalty(7.0, 0.6, "gnmt") == pytest.approx(2.0**0.6)
     assert length_penalty(9.0, 0.5, "fairseq") == pytest.approx(3.0)
     assert length_penalty(9.0, 0.5, "none") == 1.0
     lengths = torch.arange(1, 200, dtype=torch.float64)
@@ -106,7 +106,7 @@ def test_a_wide_beam_finds_the_brute_force_k_best(lenpen, alpha, make_model):
         src = batch(sources(8, V, seed=4))
         found = beam_search(model, src, config).hypotheses
         for row in range(src.size(0)):
-            logprobs = sequence_logprob(model, src[row:row + 1], outputs)
+            logprobs = sequence_logprob(model, src[row : row + 1], outputs)
             scores = [lp / length_penalty(len(y) + 1.0, alpha, lenpen) for lp, y in zip(logprobs, outputs)]
             best = sorted(range(len(outputs)), key=scores.__getitem__, reverse=True)[:K]
             assert [h.tokens for h in found[row]] == [outputs[i] for i in best]
@@ -152,10 +152,16 @@ def test_a_batch_gives_what_each_sentence_gives_alone(beam, nbest, make_model):
         assert [h.score for h in hypotheses] == pytest.approx([h.score for h in alone], abs=1e-9)
 
 
-@pytest.mark.parametrize("config", [DecodeConfig(max_len_b=20), DecodeConfig(beam=5, nbest=2, max_len_b=20),
-                                    DecodeConfig(alpha=2.0, max_len_b=10),
-                                    DecodeConfig(lenpen="fairseq", alpha=0.3, max_len_b=4)],
-                         ids=["default", "nbest", "alpha2", "fairseq"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        DecodeConfig(max_len_b=20),
+        DecodeConfig(beam=5, nbest=2, max_len_b=20),
+        DecodeConfig(alpha=2.0, max_len_b=10),
+        DecodeConfig(lenpen="fairseq", alpha=0.3, max_len_b=4),
+    ],
+    ids=["default", "nbest", "alpha2", "fairseq"],
+)
 def test_exact_early_stopping_never_changes_the_result(config, make_model):
     V, stopped_early = 16, 0
     for seed in (1, 5):  # random models with a small vocabulary that end sentences early and often

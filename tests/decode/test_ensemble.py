@@ -56,9 +56,13 @@ def test_two_models_give_the_log_of_their_mean_probability_between_theirs(make_m
 def test_models_with_different_vocabularies_are_refused_in_one_sentence(tmp_path, spm_bytes, cli_model):
     other = train_spm(["a b c d e f g h i j k l m n o p q r s t u v w x y z"] * 50, vocab_size=40)
     [path] = save_run(tmp_path, other, {1: random_model(40, seed=1)})
-    with pytest.raises(MtkitError, match=r"^.* and .* have different vocabularies \(their embedded spm.model "
-                                         r"differ\); an ensemble needs models trained with one vocabulary\.$"):
+    with pytest.raises(
+        MtkitError,
+        match=r"^.* and .* have different vocabularies \(their embedded spm.model "
+        r"differ\); an ensemble needs models trained with one vocabulary\.$",
+    ):
         Translator.load([cli_model, path], device="cpu")
     translator = Translator.load([cli_model, cli_model], device="cpu")
     assert translator.translate(["a dog runs"], max_len_b=4) == Translator.load(cli_model, device="cpu").translate(
-        ["a dog runs"], max_len_b=4)
+        ["a dog runs"], max_len_b=4
+    )

@@ -33,8 +33,9 @@ def test_an_ensemble_prefixes_and_scores(cli, cli_model, tmp_path):
     assert all(line.startswith("a man") for line in prefixed.stdout.splitlines())
     prefixes = tmp_path / "prefixes"
     prefixes.write_text("a man\n" * 3)
-    from_file = cli("translate", "-m", cli_model, "--prefix-file", prefixes, "--max-len-b", "8",
-                    input="\n".join(LINES) + "\n")
+    from_file = cli(
+        "translate", "-m", cli_model, "--prefix-file", prefixes, "--max-len-b", "8", input="\n".join(LINES) + "\n"
+    )
     assert from_file.stdout == prefixed.stdout  # an ensemble of a model with itself is the model
     pairs = "".join(f"{s}\t{t}\n" for s, t in zip(LINES, prefixed.stdout.splitlines()))
     scored = cli("translate", "-m", cli_model, "--score-only", input=pairs)
@@ -42,11 +43,13 @@ def test_an_ensemble_prefixes_and_scores(cli, cli_model, tmp_path):
     rows = [line.split("\t") for line in scored.stdout.splitlines()]
     expected = Translator.load(cli_model, device="cpu").score(list(zip(LINES, prefixed.stdout.splitlines())))
     assert [(float(r[0]), float(r[1]), int(r[2])) for r in rows] == [
-        (pytest.approx(s.logprob, abs=1e-3), pytest.approx(s.average, abs=1e-3), s.length) for s in expected]
+        (pytest.approx(s.logprob, abs=1e-3), pytest.approx(s.average, abs=1e-3), s.length) for s in expected
+    ]
     targets = tmp_path / "targets"
     targets.write_text(prefixed.stdout)
-    two_files = cli("translate", "-m", cli_model, "--score-only", "--target-file", targets,
-                    input="\n".join(LINES) + "\n")
+    two_files = cli(
+        "translate", "-m", cli_model, "--score-only", "--target-file", targets, input="\n".join(LINES) + "\n"
+    )
     assert two_files.stdout == scored.stdout
 
 
@@ -71,6 +74,13 @@ def test_mistakes_are_one_sentence(cli, cli_model, tmp_path):
 
 def test_help_shows_an_example_of_each(cli):
     text = " ".join(cli("translate", "--help", env={"COLUMNS": "200"}).stdout.split())
-    for example in ("--sampling --topk 10 --nbest 3", "-m seed1/averaged.pt -m seed2/averaged.pt", "--prefix",
-                    "--score-only", "--temperature", "--prefix-file", "--target-file"):
+    for example in (
+        "--sampling --topk 10 --nbest 3",
+        "-m seed1/averaged.pt -m seed2/averaged.pt",
+        "--prefix",
+        "--score-only",
+        "--temperature",
+        "--prefix-file",
+        "--target-file",
+    ):
         assert example in text, example

@@ -43,7 +43,7 @@ def test_outputs_begin_with_their_prefix_and_a_batch_gives_what_each_gives_alone
 
     together = run(ids, prefixes)
     for sentence, prefix, hypotheses in zip(ids, prefixes, together):
-        assert all(h.tokens[:len(prefix)] == prefix for h in hypotheses)
+        assert all(h.tokens[: len(prefix)] == prefix for h in hypotheses)
         alone = run([sentence], [prefix])[0]
         assert [h.tokens for h in alone] == [h.tokens for h in hypotheses]
         forced = score_batch(model, [sentence], [hypotheses[0].tokens])  # the prefix's tokens are scored too

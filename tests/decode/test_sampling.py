@@ -62,8 +62,16 @@ def first_tokens(result) -> list[int]:
     return [(h.tokens or [EOS])[0] for h in result.hypotheses[0]]  # an empty output began with EOS
 
 
-@pytest.mark.parametrize("config", [SamplingConfig(), SamplingConfig(temperature=0.5), SamplingConfig(topk=3),
-                                    SamplingConfig(topp=0.6, temperature=2.0)], ids=["plain", "T0.5", "k3", "p0.6"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        SamplingConfig(),
+        SamplingConfig(temperature=0.5),
+        SamplingConfig(topk=3),
+        SamplingConfig(topp=0.6, temperature=2.0),
+    ],
+    ids=["plain", "T0.5", "k3", "p0.6"],
+)
 def test_first_token_frequencies_follow_the_softmax(config):
     n = 20_000
     config = dataclasses.replace(config, samples=n, seed=11)

@@ -11,9 +11,9 @@ import torch
 import mtkit
 from mtkit.config import DecodeConfig
 from mtkit.data.vocab import Vocab
-from mtkit.textio import open_output, read_lines_lenient
 from mtkit.decode.translator import Translator, pack_batches, resolve_dtype
 from mtkit.errors import MtkitError
+from mtkit.textio import open_output, read_lines_lenient
 
 FAST = DecodeConfig(beam=2, max_len_b=5)
 
@@ -103,7 +103,7 @@ def test_fp16_needs_cuda():
 
 
 def test_read_lines_replaces_and_reports_bad_utf8_by_line(caplog):
-    data = "\ufeffeins\r\n".encode() + b"zw\xffei\n" + "drei".encode()
+    data = "\ufeffeins\r\n".encode() + b"zw\xffei\n" + b"drei"
     with caplog.at_level(logging.WARNING):
         lines = list(read_lines_lenient(io.BytesIO(data), name="in.txt"))
     assert lines == ["eins", "zw\ufffdei", "drei"]

@@ -49,13 +49,19 @@ def ct2_translate(ct2: object, sp: spm.SentencePieceProcessor, lines: list[str],
     `suppress_sequences` would do the same but renormalise the rest, which shifts the scores.
     A trained model gives both next to no probability, so they are left alone here.
     """
-    return ct2.translate_batch(sp.encode(lines, out_type=str), max_decoding_length=MAX_LEN + 1,  # + 1: EOS
-                               min_decoding_length=0, return_scores=True, **options)
+    return ct2.translate_batch(
+        sp.encode(lines, out_type=str),
+        max_decoding_length=MAX_LEN + 1,  # + 1: EOS
+        min_decoding_length=0,
+        return_scores=True,
+        **options,
+    )
 
 
 def mtkit_translate(mt: Translator, lines: list[str], beam: int, alpha: float = 0.0) -> list:
-    config = DecodeConfig(beam=beam, alpha=alpha, lenpen="fairseq", max_len_a=0.0, max_len_b=MAX_LEN,
-                          early_stop="exact")  # the rule CTranslate2 follows with its patience lifted
+    config = DecodeConfig(
+        beam=beam, alpha=alpha, lenpen="fairseq", max_len_a=0.0, max_len_b=MAX_LEN, early_stop="exact"
+    )  # the rule CTranslate2 follows with its patience lifted
     return list(mt.translate_stream(lines, config))
 
 
@@ -148,8 +154,9 @@ def test_cli_bad_model_is_one_sentence(tmp_path):
     assert done.returncode == 1 and "does not exist" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("overrides", [{"pre_norm": True}, {"share_embeddings": "none"},
-                                       {"share_embeddings": "decoder", "vocab_size": 140}])
+@pytest.mark.parametrize(
+    "overrides", [{"pre_norm": True}, {"share_embeddings": "none"}, {"share_embeddings": "decoder", "vocab_size": 140}]
+)
 def test_other_architectures_score_alike(overrides, tmp_path, toy_sentences):
     """Pre-norm (final LayerNorms), an untied output projection, a source table larger than the
     SentencePiece model (placeholder pieces): log-probabilities still equal, on a random model."""
@@ -166,5 +173,6 @@ def test_other_architectures_score_alike(overrides, tmp_path, toy_sentences):
     result = ct2.score_batch([sp.id_to_piece(src)], [sp.id_to_piece(tgt)])[0]
     with torch.no_grad():
         lprobs = model(torch.tensor([src + [EOS]]), torch.tensor([[BOS] + tgt])).log_softmax(-1)[0]
-    assert result.log_probs == pytest.approx(lprobs.gather(1, torch.tensor([tgt + [EOS]]).T).squeeze(1).tolist(),
-                                             abs=1e-4)
+    assert result.log_probs == pytest.approx(
+        lprobs.gather(1, torch.tensor([tgt + [EOS]]).T).squeeze(1).tolist(), abs=1e-4
+    )

@@ -10,17 +10,23 @@ from mtkit.train import trainer
 from tests.faults.training import in_process_run, snapshot
 
 
-@pytest.mark.parametrize("limit", [{"max_steps": 3}, {"max_epochs": 1, "max_steps": 1000},
-                                   {"max_minutes": 0.0001, "max_steps": 1000},
-                                   {"patience": 2, "valid_every": 1, "max_steps": 1000}],
-                         ids=["max-steps", "max-epochs", "max-minutes", "patience"])
-def test_a_finished_run_is_said_to_be_finished_and_left_alone(toy_data, tmp_path, monkeypatch, caplog,
-                                                               limit) -> None:
+@pytest.mark.parametrize(
+    "limit",
+    [
+        {"max_steps": 3},
+        {"max_epochs": 1, "max_steps": 1000},
+        {"max_minutes": 0.0001, "max_steps": 1000},
+        {"patience": 2, "valid_every": 1, "max_steps": 1000},
+    ],
+    ids=["max-steps", "max-epochs", "max-minutes", "patience"],
+)
+def test_a_finished_run_is_said_to_be_finished_and_left_alone(toy_data, tmp_path, monkeypatch, caplog, limit) -> None:
     """fault: rerun a finished run; expected: says it is finished; no update, no validation, no file changed."""
     if "patience" in limit:  # validations that never improve after the first
         scores = iter(range(100))
-        monkeypatch.setattr(trainer, "validate", lambda *a, **k: dict.fromkeys(("loss", "nll", "ppl"),
-                                                                               float(next(scores))))
+        monkeypatch.setattr(
+            trainer, "validate", lambda *a, **k: dict.fromkeys(("loss", "nll", "ppl"), float(next(scores)))
+        )
     run = tmp_path / "run"
     first = in_process_run(toy_data, run, save_every_steps=0, **limit)
     before = snapshot(run)

@@ -31,9 +31,24 @@ def test_a_reader_that_goes_away_is_a_normal_end(cli_model, tmp_path):
     """`mtkit translate ... | head -1`: exit 0 and nothing on stderr (typer's own handler exits 1)."""
     source = tmp_path / "in.txt"
     source.write_text("a man runs on the street\n" * 300)
-    translate = subprocess.Popen([sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), "-i", str(source),
-                                  *FAST, "--buffer-size", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env=ENV)
+    translate = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mtkit",
+            "translate",
+            "-m",
+            str(cli_model),
+            "-i",
+            str(source),
+            *FAST,
+            "--buffer-size",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     head = subprocess.run(["head", "-1"], stdin=translate.stdout, capture_output=True, timeout=300)
     translate.stdout.close()  # only head holds the pipe now
     assert translate.wait(timeout=300) == 0
@@ -49,16 +64,25 @@ def test_an_output_directory_is_refused_before_the_model_is_even_read(cli, tmp_p
 def test_closed_stdin_is_one_sentence(cli_model, tmp_path):
     (tmp_path / "ref.txt").write_text("eins\n")
     for args in (("translate", "-m", str(cli_model), *FAST), ("score", "-", "--ref", str(tmp_path / "ref.txt"))):
-        done = subprocess.run([sys.executable, "-m", "mtkit", *args], capture_output=True, text=True, env=ENV,
-                              preexec_fn=lambda: os.close(0), timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "mtkit", *args],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            preexec_fn=lambda: os.close(0),
+            timeout=300,
+        )
         one_sentence(done, 1, "stdin is closed; give an input file, or pipe text in.")
 
 
 def test_scoring_two_empty_files_is_one_sentence(cli, tmp_path):
     (tmp_path / "hyp.txt").write_text("")
     (tmp_path / "ref.txt").write_text("")
-    one_sentence(cli("score", tmp_path / "hyp.txt", "--ref", tmp_path / "ref.txt"), 1,
-                 f"{tmp_path / 'hyp.txt'} is empty: there is nothing to score.")
+    one_sentence(
+        cli("score", tmp_path / "hyp.txt", "--ref", tmp_path / "ref.txt"),
+        1,
+        f"{tmp_path / 'hyp.txt'} is empty: there is nothing to score.",
+    )
 
 
 def test_averaging_a_mistyped_run_says_it_does_not_exist(cli, tmp_path):
@@ -83,20 +107,29 @@ def test_no_output_line_holds_a_line_break_or_a_tab(cli_model, tmp_path, monkeyp
     monkeypatch.setattr(Translator, "translate_stream", translate_stream)
     source, out = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("one\ntwo\n")
-    for extra, expected in [((), "a b c d e\n" * 2), (("--nbest", "2", "--beam", "2"), "1\ta b c d e\t-1.0000\n"
-                                                                                    "1\tf g\t-2.0000\n2\ta b c d e"
-                                                                                    "\t-1.0000\n2\tf g\t-2.0000\n")]:
-        done = CliRunner().invoke(app, ["translate", "-m", str(cli_model), "-i", str(source), "-o", str(out),
-                                        "--device", "cpu", *extra])
+    for extra, expected in [
+        ((), "a b c d e\n" * 2),
+        (
+            ("--nbest", "2", "--beam", "2"),
+            "1\ta b c d e\t-1.0000\n1\tf g\t-2.0000\n2\ta b c d e\t-1.0000\n2\tf g\t-2.0000\n",
+        ),
+    ]:
+        done = CliRunner().invoke(
+            app, ["translate", "-m", str(cli_model), "-i", str(source), "-o", str(out), "--device", "cpu", *extra]
+        )
         assert done.exit_code == 0, done.output
         assert out.read_text() == expected
 
 
 @pytest.mark.slow
 def test_ctrl_c_while_translating_exits_130_without_a_traceback(cli_model):
-    translate = subprocess.Popen([sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), *FAST,
-                                  "--buffer-size", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env=ENV)
+    translate = subprocess.Popen(
+        [sys.executable, "-m", "mtkit", "translate", "-m", str(cli_model), *FAST, "--buffer-size", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     try:
         translate.stdin.write(b"a man runs\n")
         translate.stdin.flush()

@@ -9,9 +9,14 @@ from pathlib import Path
 def _files(tmp_path: Path, n: int = 300, tag: str = "") -> dict[str, Path]:
     rows = [(f"the house number {i} {tag} is small .", f"das Haus Nummer {i} {tag} ist klein .") for i in range(n)]
     paths = {}
-    for name, lines in (("train.en", [a for a, _ in rows]), ("train.de", [b for _, b in rows]),
-                        ("valid.en", ["the house is small ."]), ("valid.de", ["das Haus ist klein ."]),
-                        ("test.en", ["a small house ."]), ("test.de", ["ein kleines Haus ."])):
+    for name, lines in (
+        ("train.en", [a for a, _ in rows]),
+        ("train.de", [b for _, b in rows]),
+        ("valid.en", ["the house is small ."]),
+        ("valid.de", ["das Haus ist klein ."]),
+        ("test.en", ["a small house ."]),
+        ("test.de", ["ein kleines Haus ."]),
+    ):
         paths[name] = tmp_path / "in" / name
         paths[name].parent.mkdir(exist_ok=True)
         paths[name].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -49,8 +54,13 @@ def test_prepare_keeps_the_users_files_and_refuses_to_overwrite_one(cli, tmp_pat
     # A rerun without a test set removes the test files mtkit wrote, and only those.
     done = _prepare(cli, _files(tmp_path, tag="new"), out, test=False)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in (out / "raw").iterdir()) == ["notes.txt", "train.de", "train.en", "valid.de",
-                                                               "valid.en"]
+    assert sorted(p.name for p in (out / "raw").iterdir()) == [
+        "notes.txt",
+        "train.de",
+        "train.en",
+        "valid.de",
+        "valid.en",
+    ]
     assert "new" in (out / "raw" / "train.en").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["prepare.json", "raw"]
 
@@ -80,8 +90,9 @@ def test_a_publish_cut_short_still_knows_which_files_are_mtkits(cli, tmp_path):
     (out / "raw").mkdir(parents=True)
     (out / "raw" / "train.en").write_text("half of an old run\n")
     (out / "raw" / "notes.txt").write_text("my notes\n")
-    (out / "prepare.json").write_text(json.dumps({"format": 1, "state": "publishing",
-                                                  "files": {"raw/train.en": {}, "raw/old.de": {}}}))
+    (out / "prepare.json").write_text(
+        json.dumps({"format": 1, "state": "publishing", "files": {"raw/train.en": {}, "raw/old.de": {}}})
+    )
     (out / "raw" / "old.de").write_text("from a split no longer prepared\n")
     done = _prepare(cli, files, out)
     assert done.returncode == 0, done.stderr

@@ -22,17 +22,35 @@ def _big_custom_corpus(tmp_path: Path, n: int = 400_000) -> list[str]:
     (tmp_path / "train.de").write_text(en.replace("a ", "ein "), encoding="utf-8")
     (tmp_path / "valid.en").write_text("a man .\n", encoding="utf-8")
     (tmp_path / "valid.de").write_text("ein Mann .\n", encoding="utf-8")
-    return ["prepare", "custom", "--out", str(tmp_path / "out"), "--workers", "1", "--src-lang", "en",
-            "--tgt-lang", "de"] + [f"--{s}-{side}={tmp_path / f'{s}.{lang}'}" for s in ("train", "valid")
-                                   for side, lang in (("src", "en"), ("tgt", "de"))]
+    return [
+        "prepare",
+        "custom",
+        "--out",
+        str(tmp_path / "out"),
+        "--workers",
+        "1",
+        "--src-lang",
+        "en",
+        "--tgt-lang",
+        "de",
+    ] + [
+        f"--{s}-{side}={tmp_path / f'{s}.{lang}'}"
+        for s in ("train", "valid")
+        for side, lang in (("src", "en"), ("tgt", "de"))
+    ]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_during_prepare_removes_its_temporary_directory(tmp_path, sig):
     args = _big_custom_corpus(tmp_path)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "mtkit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mtkit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     deadline = time.monotonic() + 120
     while not list(out.glob(".prepare-*")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -53,8 +71,11 @@ def test_a_killed_runs_directory_is_swept_and_a_live_runs_is_kept(cli, tmp_path)
         (path / "raw" / "train.en").write_text("half\n")
     for name, text in (("train.en", "a b\n"), ("train.de", "x y\n"), ("valid.en", "v\n"), ("valid.de", "w\n")):
         (tmp_path / name).write_text(text)
-    files = (f"--{s}-{side}={tmp_path / f'{s}.{lang}'}" for s in ("train", "valid")
-             for side, lang in (("src", "en"), ("tgt", "de")))
+    files = (
+        f"--{s}-{side}={tmp_path / f'{s}.{lang}'}"
+        for s in ("train", "valid")
+        for side, lang in (("src", "en"), ("tgt", "de"))
+    )
     done = cli("prepare", "custom", "--out", out, *files)
     assert done.returncode == 0, done.stderr
     assert not stale.exists() and live.is_dir()

@@ -33,8 +33,11 @@ def _custom(cli, tmp_path: Path, files: dict[str, bytes]):
 @pytest.mark.parametrize("split", ["train", "valid"])
 def test_a_damaged_gz_is_one_sentence_naming_the_file(cli, tmp_path, damage, split):
     good = gzip.compress(b"".join(b"a small house number %d .\n" % i for i in range(2000)), mtime=0)
-    bad = {"truncated": good[:len(good) // 2], "corrupt": good[:30] + b"\xff" * 40 + good[70:],
-           "not gzip": b"plain text, not gzip\n"}[damage]
+    bad = {
+        "truncated": good[: len(good) // 2],
+        "corrupt": good[:30] + b"\xff" * 40 + good[70:],
+        "not gzip": b"plain text, not gzip\n",
+    }[damage]
     files = {"train.en.gz": good, "train.de.gz": good, "valid.en.gz": good, "valid.de.gz": good}
     files[f"{split}.de.gz"] = bad
     line = _error(_custom(cli, tmp_path, files))
@@ -43,14 +46,32 @@ def test_a_damaged_gz_is_one_sentence_naming_the_file(cli, tmp_path, damage, spl
 
 
 def test_a_base_url_without_a_scheme_is_one_sentence(cli, tmp_path):
-    line = _error(cli("prepare", "wmt14-en-de", "--base-url", "mirror.example.org/wmt14", "--out", tmp_path / "o",
-                      "--cache", tmp_path / "cache"))
+    line = _error(
+        cli(
+            "prepare",
+            "wmt14-en-de",
+            "--base-url",
+            "mirror.example.org/wmt14",
+            "--out",
+            tmp_path / "o",
+            "--cache",
+            tmp_path / "cache",
+        )
+    )
     assert "--base-url 'mirror.example.org/wmt14' is not a URL" in line and "--mirror" in line
 
 
 def test_a_dev_line_with_an_inner_carriage_return_shifts_no_pair(cli, tmp_path):
-    done = _custom(cli, tmp_path, {"train.en": b"a b\nc d\n", "train.de": b"x y\nz w\n",
-                                   "valid.en": b"one\r\nsplit\rhere\nthree\r\n", "valid.de": b"eins\nzwei\ndrei\n"})
+    done = _custom(
+        cli,
+        tmp_path,
+        {
+            "train.en": b"a b\nc d\n",
+            "train.de": b"x y\nz w\n",
+            "valid.en": b"one\r\nsplit\rhere\nthree\r\n",
+            "valid.de": b"eins\nzwei\ndrei\n",
+        },
+    )
     assert done.returncode == 0, done.stderr
     assert "line break inside" in done.stderr
     raw = tmp_path / "out" / "raw"

@@ -10,8 +10,9 @@ from mtkit.train import trainer
 from tests.faults.training import in_process_run, records
 
 
-def test_an_infinite_gradient_skips_the_update_and_the_weights_stay_finite(toy_data, tmp_path, monkeypatch,
-                                                                             caplog) -> None:
+def test_an_infinite_gradient_skips_the_update_and_the_weights_stay_finite(
+    toy_data, tmp_path, monkeypatch, caplog
+) -> None:
     """fault: finite loss, inf gradient at update 2; expected: update skipped, warning, weights finite."""
     real, calls = trainer.accumulate, {"n": 0}
 

@@ -100,9 +100,28 @@ def test_sigterm_to_one_torchrun_rank_stops_every_rank_after_the_same_update(toy
     run, script = tmp_path / "run", tmp_path / "rank.py"
     script.write_text(RANK_WITH_PID)
     process = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
-         "train", str(toy_data), "--out", str(run), *FAST, "--max-tokens", "400", *LONG],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            "train",
+            str(toy_data),
+            "--out",
+            str(run),
+            *FAST,
+            "--max-tokens",
+            "400",
+            *LONG,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     wait_for_event(run, "train", process)
     deadline = time.monotonic() + 60
     while not (run / "rank1.pid").is_file() and time.monotonic() < deadline:

@@ -23,7 +23,14 @@ def test_parameter_counts_match_the_paper(preset, low, high):
 
 def test_presets_carry_the_papers_numbers():
     base, big = mtkit.PRESETS["base"].model, mtkit.PRESETS["big"].model
-    assert (base.encoder_layers, base.decoder_layers, base.d_model, base.d_ff, base.heads, base.dropout) == (6, 6, 512, 2048, 8, 0.1)
+    assert (base.encoder_layers, base.decoder_layers, base.d_model, base.d_ff, base.heads, base.dropout) == (
+        6,
+        6,
+        512,
+        2048,
+        8,
+        0.1,
+    )
     assert (big.encoder_layers, big.d_model, big.d_ff, big.heads, big.dropout) == (6, 1024, 4096, 16, 0.3)
     assert mtkit.PRESETS["base"].train.label_smoothing == 0.1 and mtkit.PRESETS["base"].train.warmup == 4000
     assert mtkit.PRESETS["base"].train.adam_betas == (0.9, 0.98) and mtkit.PRESETS["base"].train.adam_eps == 1e-9
@@ -50,7 +57,7 @@ def test_step_by_step_decoding_with_cache_equals_the_full_pass(pre_norm):
         cache = model.init_cache(model.encode(src))
         steps = []
         for t in range(tgt_in.size(1)):
-            logits, cache = model.decode_step(tgt_in[:, t:t + 1], cache)
+            logits, cache = model.decode_step(tgt_in[:, t : t + 1], cache)
             steps.append(logits)
     assert cache.length == tgt_in.size(1)
     assert (torch.cat(steps, dim=1) - full).abs().max() < 1e-4
@@ -74,9 +81,9 @@ def test_padding_does_not_leak_into_real_positions():
         together = model.encode(src)
         logits = model.decode(tgt_in, together)
         for i, (s_len, t_len) in enumerate([(6, 5), (3, 2), (4, 4)]):
-            alone = model.encode(src[i:i + 1, :s_len])
+            alone = model.encode(src[i : i + 1, :s_len])
             assert (alone.memory[0] - together.memory[i, :s_len]).abs().max() < 1e-5
-            alone_logits = model.decode(tgt_in[i:i + 1, :t_len], alone)
+            alone_logits = model.decode(tgt_in[i : i + 1, :t_len], alone)
             assert (alone_logits[0] - logits[i, :t_len]).abs().max() < 1e-5
 
 

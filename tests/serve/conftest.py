@@ -29,9 +29,12 @@ class Server:
         self.model, self.log = model, tmp / "serve.log"
         full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "mtkit", "serve", "-m", str(model), "--port", "0",
-                                          "--threads", "1", *args], stdout=subprocess.DEVNULL, stderr=log,
-                                         env=full_env)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "mtkit", "serve", "-m", str(model), "--port", "0", "--threads", "1", *args],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=full_env,
+            )
         self.url = self._wait_for_port()
         self._wait_ready()
 
@@ -75,8 +78,9 @@ class Server:
 @pytest.fixture(scope="module")
 def server(cli_model, tmp_path_factory):
     """One plain server per test module: small request limits, a 20 ms batching window."""
-    srv = Server(cli_model, tmp_path_factory.mktemp("serve"), "--batch-wait-ms", "20", "--max-lines", "8",
-                 "--max-chars", "400")
+    srv = Server(
+        cli_model, tmp_path_factory.mktemp("serve"), "--batch-wait-ms", "20", "--max-lines", "8", "--max-chars", "400"
+    )
     yield srv
     srv.stop()
 

@@ -67,8 +67,12 @@ def test_settings_and_max_tokens_split_batches():
     decoder = FakeDecoder(hold=True)
     batcher = make(decoder, max_tokens=3)
     occupy(decoder, batcher)
-    jobs = [batcher.submit(["a b"], DecodeConfig()), batcher.submit(["c"], DecodeConfig(beam=2)),
-            batcher.submit(["d"], DecodeConfig()), batcher.submit(["e f"], DecodeConfig())]
+    jobs = [
+        batcher.submit(["a b"], DecodeConfig()),
+        batcher.submit(["c"], DecodeConfig(beam=2)),
+        batcher.submit(["d"], DecodeConfig()),
+        batcher.submit(["e f"], DecodeConfig()),
+    ]
     decoder.release.set()
     assert [texts(j) for j in jobs] == [["A B/4"], ["C/2"], ["D/4"], ["E F/4"]]
     assert decoder.batches[1:] == [["a b", "d"], ["c"], ["e f"]]  # same settings, within 3 tokens, in order

@@ -5,13 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mtkit.config import DecodeConfig
-from mtkit.serve.payload import (
-    Limits,
-    RequestError,
-    parse_json,
-    parse_opennmt,
-    parse_translate,
-)
+from mtkit.serve.payload import Limits, RequestError, parse_json, parse_opennmt, parse_translate
 
 LIMITS = Limits(max_lines=3, max_chars=20, max_beam=8)
 
@@ -35,10 +29,21 @@ def test_bodies_that_are_not_json(body, code):
     assert status(parse_json, body) == code
 
 
-@pytest.mark.parametrize("data,code", [
-    ({"text": ["a"] * 4}, 413), ({"text": ["a" * 21]}, 413), ({"text": []}, 422), ({"text": [None]}, 422),
-    ({"text": ["\ud800"]}, 422), ({"text": ["a"], "beam": 9}, 422), ({"text": ["a"], "beam": 2.0}, 422),
-    ({"text": ["a"], "nbest": 5}, 422), ({"text": ["a"], "device": "cuda"}, 422), ([], 422)])
+@pytest.mark.parametrize(
+    "data,code",
+    [
+        ({"text": ["a"] * 4}, 413),
+        ({"text": ["a" * 21]}, 413),
+        ({"text": []}, 422),
+        ({"text": [None]}, 422),
+        ({"text": ["\ud800"]}, 422),
+        ({"text": ["a"], "beam": 9}, 422),
+        ({"text": ["a"], "beam": 2.0}, 422),
+        ({"text": ["a"], "nbest": 5}, 422),
+        ({"text": ["a"], "device": "cuda"}, 422),
+        ([], 422),
+    ],
+)
 def test_bad_translate_requests(data, code):
     assert status(parse_translate, data, DecodeConfig(), LIMITS) == code
 

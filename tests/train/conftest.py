@@ -18,20 +18,37 @@ import sentencepiece as spm
 
 from mtkit.data.binarize import BinaryWriter
 
-WORDS = ("a man woman dog cat runs walks sits on the street in park with red blue ball small big child "
-         "plays looks at green tree house water").split()
+WORDS = (
+    "a man woman dog cat runs walks sits on the street in park with red blue ball small big child "
+    "plays looks at green tree house water"
+).split()
 
 
-def build_data_dir(out: Path, splits: dict[str, tuple[list[str], list[str]]], vocab_size: int,
-                   src_lang: str = "en", tgt_lang: str = "de") -> Path:
+def build_data_dir(
+    out: Path,
+    splits: dict[str, tuple[list[str], list[str]]],
+    vocab_size: int,
+    src_lang: str = "en",
+    tgt_lang: str = "de",
+) -> Path:
     """Train a joint SentencePiece BPE model on the train split and binarize every split."""
     out.mkdir(parents=True, exist_ok=True)
     train_src, train_tgt = splits["train"]
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(train_src + train_tgt), model_writer=model,
-                                   vocab_size=vocab_size, model_type="bpe", character_coverage=1.0,
-                                   pad_id=0, unk_id=1, bos_id=2, eos_id=3, hard_vocab_limit=False,
-                                   num_threads=1, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(train_src + train_tgt),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type="bpe",
+        character_coverage=1.0,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        hard_vocab_limit=False,
+        num_threads=1,
+        minloglevel=2,
+    )
     (out / "spm.model").write_bytes(model.getvalue())
     sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
     (out / "bin").mkdir(exist_ok=True)
@@ -69,8 +86,11 @@ def synthetic_pairs(n: int, seed: int) -> tuple[list[str], list[str]]:
 def toy_data(tmp_path_factory) -> Path:
     """About 7 tiny-preset updates an epoch: resume tests cross an epoch boundary within 20 steps."""
     out = tmp_path_factory.mktemp("toy")
-    return build_data_dir(out, {"train": synthetic_pairs(240, 1), "valid": synthetic_pairs(40, 2),
-                                "test": synthetic_pairs(20, 3)}, vocab_size=120)
+    return build_data_dir(
+        out,
+        {"train": synthetic_pairs(240, 1), "valid": synthetic_pairs(40, 2), "test": synthetic_pairs(20, 3)},
+        vocab_size=120,
+    )
 
 
 def read_gz(path: Path, limit: int | None = None) -> list[str]:
@@ -83,7 +103,9 @@ def read_gz(path: Path, limit: int | None = None) -> list[str]:
 def multi30k_data(tmp_path_factory, multi30k_full) -> Path:
     """Real Multi30k (train: all 29,000 pairs; valid: 1,014), joint BPE of 2,000 pieces."""
     m30k = multi30k_full
-    splits = {"train": (read_gz(m30k / "train.en.gz"), read_gz(m30k / "train.de.gz")),
-              "valid": (read_gz(m30k / "val.en.gz"), read_gz(m30k / "val.de.gz")),
-              "test": (read_gz(m30k / "test_2016_flickr.en.gz"), read_gz(m30k / "test_2016_flickr.de.gz"))}
+    splits = {
+        "train": (read_gz(m30k / "train.en.gz"), read_gz(m30k / "train.de.gz")),
+        "valid": (read_gz(m30k / "val.en.gz"), read_gz(m30k / "val.de.gz")),
+        "test": (read_gz(m30k / "test_2016_flickr.en.gz"), read_gz(m30k / "test_2016_flickr.de.gz")),
+    }
     return build_data_dir(tmp_path_factory.mktemp("multi30k"), splits, vocab_size=2000)

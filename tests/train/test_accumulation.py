@@ -58,8 +58,26 @@ RANK_SCRIPT = textwrap.dedent("""
     app(sys.argv[1:])
 """)
 
-COMMON = ("--preset", "tiny", "--max-tokens", "400", "--dropout", "0", "--max-steps", "4", "--valid-every", "100",
-          "--save-every-steps", "0", "--device", "cpu", "--threads", "1", "--seed", "2")
+COMMON = (
+    "--preset",
+    "tiny",
+    "--max-tokens",
+    "400",
+    "--dropout",
+    "0",
+    "--max-steps",
+    "4",
+    "--valid-every",
+    "100",
+    "--save-every-steps",
+    "0",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+    "--seed",
+    "2",
+)
 
 
 @pytest.mark.slow
@@ -74,9 +92,27 @@ def test_torchrun_two_gloo_ranks_match_one_process_with_twice_the_update_freq(to
     script = tmp_path / "rank_script.py"
     script.write_text(RANK_SCRIPT)
     two = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
-         "train", str(toy_data), "--out", str(multi), *COMMON, "--update-freq", "2"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            "train",
+            str(toy_data),
+            "--out",
+            str(multi),
+            *COMMON,
+            "--update-freq",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     assert "world_size 2" in two.stderr and "update_freq 2" in two.stderr
 
@@ -101,7 +137,7 @@ def without_key_bias(name: str, size: int) -> slice | torch.Tensor:
     """
     mask = torch.ones(size, dtype=torch.bool)
     if name.endswith("qkv_proj.bias"):
-        mask[size // 3:2 * size // 3] = False  # [q | k | v]
+        mask[size // 3 : 2 * size // 3] = False  # [q | k | v]
     elif name.endswith("kv_proj.bias"):
-        mask[:size // 2] = False  # [k | v]
+        mask[: size // 2] = False  # [k | v]
     return mask if mask.dim() and not mask.all() else slice(None)

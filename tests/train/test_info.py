@@ -57,11 +57,14 @@ def test_the_cli_prints_text_or_json(trained_run: Path, tmp_path: Path) -> None:
     assert json.loads(as_json.stdout)["step"] == 6
 
 
-@pytest.mark.parametrize("content, words", [
-    (b"PK\x03\x04 not really a zip", "is not a readable mtkit model or checkpoint"),
-    (None, "is not an mtkit model or checkpoint"),
-    (b"", "is not a readable mtkit model or checkpoint"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"PK\x03\x04 not really a zip", "is not a readable mtkit model or checkpoint"),
+        (None, "is not an mtkit model or checkpoint"),
+        (b"", "is not a readable mtkit model or checkpoint"),
+    ],
+)
 def test_a_damaged_or_foreign_file_is_one_sentence(tmp_path: Path, content, words) -> None:
     path = tmp_path / "model.pt"
     if content is None:

@@ -28,8 +28,10 @@ def test_padding_positions_add_zero():
     logits = torch.randn(2, 3, 7)
     target = torch.tensor([[4, 5, 6], [4, PAD, PAD]])
     full = label_smoothed_loss(logits, target, 0.1)
-    real_only = label_smoothed_loss(logits[:1], target[:1], 0.1).loss + label_smoothed_loss(
-        logits[1:, :1], target[1:, :1], 0.1).loss
+    real_only = (
+        label_smoothed_loss(logits[:1], target[:1], 0.1).loss
+        + label_smoothed_loss(logits[1:, :1], target[1:, :1], 0.1).loss
+    )
     assert full.loss.item() == pytest.approx(real_only.item(), rel=1e-6)
     assert full.tokens == 4
     logits2 = logits.clone()
@@ -43,6 +45,7 @@ def test_matches_torch_cross_entropy_with_label_smoothing():
     target = torch.randint(1, 11, (3, 5))
     target[2, 3:] = PAD
     ours = label_smoothed_loss(logits, target, 0.1).loss
-    theirs = F.cross_entropy(logits.reshape(-1, 11), target.reshape(-1), ignore_index=PAD,
-                             label_smoothing=0.1, reduction="sum")
+    theirs = F.cross_entropy(
+        logits.reshape(-1, 11), target.reshape(-1), ignore_index=PAD, label_smoothing=0.1, reduction="sum"
+    )
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-5)

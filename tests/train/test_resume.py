@@ -15,8 +15,26 @@ from mtkit import checkpoint
 from mtkit.errors import MtkitError
 from tests.conftest import ROOT, run_cli
 
-ARGS = ("--preset", "tiny", "--max-tokens", "512", "--max-steps", "20", "--save-every-steps", "10",
-        "--valid-every", "10", "--log-every", "5", "--device", "cpu", "--threads", "1", "--seed", "5")
+ARGS = (
+    "--preset",
+    "tiny",
+    "--max-tokens",
+    "512",
+    "--max-steps",
+    "20",
+    "--save-every-steps",
+    "10",
+    "--valid-every",
+    "10",
+    "--log-every",
+    "5",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+    "--seed",
+    "5",
+)
 
 KILLER = textwrap.dedent("""
     import os, signal, sys
@@ -45,8 +63,13 @@ KILLER = textwrap.dedent("""
 
 def run_killed(*args: str, **env: str) -> subprocess.CompletedProcess:
     """The real CLI in a process that SIGKILLs itself at a chosen moment (no cleanup code can run)."""
-    return subprocess.run([sys.executable, "-c", KILLER, *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "KILL_AFTER_STEP": "-1", **env})
+    return subprocess.run(
+        [sys.executable, "-c", KILLER, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "KILL_AFTER_STEP": "-1", **env},
+    )
 
 
 def weights(path) -> dict[str, torch.Tensor]:
@@ -115,8 +138,7 @@ def test_an_interrupted_write_keeps_the_old_file_and_leaves_no_temporary(tmp_pat
 def test_keep_last_removes_only_the_oldest_numbered_checkpoints(tmp_path) -> None:
     for step in (3, 10, 7, 12):
         checkpoint.save_checkpoint({"format": "mtkit", "version": 1, "step": step}, tmp_path, keep_last=2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_10.pt", "checkpoint_12.pt",
-                                                          "checkpoint_last.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_10.pt", "checkpoint_12.pt", "checkpoint_last.pt"]
     assert checkpoint.load(tmp_path / "checkpoint_last.pt")["step"] == 12
 
 
@@ -140,8 +162,9 @@ def test_a_different_model_config_refuses_to_resume(toy_data, tmp_path) -> None:
     run = tmp_path / "run"
     first = run_cli("train", toy_data, "--out", run, *ARGS[:-8], "--max-steps", "2", "--device", "cpu")
     assert first.returncode == 0, first.stderr
-    other = run_cli("train", toy_data, "--out", run, *ARGS[:-8], "--max-steps", "4", "--set", "d_ff=96",
-                    "--set", "encoder_layers=1")
+    other = run_cli(
+        "train", toy_data, "--out", run, *ARGS[:-8], "--max-steps", "4", "--set", "d_ff=96", "--set", "encoder_layers=1"
+    )
     assert other.returncode == 1
     assert "different model config" in other.stderr and "d_ff: 128 != 96" in other.stderr
     assert "encoder_layers: 2 != 1" in other.stderr and "Traceback" not in other.stderr

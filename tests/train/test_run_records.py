@@ -28,9 +28,17 @@ def data_with_records(toy_data: Path, out: Path) -> Path:
     """The toy data with the prepare.json and bpe.json that `mtkit prepare` and `mtkit bpe` would write."""
     data = out / "data"
     shutil.copytree(toy_data, data)
-    (data / "prepare.json").write_text(json.dumps({"corpus": "toy", "created": "2026-01-01T00:00:00+00:00",
-                                                   "sources": [{"file": "toy.tgz", "url": "https://example.org/toy.tgz",
-                                                                "bytes": 10, "sha256": ARCHIVE_SHA}]}))
+    (data / "prepare.json").write_text(
+        json.dumps(
+            {
+                "corpus": "toy",
+                "created": "2026-01-01T00:00:00+00:00",
+                "sources": [
+                    {"file": "toy.tgz", "url": "https://example.org/toy.tgz", "bytes": 10, "sha256": ARCHIVE_SHA}
+                ],
+            }
+        )
+    )
     bpe = json.loads((data / "bpe.json").read_text())
     bpe["model"] = {"file": "spm.model", "sha256": sha256(data / "spm.model")}
     for split in bpe["splits"]:
@@ -40,8 +48,16 @@ def data_with_records(toy_data: Path, out: Path) -> Path:
 
 
 def train_tiny(data: Path, run: Path, steps: int, tensorboard: bool = True) -> None:
-    cfg = dataclasses.replace(PRESETS["tiny"].train, max_steps=steps, save_every_steps=3, valid_every=3, log_every=3,
-                              keep_last=5, valid_bleu=5, tensorboard=tensorboard)
+    cfg = dataclasses.replace(
+        PRESETS["tiny"].train,
+        max_steps=steps,
+        save_every_steps=3,
+        valid_every=3,
+        log_every=3,
+        keep_last=5,
+        valid_bleu=5,
+        tensorboard=tensorboard,
+    )
     vocab = json.loads((data / "bpe.json").read_text())["vocab_size"]
     trainer.train(data, run, model_config("tiny", vocab), cfg, device="cpu", threads=1)
 
@@ -70,7 +86,8 @@ def test_tensorboard_holds_every_metrics_value_with_its_step_and_wall_time(train
         for key, value in record.items():
             if key not in ("event", "time", "step") and isinstance(value, (int, float)) and math.isfinite(value):
                 expected.setdefault(f"{record['event']}/{key}", []).append(
-                    (record.get("step", 0), record["time"], float(value)))
+                    (record.get("step", 0), record["time"], float(value))
+                )
     assert {"train/loss", "train/lr", "train/tokens_per_s", "valid/loss", "valid/bleu", "start/params"} <= set(expected)
     assert set(events.Tags()["scalars"]) == set(expected)
     for tag, points in expected.items():
@@ -95,13 +112,19 @@ def test_run_json_holds_the_sha256_chain_and_every_checkpoint_carries_it(trained
     assert record["format"] == "mtkit-run" and record["start_step"] == 0 and record["earlier"] == []
     assert record["command"].startswith(sys.argv[0])  # the test's process: pytest's command line
     assert {"mtkit", "torch", "sentencepiece", "sacrebleu", "python"} <= set(record["versions"])
-    assert (record["device"].startswith("cpu"), record["threads"], record["precision"], record["world_size"]) == \
-        (True, 1, "fp32", 1)
+    assert (record["device"].startswith("cpu"), record["threads"], record["precision"], record["world_size"]) == (
+        True,
+        1,
+        "fp32",
+        1,
+    )
     assert record["data"]["archives"]["sources"][0]["sha256"] == ARCHIVE_SHA
     assert record["data"]["bpe"]["raw_text_sha256"]["raw/train.en"] == sha256(data / "raw" / "train.en")
     files = record["data"]["files"]
-    assert set(files) == {"spm.model", *(f"bin/{s}.{lang}.{ext}" for s in ("train", "valid") for lang in ("en", "de")
-                                         for ext in ("bin", "idx"))}
+    assert set(files) == {
+        "spm.model",
+        *(f"bin/{s}.{lang}.{ext}" for s in ("train", "valid") for lang in ("en", "de") for ext in ("bin", "idx")),
+    }
     for rel, info in files.items():
         assert info["sha256"] == sha256(data / rel), rel
     assert files["spm.model"]["sha256"] == record["data"]["bpe"]["spm_model_sha256"]
@@ -125,5 +148,6 @@ def test_a_resume_adds_a_session_and_average_carries_the_newest_provenance(train
     paths = checkpoint.run_checkpoints(run, 3)
     averaged = checkpoint.average(paths)
     assert averaged["provenance"] == record
-    assert averaged["averaged_from"] == [{"file": str(p), "step": int(p.stem.split("_")[1]), "sha256": sha256(p)}
-                                         for p in paths]
+    assert averaged["averaged_from"] == [
+        {"file": str(p), "step": int(p.stem.split("_")[1]), "sha256": sha256(p)} for p in paths
+    ]

@@ -22,18 +22,47 @@ FAST = ("--preset", "tiny", "--device", "cpu", "--threads", "1")
 @pytest.mark.slow
 def test_a_run_directory_holds_config_metrics_and_complete_checkpoints(toy_data, tmp_path) -> None:
     run = tmp_path / "run"
-    done = run_cli("train", toy_data, "--out", run, *FAST, "--max-steps", "12", "--save-every-steps", "3",
-                   "--keep-last", "2", "--valid-every", "6", "--log-every", "3", "--set", "d_ff=96", "--dropout", "0.2")
+    done = run_cli(
+        "train",
+        toy_data,
+        "--out",
+        run,
+        *FAST,
+        "--max-steps",
+        "12",
+        "--save-every-steps",
+        "3",
+        "--keep-last",
+        "2",
+        "--valid-every",
+        "6",
+        "--log-every",
+        "3",
+        "--set",
+        "d_ff=96",
+        "--dropout",
+        "0.2",
+    )
     assert done.returncode == 0, done.stderr
     first = done.stderr.splitlines()[0]
-    for words in ("params", "device cpu", "precision fp32", "precision_why MTKIT_AUTO_PRECISION=fp32", "world_size 1",
-                  "effective_batch"):
+    for words in (
+        "params",
+        "device cpu",
+        "precision fp32",
+        "precision_why MTKIT_AUTO_PRECISION=fp32",
+        "world_size 1",
+        "effective_batch",
+    ):
         assert words in first
     config = json.loads((run / "config.json").read_text())
     assert config["model"]["d_ff"] == 96 and config["model"]["dropout"] == 0.2
     assert config["train"]["max_steps"] == 12 and config["world_size"] == 1
     assert sorted(p.name for p in run.glob("checkpoint_*.pt")) == [
-        "checkpoint_12.pt", "checkpoint_9.pt", "checkpoint_best.pt", "checkpoint_last.pt"]
+        "checkpoint_12.pt",
+        "checkpoint_9.pt",
+        "checkpoint_best.pt",
+        "checkpoint_last.pt",
+    ]
 
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     events = [r["event"] for r in records]
@@ -59,8 +88,21 @@ def test_a_run_directory_holds_config_metrics_and_complete_checkpoints(toy_data,
 @pytest.mark.slow
 def test_valid_bleu_scores_greedy_dev_translations_and_picks_the_best_by_them(toy_data, tmp_path) -> None:
     run = tmp_path / "run"
-    done = run_cli("train", toy_data, "--out", run, *FAST, "--max-steps", "8", "--valid-every", "4",
-                   "--valid-bleu", "10", "--save-every-steps", "4")
+    done = run_cli(
+        "train",
+        toy_data,
+        "--out",
+        run,
+        *FAST,
+        "--max-steps",
+        "8",
+        "--valid-every",
+        "4",
+        "--valid-bleu",
+        "10",
+        "--save-every-steps",
+        "4",
+    )
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     valids = [r for r in records if r["event"] == "valid"]
@@ -88,16 +130,19 @@ def test_a_wall_clock_budget_stops_the_run_and_a_rerun_has_nothing_left_to_do(to
     assert again.returncode == 0 and checkpoint.load(run / "checkpoint_last.pt")["step"] == step
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--preset", "huge"), "'--preset': 'huge' is not one of 'tiny', 'small', 'base', 'big'"),
-    (("--set", "vocab_size=500"), "vocab_size 500 does not match the data's vocabulary"),
-    (("--set", "colour=blue"), "--set 'colour=blue': expected FIELD=VALUE with FIELD one of"),
-    (("--set", "heads=3"), "ModelConfig.d_model must be divisible by heads=3"),
-    (("--precision", "fp8"), "'--precision': 'fp8' is not one of 'auto', 'fp32', 'bf16', 'fp16'"),
-    (("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
-    (("--max-tokens", "0"), "--max-tokens must be a positive integer, got 0."),
-    (("--device", "tpu"), "unknown --device 'tpu'; use auto, cpu, cuda, cuda:N or mps"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--preset", "huge"), "'--preset': 'huge' is not one of 'tiny', 'small', 'base', 'big'"),
+        (("--set", "vocab_size=500"), "vocab_size 500 does not match the data's vocabulary"),
+        (("--set", "colour=blue"), "--set 'colour=blue': expected FIELD=VALUE with FIELD one of"),
+        (("--set", "heads=3"), "ModelConfig.d_model must be divisible by heads=3"),
+        (("--precision", "fp8"), "'--precision': 'fp8' is not one of 'auto', 'fp32', 'bf16', 'fp16'"),
+        (("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
+        (("--max-tokens", "0"), "--max-tokens must be a positive integer, got 0."),
+        (("--device", "tpu"), "unknown --device 'tpu'; use auto, cpu, cuda, cuda:N or mps"),
+    ],
+)
 def test_bad_input_is_one_sentence_without_traceback(toy_data, tmp_path, args, message) -> None:
     result = run_cli("train", toy_data, "--out", tmp_path / "run", "--preset", "tiny", "--max-steps", "1", *args)
     assert result.returncode == (2 if "is not one of" in message else 1)  # a bad choice is a usage error
@@ -127,14 +172,16 @@ def test_base_and_big_reach_about_25k_tokens_per_update_for_any_world_size() -> 
 
 
 def in_process_run(toy_data, run, **changes) -> trainer.TrainResult:
-    cfg = dataclasses.replace(PRESETS["tiny"].train, **{"max_tokens": 512, "valid_every": 100, "log_every": 1,
-                                                         **changes})
+    cfg = dataclasses.replace(
+        PRESETS["tiny"].train, **{"max_tokens": 512, "valid_every": 100, "log_every": 1, **changes}
+    )
     data_vocab = json.loads((toy_data / "bpe.json").read_text())["vocab_size"]
     return trainer.train(toy_data, run, model_config("tiny", data_vocab), cfg, device="cpu")
 
 
-def test_a_nonfinite_loss_skips_the_update_and_many_in_a_row_stop_the_run(toy_data, tmp_path, monkeypatch,
-                                                                            caplog) -> None:
+def test_a_nonfinite_loss_skips_the_update_and_many_in_a_row_stop_the_run(
+    toy_data, tmp_path, monkeypatch, caplog
+) -> None:
     from mtkit.train import forward
 
     real, calls = forward.label_smoothed_sums, {"n": 0}
@@ -177,11 +224,10 @@ def test_patience_stops_early(toy_data, tmp_path, monkeypatch) -> None:
 
     def fake_validate(*args, **kwargs) -> dict[str, float]:
         nll = next(scores)
-        return {"loss": nll, "nll": nll, "ppl": 2.0 ** nll, "tokens": 1}
+        return {"loss": nll, "nll": nll, "ppl": 2.0**nll, "tokens": 1}
 
     monkeypatch.setattr(trainer, "validate", fake_validate)
-    result = in_process_run(toy_data, tmp_path / "patient", max_steps=50, valid_every=2, patience=3,
-                            save_every_steps=0)
+    result = in_process_run(toy_data, tmp_path / "patient", max_steps=50, valid_every=2, patience=3, save_every_steps=0)
     assert (result.stopped, result.step, result.best) == ("patience", 10, 4.0)
     best = checkpoint.load(tmp_path / "patient" / "checkpoint_best.pt")
     assert best["step"] == 4 and best["progress"]["best"] == 4.0

@@ -27,8 +27,24 @@ def unigram_cross_entropy(data_dir) -> float:
 @pytest.mark.integration
 def test_tiny_model_beats_the_unigram_baseline_on_multi30k(multi30k_data, tmp_path) -> None:
     run = tmp_path / "run"
-    done = run_cli("train", multi30k_data, "--out", run, "--preset", "tiny", "--max-steps", "300",
-                   "--valid-every", "150", "--log-every", "50", "--device", "cpu", "--threads", "1")
+    done = run_cli(
+        "train",
+        multi30k_data,
+        "--out",
+        run,
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "300",
+        "--valid-every",
+        "150",
+        "--log-every",
+        "50",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+    )
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     valid = [r for r in records if r["event"] == "valid"]
