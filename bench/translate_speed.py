@@ -17,7 +17,8 @@ end token too: the tests hold the scores equal), longest output = source tokens 
 --batch-tokens source tokens (CTranslate2: batch_type="tokens"), --threads intra-op threads.
 Stopping: mtkit by `--early-stop` (default patience: once `beam` hypotheses have finished, as
 CTranslate2's patience 1; `exact` runs until no live hypothesis can beat the best finished one).
-mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained model gives them next to no probability; its `suppress_sequences` would renormalise the scores).
+mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained model gives them next
+to no probability; its `suppress_sequences` would renormalise the scores).
 
 mtkit int8 runs only where `mtkit translate --precision int8` exists (skipped with a note elsewhere).
 The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
