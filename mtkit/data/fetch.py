@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mtkit.atomic import write_atomic
-from mtkit.data.corpora import Source
+from mtkit.data.corpus_model import Source
 from mtkit.errors import MtkitError
 from mtkit.files import CHUNK, hash_file, progress_bar
 

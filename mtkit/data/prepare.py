@@ -26,16 +26,8 @@ from typing import Any
 from mtkit import __version__
 from mtkit.atomic import write_atomic
 from mtkit.data.clean import CleanConfig, Cleaner, CleanStats, dedup_files
-from mtkit.data.corpora import (
-    SPLITS,
-    Corpus,
-    Member,
-    Part,
-    Registry,
-    custom_corpus,
-    default_registry,
-    members_by_source,
-)
+from mtkit.data.corpora import SPLITS, Registry, custom_corpus, default_registry, members_by_source
+from mtkit.data.corpus_model import Corpus, Member, Part
 from mtkit.data.extract import read_sgml, read_text_lines, stage_members
 from mtkit.data.fetch import Fetched, Fetcher
 from mtkit.data.owned import listed, previous_record, refuse_foreign
