@@ -34,7 +34,7 @@ def versions() -> str:
 
 
 def main(argv: list[str]) -> str:
-    out, run, minutes = Path(argv[0]), Path(argv[1]), argv[2]
+    out, run, budget = Path(argv[0]), Path(argv[1]), argv[2]
     rest = argv[3:]
     commands, stages = rest[: rest.index("--")], rest[rest.index("--") + 1 :]
     scores = {
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> str:
     names = {"last": f"last checkpoint (update {done['step']})", "averaged": "average of the last checkpoints"}
 
     lines = [
-        f"# Multi30k En-De, small Transformer, {minutes} minutes of training on this CPU",
+        f"# Multi30k En-De, small Transformer, {budget} minutes of training on this CPU",
         "",
         f"Made by `recipes/multi30k-en-de/run.sh` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: "
         f"{versions()}; Python {platform.python_version()}; {os.cpu_count()} CPU cores "
