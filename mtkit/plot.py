@@ -253,7 +253,7 @@ def draw(runs: Sequence[Run], axis: str = "minutes", series: Sequence[str] | Non
                 c.y,
                 color=colours[c.run],
                 linestyle="--" if valid else "-",
-                marker="o" if valid else None,
+                marker="o" if valid or len(c.x) == 1 else None,  # a lone training point is a dot, not nothing
                 markersize=3.5,
                 linewidth=1.4 if valid else 1.1,
                 label=f"{c.run} ({c.event})",
