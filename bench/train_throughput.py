@@ -108,7 +108,7 @@ def run_one(args: argparse.Namespace) -> dict:
 
     # The synthetic corpus has no real 37k-piece SentencePiece model; the check that the model
     # and spm.model agree is irrelevant to speed, so it is switched off here (and only here).
-    trainer._check_vocab = lambda *a: None
+    trainer.check_vocab = lambda *a: None
     counts = count_tokens(trainer)
     preset = get_preset(args.preset[0])
     model_cfg = model_config(preset.name, open_data(args.data).vocab_size)

@@ -24,7 +24,6 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,7 @@ import torch
 from mtkit import checkpoint, provenance
 from mtkit.atomic import write_atomic
 from mtkit.config import ModelConfig, TrainConfig
-from mtkit.data.batching import epoch_batches, epoch_order, plan_batches, shard_all
-from mtkit.data.dataset import DataDir, ParallelSplit, open_data
+from mtkit.data.dataset import open_data
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.model import Transformer
@@ -43,73 +41,15 @@ from mtkit.train import distributed as dist
 from mtkit.train import report, resume, rundir
 from mtkit.train.forward import accumulate
 from mtkit.train.metrics import MetricsLog, Window
+from mtkit.train.plan import Epoch, check_token_ids, check_vocab, epoch_of, plan_data
 from mtkit.train.precision import Precision
 from mtkit.train.resume import Progress
 from mtkit.train.schedule import inverse_sqrt_lr
 from mtkit.train.signals import SIGNAL_STOPS, StopRequests
+from mtkit.train.stopping import LoopState, TrainResult, UpdateResult, out_of_time, stop_reason
 from mtkit.train.validation import bleu_sample, greedy_bleu, is_better, score_of, validate
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    model: torch.nn.Module
-    step: int
-    epoch: int
-    best: float
-    stopped: str  # max_steps, max_epochs, max_minutes, patience, or the signal: SIGTERM, SIGINT
-
-
-@dataclass(frozen=True)
-class UpdateResult:
-    """One update as every rank sees it after the update's all-reduce."""
-
-    applied: bool  # the optimizer stepped (not: a non-finite loss or gradient, or an fp16 overflow)
-    loss: float  # summed over the update's batches on every rank
-    nll: float
-    grad_norm: float  # L2 norm of the whole gradient before clipping
-    save_asked: bool  # rank 0's clock asks for a checkpoint (--save-every-minutes)
-    time_up: bool  # rank 0's clock says --max-minutes is spent
-    stop_signal: str  # "SIGTERM" or "SIGINT" when any rank received one, else ""
-
-
-@dataclass
-class LoopState:
-    """The loop's bookkeeping between updates (not saved: a resumed run starts it afresh)."""
-
-    last_save: float  # time.monotonic() of the last regular checkpoint
-    saved_step: int  # the step that checkpoint holds
-    last_valid: int = -1  # the step of the last validation
-    window: Window = dataclasses.field(default_factory=Window)
-
-
-@dataclass(frozen=True)
-class Epoch:
-    """This rank's batches of one epoch, and every rank's summed token counts at each local batch index."""
-
-    batches: list[np.ndarray]
-    tgt_tokens: np.ndarray  # (per_rank,)
-    real_and_padded: np.ndarray  # (per_rank, 2): src + tgt tokens, real and padded
-
-
-def out_of_time(p: Progress, cfg: TrainConfig) -> bool:
-    return bool(cfg.max_minutes and p.elapsed >= 60 * cfg.max_minutes)
-
-
-def stop_reason(p: Progress, cfg: TrainConfig, time_up: bool, stop_signal: str = "") -> str:
-    """Why training stops now, or "" to go on: the one stop rule, at start and after every update."""
-    if stop_signal:
-        return stop_signal
-    if p.step >= cfg.max_steps:
-        return "max_steps"
-    if time_up:
-        return "max_minutes"
-    if cfg.max_epochs and p.epoch >= cfg.max_epochs:
-        return "max_epochs"
-    if cfg.patience and p.bad_valids >= cfg.patience:
-        return "patience"
-    return ""
 
 
 def train(
@@ -147,10 +87,10 @@ class Trainer:
         self.corpus = resume.corpus_of(data)
         self.vocab = data.vocab_bytes()
         self.spm = Vocab.from_bytes(self.vocab)
-        _check_vocab(data, self.spm, model_cfg)
+        check_vocab(data, self.spm, model_cfg)
         self.train_split, self.valid_split = data.split("train"), data.split("valid")
         self.bleu_sample = bleu_sample(data, cfg.valid_bleu) if cfg.valid_bleu else None
-        _check_token_ids(data, (self.train_split, self.valid_split), model_cfg)
+        check_token_ids(data, (self.train_split, self.valid_split), model_cfg)
         resume.check_run_config(run_dir, model_cfg)
         ckpt = resume.find_checkpoint(run_dir)
         random.seed(cfg.seed)
@@ -167,27 +107,14 @@ class Trainer:
             fused=world.device.type in ("cuda", "cpu") or None,
         )
         self.progress = Progress()
-        self._plan()
+        self.plan, self.valid_batches = plan_data(
+            self.train_split, self.valid_split, cfg, world, model_cfg.max_positions
+        )
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
         self.resumed_from = resume.restore(ckpt, self) if ckpt else None
         self.ddp = dist.wrap(self.model, world)
         self.stop_requests = StopRequests()
         self.provenance: dict = {}  # RUN/run.json, written by rank 0 when training starts (only rank 0 saves)
-
-    def _plan(self) -> None:
-        cfg, world, max_positions = self.cfg, self.world, self.model_cfg.max_positions
-        self.plan = plan_batches(
-            self.train_split.src_sizes, self.train_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions
-        )
-        valid_plan = plan_batches(
-            self.valid_split.src_sizes, self.valid_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions
-        )
-        self.valid_batches = shard_all(valid_plan, world.rank, world.size)
-        if len(self.plan) < world.size:
-            raise MtkitError(
-                f"the training data makes {len(self.plan)} batch(es) of --max-tokens {cfg.max_tokens}, "
-                f"fewer than the {world.size} processes; lower --max-tokens or use fewer processes."
-            )
 
     def _save(self, best: bool = False, regular: bool = True) -> None:
         payload = resume.payload(self)
@@ -258,23 +185,12 @@ class Trainer:
             start_step=self.progress.step,
         )
 
-    def _epoch(self, number: int) -> Epoch:
-        plan, world = self.plan, self.world
-        order = epoch_order(plan, number, world.size)  # (per_rank, W): every rank's batch at each local index
-        real = (plan.src_tokens + plan.tgt_tokens)[order].sum(1)
-        padded = (plan.src_padded + plan.tgt_padded)[order].sum(1)
-        return Epoch(
-            epoch_batches(plan, number, world.rank, world.size),
-            plan.tgt_tokens[order].sum(1),
-            np.stack([real, padded], axis=1),
-        )
-
     def _loop(self) -> str:
         p = self.progress
         state = LoopState(last_save=time.monotonic(), saved_step=p.step)
         stopped = ""
         while not stopped:
-            epoch = self._epoch(p.epoch)
+            epoch = epoch_of(self.plan, p.epoch, self.world)
             if p.batch >= len(epoch.batches):  # a resumed position past this epoch's end: start the next one
                 p.epoch, p.batch = p.epoch + 1, 0
                 continue
@@ -442,25 +358,3 @@ class Trainer:
             p.bad_valids += 1
         self.log.event("valid", step=p.step, epoch=p.epoch + 1, **metrics, best=better)
         return better
-
-
-def _check_vocab(data: DataDir, vocab: Vocab, model_cfg: ModelConfig) -> None:
-    if len(vocab) != data.vocab_size:
-        raise MtkitError(
-            f"{data.spm_path} has {len(vocab)} pieces but {data.path}/bpe.json says vocab_size "
-            f"{data.vocab_size}; rebuild the data with `mtkit bpe`."
-        )
-    if model_cfg.vocab_size != data.vocab_size or model_cfg.target_vocab_size != data.vocab_size:
-        raise MtkitError(
-            f"the model's vocab_size {model_cfg.vocab_size} does not match the data's vocabulary of "
-            f"{data.vocab_size} pieces ({data.path}/bpe.json); drop the vocab_size override."
-        )
-
-
-def _check_token_ids(data: DataDir, splits: tuple[ParallelSplit, ...], model_cfg: ModelConfig) -> None:
-    for split in splits:
-        if split.max_id() >= model_cfg.vocab_size:
-            raise MtkitError(
-                f"{data.path}/bin/{split.name} holds token id {split.max_id()}, but the vocabulary "
-                f"has {model_cfg.vocab_size} entries; rebuild the data with `mtkit bpe`."
-            )
