@@ -133,7 +133,10 @@ class Translator:
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike | Sequence[str | os.PathLike], device: str = "auto", precision: str = "fp32"
+        cls,
+        path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        device: str = "auto",
+        precision: str = "fp32",
     ) -> Translator:
         """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)

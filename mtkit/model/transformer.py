@@ -20,6 +20,8 @@ from mtkit.config import PAD, ModelConfig
 class PositionalEncoding(nn.Module):
     """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)."""
 
+    pe: Tensor
+
     def __init__(self, d_model: int, max_positions: int):
         super().__init__()
         pos = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
@@ -45,8 +47,9 @@ class Embedding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
-        x = self.table(tokens) * self.scale + self.positions(tokens.size(1), offset)  # (B, T, d_model)
-        return self.dropout(x)
+        x: Tensor = self.table(tokens) * self.scale + self.positions(tokens.size(1), offset)  # (B, T, d_model)
+        out: Tensor = self.dropout(x)
+        return out
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
@@ -92,7 +95,8 @@ class MultiHeadAttention(nn.Module):
         """Eq. (1), softmax(QK^T / sqrt(d_k)) V, through PyTorch's fused kernel."""
         p = self.dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
-        return self.out_proj(merge_heads(out))  # (B, T, d_model)
+        projected: Tensor = self.out_proj(merge_heads(out))  # (B, T, d_model)
+        return projected
 
 
 class FeedForward(nn.Module):
@@ -104,7 +108,8 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+        out: Tensor = self.w_2(self.dropout(F.relu(self.w_1(x))))
+        return out
 
 
 class Residual(nn.Module):
@@ -119,10 +124,11 @@ class Residual(nn.Module):
         self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
 
     def before(self, x: Tensor) -> Tensor:
-        return self.norm(x) if self.pre_norm else x
+        normed: Tensor = self.norm(x) if self.pre_norm else x
+        return normed
 
     def after(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
-        y = x + self.dropout(sublayer_out)
+        y: Tensor = x + self.dropout(sublayer_out)
         return y if self.pre_norm else self.norm(y)
 
 
@@ -327,6 +333,7 @@ class Transformer(nn.Module):
         (the cache grows beyond it when needed; 0 suits teacher forcing)."""
         layers = []
         for layer in self.decoder:
+            assert isinstance(layer, DecoderLayer)
             k, v = layer.cross_attn.project_kv(encoded.memory)  # (B, H, S, d_k)
             B, H, _, d_k = k.shape
             history = [k.new_empty(capacity, B, H, d_k) for _ in range(2)]  # (C, B, H, d_k)
@@ -351,7 +358,8 @@ class Transformer(nn.Module):
     def project(self, x: Tensor) -> Tensor:
         """Pre-softmax linear transformation, sharing the embedding matrix (3.4) unless untied."""
         if self.output_proj is not None:
-            return self.output_proj(x)
+            logits: Tensor = self.output_proj(x)
+            return logits
         return F.linear(x, self.tgt_embed.table.weight)  # (B, T, V)
 
     def decode(self, tgt_in: Tensor, encoded: Encoded) -> Tensor:
