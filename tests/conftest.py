@@ -1,4 +1,4 @@
-"""Shared test helpers: drive the real CLI in a subprocess; Multi30k as a small sample or the full corpus.
+"""Shared test helpers: drive the real CLI (in this process or a subprocess); Multi30k as a sample or the full corpus.
 
 Every test runs from the repository alone with `multi30k` (a few hundred lines shipped in
 tests/data/sample/). Tests marked `integration` take `multi30k_full`, the whole corpus from
@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from tests.inprocess import in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "data" / "sample"
@@ -34,19 +36,27 @@ def run_cli(
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 600,
+    process: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run `python -m mtkit ARGS` from this checkout (not whatever `mtkit` is on PATH)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    text = not isinstance(input, bytes)
-    return subprocess.run(
-        [sys.executable, "-m", "mtkit", *map(str, args)],
-        input=input,
-        capture_output=True,
-        text=text,
-        cwd=cwd,
-        env=full_env,
-        timeout=timeout,
-    )
+    """Run `mtkit ARGS` from this checkout (not whatever `mtkit` is on PATH) and capture what it says.
+
+    By default the command runs inside this test process (`in_process`): starting a Python with torch
+    costs about two seconds a call, which was most of the suite's time. `process=True` runs
+    `python -m mtkit` in a subprocess, for what only a process shows: signals, the exit of a pipe's
+    reader, /dev/stdin, another process holding a lock.
+    """
+    if process:
+        full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        return subprocess.run(
+            [sys.executable, "-m", "mtkit", *map(str, args)],
+            input=input,
+            capture_output=True,
+            text=not isinstance(input, bytes),
+            cwd=cwd,
+            env=full_env,
+            timeout=timeout,
+        )
+    return in_process(*map(str, args), input=input, cwd=cwd, env=env)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ def test_missing_ctranslate2_is_one_sentence(cli_model, tmp_path):
     (hidden / "ctranslate2").mkdir(parents=True)
     (hidden / "ctranslate2" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
     env = {"PYTHONPATH": os.pathsep.join([str(hidden), str(ROOT)])}
-    done = run_cli("export", cli_model, "-o", tmp_path / "out", env=env)
+    done = run_cli("export", cli_model, "-o", tmp_path / "out", env=env, process=True)  # a fresh import
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "pip install 'mtkit[ct2]'" in done.stderr
     assert not (tmp_path / "out").exists()

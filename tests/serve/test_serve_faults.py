@@ -100,7 +100,8 @@ def test_missing_extra_is_one_sentence(cli_model, tmp_path):
     fake = tmp_path / "fastapi"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('No module named fastapi', name='fastapi')\n")
-    result = run_cli("serve", "-m", cli_model, env={"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])})
+    path = os.pathsep.join([str(tmp_path), str(ROOT)])
+    result = run_cli("serve", "-m", cli_model, env={"PYTHONPATH": path}, process=True)  # a fresh import of fastapi
     assert result.returncode == 1
     assert "pip install 'mtkit[serve]'" in result.stderr and "Traceback" not in result.stderr
 
@@ -113,6 +114,7 @@ def test_missing_model_two_models_and_busy_port_are_one_sentence(cli_model, tmp_
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        result = run_cli("serve", "-m", cli_model, "--port", str(busy.getsockname()[1]))
+        # A process: were the port free after all, a server in this one would never return.
+        result = run_cli("serve", "-m", cli_model, "--port", str(busy.getsockname()[1]), process=True)
     assert result.returncode == 1 and "cannot listen on 127.0.0.1:" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
