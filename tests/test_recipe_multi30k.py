@@ -9,11 +9,18 @@ import pytest
 from recipe_tools import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
 
 ORDER = ["prepare", "bpe", "train", "plot", "average"] + ["translate", "score"] * 4
+# --quick translates only what its result needs: the test set with the last checkpoint, nothing averaged.
+QUICK_ORDER = ["prepare", "bpe", "train", "plot", "translate", "score"]
 
 
 @pytest.mark.parametrize(
     "args, minutes, last, out_name",
-    [([], 25, 5, "out"), (["--quick"], 3, 3, "out-quick"), (["--minutes", "40"], 40, 5, "out")],
+    [
+        ([], 25, 5, "out"),
+        (["--quick"], 3, 3, "out-quick"),
+        (["--minutes", "40"], 40, 5, "out"),
+        (["--seed", "7"], 25, 5, "out"),
+    ],
 )
 def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, last, out_name, tmp_path: Path) -> None:
     folder = ROOT / "recipes" / "multi30k-en-de"
@@ -28,7 +35,8 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
         argv, torchrun, target = parse_line(line)
         assert torchrun is None
         parsed.append((*parse_mtkit(argv), target))
-    assert [name for name, _, _ in parsed] == ORDER
+    quick = "--quick" in args
+    assert [name for name, _, _ in parsed] == (QUICK_ORDER if quick else ORDER)
     steps = {name: params for name, params, _ in parsed}
     out = folder / out_name
     data = out / "data"
@@ -38,14 +46,18 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     train = steps["train"]
     assert (train["data"], train["out"], train["preset"]) == (data, out / "run", "small")
     assert train["max_minutes"] == minutes and train["valid_bleu"] > 0
-    assert train["keep_last"] == last == steps["average"]["last"], "average exactly the checkpoints kept"
-    assert [str(p) for p in steps["average"]["paths"]] == [str(out / "run")]
-    assert str(steps["average"]["output"]) == str(out / "averaged.pt")
+    assert train["seed"] == (int(args[args.index("--seed") + 1]) if "--seed" in args else 1)
+    assert train["keep_last"] == last
+    if not quick:
+        assert steps["average"]["last"] == last, "average exactly the checkpoints kept"
+        assert [str(p) for p in steps["average"]["paths"]] == [str(out / "run")]
+        assert str(steps["average"]["output"]) == str(out / "averaged.pt")
     assert [str(p) for p in steps["plot"]["runs"]] == [str(out / "run")] and steps["plot"]["x"] == "minutes"
     assert {s.value for s in steps["plot"]["y"]} == {"bleu", "loss", "ppl"}
     assert str(steps["plot"]["output"]) == str(out / "curves.png")
 
-    pairs = [(parsed[i][1], parsed[i + 1]) for i in range(5, len(parsed), 2)]
+    first = QUICK_ORDER.index("translate") if quick else ORDER.index("translate")
+    pairs = [(parsed[i][1], parsed[i + 1]) for i in range(first, len(parsed), 2)]
     seen = set()
     for translate, (_, score, target) in pairs:
         decode = decode_config(translate)
@@ -56,9 +68,11 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
         assert Path(target).parent == out
         assert len(translate["model"]) == 1, "one model, not an ensemble"
         seen.add((split, translate["model"][0]))
-    assert seen == {
-        (s, m) for s in ("valid", "test") for m in (str(out / "run" / "checkpoint_last.pt"), str(out / "averaged.pt"))
-    }
+    last_checkpoint = str(out / "run" / "checkpoint_last.pt")
+    if quick:
+        assert seen == {("test", last_checkpoint)}
+    else:
+        assert seen == {(s, m) for s in ("valid", "test") for m in (last_checkpoint, str(out / "averaged.pt"))}
 
 
 @pytest.mark.parametrize(
@@ -67,6 +81,7 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
         (["--minutes"], "--minutes needs a value"),
         (["--minutes", "soon"], "--minutes must be a number"),
         (["--fast"], "unknown argument '--fast'"),
+        (["--seed", "one"], "--seed must be a whole number"),
     ],
 )
 def test_bad_arguments_are_one_clear_line(args, message, tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 usage: python results.py OUT RUN MINUTES [COMMAND...] -- [STAGE_ROW...]
 
 OUT/model.pt becomes the better of the last and the averaged checkpoint by dev BLEU (never by
-test BLEU). The training wall-clock comes from the run's own log, which sums every resume;
+test BLEU); a run that translated only the test set with the last checkpoint (--quick) keeps that
+one. The training wall-clock comes from the run's own log, which sums every resume;
 the other stages' rows are this invocation's, as run.sh measured them.
 """
 
@@ -24,6 +25,11 @@ def metric(scores: dict, prefix: str) -> dict:
     return next(m for m in scores["scores"] if m["name"].startswith(prefix))
 
 
+def dev_bleu(scores: dict, which: str) -> float | None:
+    """Dev BLEU of `which`, or None where the dev set was not translated with it."""
+    return metric(scores[("valid", which)], "BLEU")["score"] if ("valid", which) in scores else None
+
+
 def versions() -> str:
     import sacrebleu
     import torch
@@ -38,11 +44,13 @@ def main(argv: list[str]) -> str:
     rest = argv[3:]
     commands, stages = rest[: rest.index("--")], rest[rest.index("--") + 1 :]
     scores = {
-        (split, which): json.loads((out / f"scores.{split}.{which}.json").read_text())
+        (split, which): json.loads(path.read_text())
         for split in ("valid", "test")
         for which in ("last", "averaged")
+        if (path := out / f"scores.{split}.{which}.json").is_file()
     }
-    best = max(("last", "averaged"), key=lambda which: metric(scores[("valid", which)], "BLEU")["score"])
+    models = [which for which in ("last", "averaged") if ("test", which) in scores]
+    best = max(models, key=lambda which: dev_bleu(scores, which) or 0.0)
     source = run / "checkpoint_last.pt" if best == "last" else out / "averaged.pt"
     shutil.copyfile(source, out / "model.pt.tmp")
     os.replace(out / "model.pt.tmp", out / "model.pt")
@@ -63,17 +71,18 @@ def main(argv: list[str]) -> str:
         "| model | test_2016_flickr sacreBLEU | test chrF2 | dev sacreBLEU |",
         "|---|---|---|---|",
     ]
-    for which in ("last", "averaged"):
+    for which in models:
         mark = " **= model.pt**" if which == best else ""
+        dev = dev_bleu(scores, which)
         lines.append(
             f"| {names[which]}{mark} | {metric(scores[('test', which)], 'BLEU')['score']:.2f} | "
             f"{metric(scores[('test', which)], 'chrF')['score']:.2f} | "
-            f"{metric(scores[('valid', which)], 'BLEU')['score']:.2f} |"
+            f"{'not translated' if dev is None else f'{dev:.2f}'} |"
         )
     lines += [
         "",
-        "Beam 4, GNMT length penalty alpha 0.6, maximum length source + 50. model.pt is the better "
-        "of the two on the dev set.",
+        "Beam 4, GNMT length penalty alpha 0.6, maximum length source + 50. "
+        + ("model.pt is the better of the two on the dev set." if len(models) > 1 else "model.pt is this model."),
         "",
         f"- sacreBLEU signature: `{metric(scores[('test', best)], 'BLEU')['signature']}`",
         f"- chrF signature: `{metric(scores[('test', best)], 'chrF')['signature']}`",

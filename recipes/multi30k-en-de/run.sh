@@ -11,7 +11,7 @@ source "$here/../lib.sh"
 
 usage() {
     cat <<EOF
-usage: run.sh [--quick] [--minutes M] [--out DIR] [--mirror DIR] [--dry-run]
+usage: run.sh [--quick] [--minutes M] [--seed N] [--out DIR] [--mirror DIR] [--dry-run]
 
 Prepares Multi30k (29,000 training pairs), learns an 8,000-piece joint BPE, trains the 'small'
 Transformer for a wall-clock budget with a checkpoint every minute, averages the last ones,
@@ -21,6 +21,8 @@ pip install 'mtkit[plot]'). OUT/model.pt is the final model (mtkit translate -m)
 
   --quick        a 3-minute training budget (about 5 minutes end to end)
   --minutes M    training budget in minutes (default 25; --quick: 3)
+  --seed N       seed for weights, dropout and batch order (default 1); runs with other seeds
+                 are what an ensemble (mtkit translate -m A -m B) needs
   --out DIR      everything the recipe makes (default: $here/out, --quick: $here/out-quick)
   --mirror DIR   read the corpus files from DIR instead of downloading them
   --dry-run      print every command, one a line, and run none
@@ -32,16 +34,16 @@ die() {
     exit 2
 }
 
-quick=0 minutes="" out="" mirror=""
+quick=0 minutes="" seed=1 out="" mirror=""
 DRY_RUN=0
 while (($#)); do
     case $1 in
         --quick) quick=1 ;;
         --dry-run) DRY_RUN=1 ;;
         -h | --help) usage; exit 0 ;;
-        --minutes | --out | --mirror)
+        --minutes | --seed | --out | --mirror)
             if (($# < 2)) || [[ -z $2 || $2 == --* ]]; then die "$1 needs a value"; fi
-            case $1 in --minutes) minutes=$2 ;; --out) out=$2 ;; --mirror) mirror=$2 ;; esac
+            case $1 in --minutes) minutes=$2 ;; --seed) seed=$2 ;; --out) out=$2 ;; --mirror) mirror=$2 ;; esac
             shift ;;
         *) die "unknown argument '$1' (run.sh --help lists the options)" ;;
     esac
@@ -49,15 +51,19 @@ while (($#)); do
 done
 
 # The full recipe: a checkpoint every minute, the last 5 averaged (the last 5 minutes: averaging
-# early checkpoints drags the average down), greedy dev BLEU on 500 sentences every 200 updates.
-save_every=1 last=5 valid_every=200 valid_bleu=500
+# early checkpoints drags the average down), greedy dev BLEU on 500 sentences every 200 updates,
+# then dev and test translated with the last and the averaged checkpoint (model.pt: the better on dev).
+# --quick translates only what its result needs: the test set, with the last checkpoint. An undertrained
+# model's beam search often runs to the length limit, so each translation it skips saves a minute.
+save_every=1 last=5 valid_every=200 valid_bleu=500 models=(last averaged) splits=(valid test)
 if ((quick)); then
     minutes=${minutes:-3} out=${out:-$here/out-quick}
-    save_every=0.5 last=3 valid_every=50 valid_bleu=200
+    save_every=0.5 last=3 valid_every=50 valid_bleu=200 models=(last) splits=(test)
 fi
 minutes=${minutes:-25}
 out=${out:-$here/out}
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
+[[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
 mirror_opt=()
 [[ -z $mirror ]] || mirror_opt=(--mirror "$mirror")
 data=$out/data run=$out/run
@@ -70,16 +76,16 @@ step bpe mtkit bpe "$data" --vocab-size 8000
 # The small preset's own training settings (measured for this recipe; see README.md), spelled out
 # so that the recipe keeps its meaning if the preset's defaults change.
 step train mtkit train "$data" --out "$run" --preset small --max-tokens 2048 --lr-scale 0.64 --warmup 400 \
-    --dropout 0.1 --label-smoothing 0.1 --max-minutes "$minutes" --max-steps 1000000 \
+    --dropout 0.1 --label-smoothing 0.1 --max-minutes "$minutes" --max-steps 1000000 --seed "$seed" \
     --save-every-minutes "$save_every" --save-every-steps 0 --keep-last "$last" \
     --valid-every "$valid_every" --valid-bleu "$valid_bleu" --log-every 50
 # The learning curves on a wall-clock axis, embedded in results.md (needs the plot extra, checked above).
 step plot mtkit plot "$run" --y bleu --y loss --y ppl --output "$out/curves.png"
-step average mtkit average "$run" --last "$last" --output "$out/averaged.pt"
-for which in last averaged; do
+((${#models[@]} == 1)) || step average mtkit average "$run" --last "$last" --output "$out/averaged.pt"
+for which in "${models[@]}"; do
     model=$out/averaged.pt
     [[ $which == averaged ]] || model=$run/checkpoint_last.pt
-    for split in valid test; do
+    for split in "${splits[@]}"; do
         step "translate $split ($which)" mtkit translate --model "$model" --input "$data/raw/$split.en" \
             --output "$out/$split.$which.de" --beam 4 --alpha 0.6
         step_to "score $split ($which)" "$out/scores.$split.$which.json" mtkit score "$out/$split.$which.de" \
@@ -88,7 +94,7 @@ for which in last averaged; do
 done
 ((DRY_RUN == 0)) || exit 0
 
-# results.md, and OUT/model.pt = the better of the last and the averaged checkpoint by dev BLEU.
+# results.md, and OUT/model.pt = the better of the last and the averaged checkpoint by dev BLEU (--quick: the last).
 python "$here/results.py" "$out" "$run" "$minutes" "${STEPS[@]}" -- "${TIMES[@]}" >"$out/results.md.tmp"
 mv -f "$out/results.md.tmp" "$out/results.md"
 printf 'wrote %s and %s\n' "$out/results.md" "$out/model.pt" >&2
