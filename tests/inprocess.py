@@ -74,7 +74,14 @@ def _process_state(cwd: Path | None, env: dict[str, str] | None) -> Iterator[Non
         mtkit_log.setLevel(saved_levels[1])
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
     """Python's own warning printer, on the stderr of the moment (pytest's recorder would swallow it)."""
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
