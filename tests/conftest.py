@@ -41,9 +41,10 @@ def run_cli(
     """Run `mtkit ARGS` from this checkout (not whatever `mtkit` is on PATH) and capture what it says.
 
     By default the command runs inside this test process (`in_process`): starting a Python with torch
-    costs about two seconds a call, which was most of the suite's time. `process=True` runs
-    `python -m mtkit` in a subprocess, for what only a process shows: signals, the exit of a pipe's
-    reader, /dev/stdin, another process holding a lock.
+    costs seconds a call, which was most of the suite's time. `process=True` runs `python -m mtkit` in a
+    subprocess, for what only a process shows: /dev/stdin (a process's descriptor 0), a fresh import
+    (a package hidden by PYTHONPATH), a server that might never return. Tests of signals, kills and pipes
+    start their own processes.
     """
     if process:
         full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}

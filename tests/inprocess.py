@@ -132,7 +132,7 @@ def in_process(
             code = 0
         except SystemExit as exc:
             code = _exit_code(exc)
-        except BaseException:  # what a subprocess would die of: its traceback on stderr, exit 1
+        except Exception:  # what a subprocess would die of: its traceback on stderr, exit 1
             sys.stderr.write(traceback.format_exc())
             code = 1
         stdout, stderr = out.getvalue(), error.getvalue()
