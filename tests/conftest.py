@@ -44,7 +44,7 @@ def run_cli(
     costs seconds a call, which was most of the suite's time. `process=True` runs `python -m mtkit` in a
     subprocess, for what only a process shows: /dev/stdin (a process's descriptor 0), a fresh import
     (a package hidden by PYTHONPATH), a server that might never return. Tests of signals, kills and pipes
-    start their own processes.
+    start their own processes. `timeout` bounds only a subprocess: an in-process call cannot be cut off.
     """
     if process:
         full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}

@@ -36,7 +36,8 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
         assert torchrun is None
         parsed.append((*parse_mtkit(argv), target))
     quick = "--quick" in args
-    assert [name for name, _, _ in parsed] == (QUICK_ORDER if quick else ORDER)
+    order = QUICK_ORDER if quick else ORDER
+    assert [name for name, _, _ in parsed] == order
     steps = {name: params for name, params, _ in parsed}
     out = folder / out_name
     data = out / "data"
@@ -56,8 +57,7 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     assert {s.value for s in steps["plot"]["y"]} == {"bleu", "loss", "ppl"}
     assert str(steps["plot"]["output"]) == str(out / "curves.png")
 
-    first = QUICK_ORDER.index("translate") if quick else ORDER.index("translate")
-    pairs = [(parsed[i][1], parsed[i + 1]) for i in range(first, len(parsed), 2)]
+    pairs = [(parsed[i][1], parsed[i + 1]) for i in range(order.index("translate"), len(parsed), 2)]
     seen = set()
     for translate, (_, score, target) in pairs:
         decode = decode_config(translate)
