@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from mtkit.model.transformer import Transformer
@@ -22,7 +21,10 @@ class Step(Protocol):
     dtype: torch.dtype  # of the log-probabilities and scores: fp32, or fp64 for a model run in fp64
 
     def log_probs(self, last: Tensor) -> Tensor:
-        """The latest token of every row (N,) -> log P(next token) (N, V), in fp32 at least."""
+        """The latest token of every row (N,) -> log P(next token) (N, V), in fp32 at least.
+
+        The result may live in a buffer that the next call overwrites: use it within the step.
+        """
         ...
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
@@ -46,10 +48,23 @@ class ModelStep:
         self.dtype = torch.float64 if encoded.memory.dtype == torch.float64 else torch.float32
         self.cache = model.init_cache(encoded, capacity).reorder(sentences.repeat_interleave(beams), sentences)
         self.everyone = sentences
+        self.device, self.buffers = src.device, dict[str, Tensor]()
 
     def log_probs(self, last: Tensor) -> Tensor:
-        logits, self.cache = self.model.decode_step(last.view(-1, 1), self.cache)
-        return F.log_softmax(logits[:, -1].to(self.dtype), dim=-1)  # (N, V)
+        """Valid until the next call: the step writes into the same two buffers every time."""
+        states, self.cache = self.model.decode_states(last.view(-1, 1), self.cache)
+        N, V = last.numel(), self.model.cfg.target_vocab_size
+        logits = self.model.project(states[:, -1], out=self.scratch("logits", N, V, states.dtype))
+        if torch.is_grad_enabled():  # autograd cannot follow an op written into a given tensor
+            return torch.log_softmax(logits, dim=-1, dtype=self.dtype)
+        return torch.log_softmax(logits, dim=-1, dtype=self.dtype, out=self.scratch("lprobs", N, V, self.dtype))
+
+    def scratch(self, name: str, rows: int, width: int, dtype: torch.dtype) -> Tensor:
+        """A (rows, width) view of a buffer kept for the whole search (see Transformer.project for why)."""
+        buffer = self.buffers.get(name)
+        if buffer is None or buffer.size(0) < rows or buffer.dtype != dtype:
+            buffer = self.buffers[name] = torch.empty(rows, width, dtype=dtype, device=self.device)
+        return buffer[:rows]
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         if sentences is None:  # all stay: the same count tells the cache to keep their encoder keys/values

@@ -92,11 +92,39 @@ class MultiHeadAttention(nn.Module):
         return split_heads(k, self.heads), split_heads(v, self.heads)  # (B, H, S, d_k) each
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
-        """Eq. (1), softmax(QK^T / sqrt(d_k)) V, through PyTorch's fused kernel."""
+        """Eq. (1), softmax(QK^T / sqrt(d_k)) V, then W^O."""
         p = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
+        if p == 0.0 and q.size(-2) <= 16 and q.device.type == "cpu" and not torch.is_grad_enabled():
+            out = attention_inference_cpu(q, k, v, mask, causal)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
         projected: Tensor = self.out_proj(merge_heads(out))  # (B, T, d_model)
         return projected
+
+
+def attention_inference_cpu(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+    """Eq. (1) as two batched matrix products around a softmax, for the CPU without autograd.
+
+    PyTorch's fused CPU kernel (flash attention) is tiled for long query blocks; for a decoding
+    step's short ones it measured slower than this on a 2-core EPYC (`python bench/attention_speed.py`):
+    1.1x for the self-attention of one query per row, 5.8x for the cross-attention of a sentence's
+    beams against its source, 1.4x for an encoder's 16-token sentences; from 32 queries on
+    (8 heads) the fused kernel is the faster one (1.7x), and with autograd too (1.7x with its
+    backward pass). So `attend` takes this path for query blocks of at most 16 on the CPU
+    when no gradient is recorded.
+    """
+    scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))  # (B, H, T, S)
+    if causal:
+        T, S = scores.shape[-2:]
+        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    weights = (
+        scores.float().softmax(-1).to(v.dtype)
+        if scores.dtype in (torch.bfloat16, torch.float16)
+        else scores.softmax(-1)
+    )
+    return torch.matmul(weights, v)  # (B, H, T, d_k)
 
 
 class FeedForward(nn.Module):
@@ -153,9 +181,8 @@ class LayerCache:
     """One decoder layer's keys and values.
 
     self_k, self_v: (C, N, H, d_k), time first, with room for C positions of which the cache's
-    `length` are filled; time first keeps the filled part one contiguous block, so a reorder
-    copies exactly it and a step writes one slice (no torch.cat per step). spare_k, spare_v: a
-    second pair of buffers that a reorder writes into, so that no step allocates (None at first).
+    `length` are filled; time first keeps the filled part of a row set one block, so a step
+    writes one slice (no torch.cat per step) and a reorder copies only the filled positions.
     cross_k, cross_v: (n, H, S, d_k), one per sentence, shared by its N / n rows (beams).
     """
 
@@ -163,8 +190,6 @@ class LayerCache:
     self_v: Tensor
     cross_k: Tensor
     cross_v: Tensor
-    spare_k: Tensor | None = None
-    spare_v: Tensor | None = None
 
 
 def append_history(buffer: Tensor, new: Tensor, t0: int) -> Tensor:
@@ -186,15 +211,32 @@ def append_history(buffer: Tensor, new: Tensor, t0: int) -> Tensor:
     return grown
 
 
-def _select_rows(buffer: Tensor, spare: Tensor | None, rows: Tensor, length: int) -> tuple[Tensor, Tensor | None]:
-    """The first `length` positions of the chosen rows, written into the spare buffer when it fits."""
-    if buffer.requires_grad and torch.is_grad_enabled():  # autograd cannot write into out=; rare, so just copy
-        return buffer[:length].index_select(1, rows), None
-    shape = (buffer.size(0), rows.numel(), *buffer.shape[2:])  # (C, N', H, d_k)
-    if spare is None or spare.shape != shape:
-        spare = buffer.new_empty(shape)
-    torch.index_select(buffer[:length], 1, rows, out=spare[:length])
-    return spare, (buffer if buffer.shape == shape and buffer.is_contiguous() else None)
+def moved(index: Tensor) -> Tensor | None:
+    """The positions i where index[i] != i (what an in-place reorder must copy); None when there are none."""
+    changed = index.ne(torch.arange(index.numel(), device=index.device)).nonzero().squeeze(1)
+    return changed if changed.numel() else None
+
+
+def _take(buffer: Tensor, index: Tensor, changed: Tensor | None, dim: int, length: int | None = None) -> Tensor:
+    """buffer's entries `index` along `dim` (only the first `length` positions of dim 0 are read).
+
+    In place where it can be: the first index.numel() entries are kept and only the `changed`
+    ones copied (a beam that stays in its slot costs nothing). All sources are read before any
+    is written, so sources and destinations may overlap. A buffer with too few entries, or one
+    autograd tracks, gets a new tensor instead.
+    """
+    filled = buffer if length is None else buffer[:length]
+    n = index.numel()
+    if (buffer.requires_grad and torch.is_grad_enabled()) or n > buffer.size(dim):
+        if length is None or buffer.requires_grad:
+            return filled.index_select(dim, index)
+        grown = buffer.new_empty(*buffer.shape[:dim], n, *buffer.shape[dim + 1 :])
+        torch.index_select(filled, dim, index, out=grown[:length])  # (C, N', H, d_k), room kept
+        return grown
+    kept = buffer.narrow(dim, 0, n)
+    if changed is not None:
+        (kept if length is None else kept[:length]).index_copy_(dim, changed, filled.index_select(dim, index[changed]))
+    return kept
 
 
 @dataclass(frozen=True)
@@ -219,22 +261,21 @@ class DecoderCache:
         """Select (and repeat) rows, e.g. to follow the surviving beams; the one way a cache is reordered.
 
         Without `sentences`, rows may come from any sentence and each new row gets its own copy
-        of its sentence's cross-attention keys/values. With `sentences` (kept sentences, in
-        increasing order), rows are that many equal groups, each group within its sentence (the
+        of its sentence's cross-attention keys/values. With `sentences` (the kept sentences, in
+        their new order), rows are that many equal groups, each group within its sentence (the
         surviving beams of the sentences still searching): cross-attention keys/values stay one
-        per sentence and are only selected when sentences leave.
+        per sentence. Rows and sentences that keep their place are not copied (see `_take`), so
+        a search that keeps beams in their slots and fills the places of finished sentences
+        from the end (mtkit/decode/beam.py) copies little per step.
         """
-        if sentences is None:
-            cross: Tensor | None = torch.div(rows, self.beams, rounding_mode="floor")
-        else:
-            cross = None if sentences.numel() == self.layers[0].cross_k.size(0) else sentences
+        cross = torch.div(rows, self.beams, rounding_mode="floor") if sentences is None else sentences
+        changed, cross_changed = moved(rows), moved(cross)
         layers = []
         for c in self.layers:
-            self_k, spare_k = _select_rows(c.self_k, c.spare_k, rows, self.length)
-            self_v, spare_v = _select_rows(c.self_v, c.spare_v, rows, self.length)
-            cross_k, cross_v = (c.cross_k, c.cross_v) if cross is None else (c.cross_k[cross], c.cross_v[cross])
-            layers.append(LayerCache(self_k, self_v, cross_k, cross_v, spare_k, spare_v))
-        mask = self.src_mask if cross is None or self.src_mask is None else self.src_mask[cross]
+            self_k, self_v = (_take(b, rows, changed, 1, self.length) for b in (c.self_k, c.self_v))
+            cross_k, cross_v = (_take(b, cross, cross_changed, 0) for b in (c.cross_k, c.cross_v))
+            layers.append(LayerCache(self_k, self_v, cross_k, cross_v))
+        mask = None if self.src_mask is None else self.src_mask[cross]
         return DecoderCache(tuple(layers), mask, self.length)
 
 
@@ -260,7 +301,7 @@ class DecoderLayer(nn.Module):
         x = self.res_self.after(x, self.self_attn.attend(q, k, v, self_mask, causal))
         x = self.res_cross.after(x, self.attend_memory(self.res_cross.before(x), cache, src_mask))
         x = self.res_ffn.after(x, self.ffn(self.res_ffn.before(x)))
-        return x, LayerCache(self_k, self_v, cache.cross_k, cache.cross_v, cache.spare_k, cache.spare_v)
+        return x, LayerCache(self_k, self_v, cache.cross_k, cache.cross_v)
 
     def attend_memory(self, x: Tensor, cache: LayerCache, src_mask: Tensor | None) -> Tensor:
         """Cross-attention where a sentence's N / n rows (its beams) share one copy of its keys/values:
@@ -334,7 +375,8 @@ class Transformer(nn.Module):
         layers = []
         for layer in self.decoder:
             assert isinstance(layer, DecoderLayer)
-            k, v = layer.cross_attn.project_kv(encoded.memory)  # (B, H, S, d_k)
+            # Contiguous once here, or every step's attention copies these views of the projection.
+            k, v = (x.contiguous() for x in layer.cross_attn.project_kv(encoded.memory))  # (B, H, S, d_k)
             B, H, _, d_k = k.shape
             history = [k.new_empty(capacity, B, H, d_k) for _ in range(2)]  # (C, B, H, d_k)
             layers.append(LayerCache(history[0], history[1], k, v))
@@ -342,6 +384,11 @@ class Transformer(nn.Module):
 
     def decode_step(self, tgt: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
         """Next target ids (N, T) after `cache.length` earlier ones -> logits (N, T, V), new cache."""
+        states, cache = self.decode_states(tgt, cache)
+        return self.project(states), cache
+
+    def decode_states(self, tgt: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
+        """`decode_step` before the output projection: the decoder's last states (N, T, d_model), new cache."""
         T, t0 = tgt.size(1), cache.length
         # A query may see every earlier position: T == 1 needs no mask; a block that starts at
         # 0 is plain causal; a later block needs the offset (bottom-right aligned) mask.
@@ -353,13 +400,26 @@ class Transformer(nn.Module):
         for layer, layer_cache in zip(self.decoder, cache.layers):
             x, layer_cache = layer(x, layer_cache, t0, cache.src_mask, self_mask, causal)
             new_layers.append(layer_cache)
-        return self.project(self.decoder_norm(x)), DecoderCache(tuple(new_layers), cache.src_mask, t0 + T)
+        states: Tensor = self.decoder_norm(x)
+        return states, DecoderCache(tuple(new_layers), cache.src_mask, t0 + T)
 
-    def project(self, x: Tensor) -> Tensor:
-        """Pre-softmax linear transformation, sharing the embedding matrix (3.4) unless untied."""
+    def project(self, x: Tensor, out: Tensor | None = None) -> Tensor:
+        """Pre-softmax linear transformation, sharing the embedding matrix (3.4) unless untied.
+
+        `out`: where to write the logits (a decoding step reuses one buffer: a fresh (rows x
+        vocabulary) tensor each step is a fresh mapping of memory, whose page faults cost a
+        large batch's step a third of its time); ignored by an output layer that cannot write
+        into it (an int8 one), and while autograd records.
+        """
+        if out is not None and torch.is_grad_enabled():
+            out = None  # autograd cannot follow a product written into a given tensor
         if self.output_proj is not None:
+            if out is not None and type(self.output_proj) is nn.Linear and self.output_proj.bias is None:
+                return torch.matmul(x, self.output_proj.weight.t(), out=out)
             logits: Tensor = self.output_proj(x)
             return logits
+        if out is not None:
+            return torch.matmul(x, self.tgt_embed.table.weight.t(), out=out)
         return F.linear(x, self.tgt_embed.table.weight)  # (B, T, V)
 
     def decode(self, tgt_in: Tensor, encoded: Encoded) -> Tensor:

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
-from mtkit.decode.beam import beam_search, length_penalty, max_output_lengths, top_candidates
+from mtkit.decode.beam import beam_search, keep_places, keep_slots, length_penalty, max_output_lengths, top_candidates
 
 
 def sources(n: int, vocab_size: int, seed: int, max_len: int = 9) -> list[list[int]]:
@@ -66,6 +66,24 @@ def test_top_candidates_are_the_best_beam_token_pairs():
         everything = sorted(((logp[s, b] + lprobs[s, b, v]).item(), b, v) for b in range(4) for v in range(7))[::-1]
         assert [(b, v) for _, b, v in everything[:8]] == list(zip(beam[s].tolist(), token[s].tolist()))
         assert scores[s].tolist() == pytest.approx([x for x, _, _ in everything[:8]])
+
+
+def test_new_hypotheses_keep_their_parents_slots_where_they_can():
+    parent = torch.tensor([[2, 2, 0, 3], [1, 1, 1, 1], [0, 1, 2, 3], [3, 0, 3, 0]])  # best child first
+    order = keep_slots(parent)
+    assert order.tolist() == [[2, 1, 0, 3], [1, 0, 2, 3], [0, 1, 2, 3], [1, 2, 3, 0]]
+    for row, slots in zip(parent, order):
+        assert sorted(slots.tolist()) == [0, 1, 2, 3]  # every hypothesis gets exactly one slot
+        for slot, hyp in enumerate(slots.tolist()):
+            if slot in row.tolist():  # a parent with a child keeps its best child in its slot
+                assert hyp == row.tolist().index(slot)
+
+
+def test_finished_sentences_places_are_taken_by_the_last_ones():
+    keep = torch.tensor([True, False, True, False, True, True])
+    assert keep_places(keep).tolist() == [0, 4, 2, 5]
+    assert keep_places(torch.tensor([True, True, False])).tolist() == [0, 1]
+    assert keep_places(torch.tensor([False, True])).tolist() == [1]
 
 
 def test_reordering_within_sentences_keeps_one_encoder_copy_and_equals_a_full_reorder(make_model):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import mtkit
 from mtkit.config import BOS, EOS, PAD
 from mtkit.errors import MtkitError
+from mtkit.model.transformer import attention_inference_cpu
 
 
 def n_params(model: torch.nn.Module) -> int:
@@ -135,7 +137,7 @@ def test_same_seed_same_weights():
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
 
-def test_the_self_attention_cache_is_written_in_place_and_reordered_between_two_buffers():
+def test_the_self_attention_cache_is_written_and_reordered_in_place():
     model = tiny()
     src, tgt_in = batch()
     with torch.no_grad():
@@ -144,12 +146,49 @@ def test_the_self_attention_cache_is_written_in_place_and_reordered_between_two_
         buffer = cache.layers[0].self_k.data_ptr()
         _, cache = model.decode_step(tgt_in[:, 1:2], cache)
         assert cache.layers[0].self_k.data_ptr() == buffer  # written in place, no torch.cat
-        rows = torch.tensor([2, 0, 1])
+        rows = torch.tensor([2, 0, 2])  # row 1 is dropped, row 2 is repeated
         cache = cache.reorder(rows)
-        spare = cache.layers[0].self_k.data_ptr()
-        cache = cache.reorder(torch.tensor([0, 1, 2]))
-        assert {spare, cache.layers[0].self_k.data_ptr()} == {spare, buffer}  # ping-pong, no new buffer
+        assert cache.layers[0].self_k.data_ptr() == buffer  # reordered in place, no new buffer
         logits, cache = model.decode_step(tgt_in[rows, 2:4], cache)  # grows past its 3 positions
         assert cache.layers[0].self_k.size(0) >= 4
         expected = model(src[rows], tgt_in[rows, :4])[:, 2:4]
     assert (logits - expected).abs().max() < 1e-5
+
+
+def test_an_in_place_reorder_copies_only_the_rows_that_move(monkeypatch):
+    model = tiny()
+    src, tgt_in = batch()
+    copied = []
+    real = torch.Tensor.index_copy_
+    monkeypatch.setattr(
+        torch.Tensor,
+        "index_copy_",
+        lambda self, dim, index, source: copied.append(index.tolist()) or real(self, dim, index, source),
+    )
+    with torch.no_grad():
+        cache = model.init_cache(model.encode(src), capacity=4)
+        _, cache = model.decode_step(tgt_in[:, :2], cache)
+        cache = cache.reorder(torch.tensor([0, 0, 2]))  # rows 0 and 2 stay where they are
+        assert copied and all(index == [1] for index in copied)
+        copied.clear()
+        cache = cache.reorder(torch.tensor([0, 1, 2]))
+        assert not copied  # nothing moves, nothing is copied
+        logits, _ = model.decode_step(tgt_in[[0, 0, 2], 2:3], cache)
+        expected = model(src[[0, 0, 2]], tgt_in[[0, 0, 2], :3])[:, 2:3]
+    assert (logits - expected).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("case", ["mask", "causal", "offset-causal", "none"])
+def test_the_cpu_inference_attention_equals_the_fused_kernel(case):
+    g = torch.Generator().manual_seed(0)
+    T, S = (3, 5) if case == "offset-causal" else (4, 4) if case == "causal" else (4, 6)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=g, dtype=torch.float64) for n in (T, S, S))
+    mask, causal = None, False
+    if case == "mask":
+        mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]
+    elif case == "causal":
+        causal = True
+    elif case == "offset-causal":  # a block of queries after S - T cached positions
+        mask = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    assert torch.allclose(attention_inference_cpu(q, k, v, mask, causal), want, atol=1e-12)

@@ -1,0 +1,89 @@
+"""Attention at translation's shapes on the CPU: PyTorch's fused kernel against two matrix products and a softmax.
+
+    python bench/attention_speed.py              # the Multi30k recipe's shapes, 2 threads
+    python bench/attention_speed.py --threads 1
+
+mtkit's attention (mtkit/model/transformer.py, `MultiHeadAttention.attend`) takes the math
+path on the CPU when no gradient is recorded and the fused `scaled_dot_product_attention`
+otherwise. This script times both at the shapes a beam-4 decoding of ~1,000 rows meets (one
+query against a cache of t positions; a sentence's beams against its source; an encoder
+batch) and at a training batch with its backward pass, and prints one line each and a JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from mtkit.model.transformer import attention_inference_cpu
+
+
+def seconds(fn: Callable[[], object], repeat: int) -> float:
+    fn()
+    start = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    return (time.perf_counter() - start) / repeat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=50)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    g = torch.Generator().manual_seed(0)
+    H, d = 4, 64
+    rows = []
+
+    def case(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
+        with torch.inference_mode():
+            fused = seconds(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), args.repeat)
+            math_ = seconds(lambda: attention_inference_cpu(q, k, v, mask, False), args.repeat)
+            ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            err = (attention_inference_cpu(q, k, v, mask, False) - ref).abs().max().item()
+        rows.append({"case": name, "fused_ms": fused * 1e3, "math_ms": math_ * 1e3, "max_abs_diff": err})
+
+    # A decoding step's self-attention: 1,000 rows, one query, 15 cached positions kept time first.
+    cache = torch.randn(40, 1000, H, d, generator=g)[:15].permute(1, 2, 0, 3)
+    case("decode self-attention (1000 rows, t=15)", torch.randn(1000, H, 1, d, generator=g), cache, cache, None)
+    # A step's cross-attention: 250 sentences, their 4 beams' queries against 16 source positions.
+    memory = torch.randn(250, H, 16, d, generator=g)
+    mask = torch.ones(250, 1, 1, 16, dtype=torch.bool)
+    case("decode cross-attention (250 x 4 beams, S=16)", torch.randn(250, H, 4, d, generator=g), memory, memory, mask)
+    # The encoder on a batch of 250 sentences of 16 tokens.
+    case("encoder self-attention (250 x 16)", memory, memory, memory, mask)
+
+    # Training: the fused kernel with its backward pass against the math path's.
+    x = torch.randn(128, H, 30, d, generator=g, requires_grad=True)
+    tmask = torch.ones(128, 1, 1, 30, dtype=torch.bool)
+
+    def fused_train() -> None:
+        F.scaled_dot_product_attention(x, x, x, attn_mask=tmask).sum().backward()
+
+    def math_train() -> None:
+        scores = torch.matmul(x * d**-0.5, x.transpose(-1, -2)).masked_fill(~tmask, -torch.inf)
+        torch.matmul(scores.softmax(-1), x).sum().backward()
+
+    rows.append(
+        {
+            "case": "training forward + backward (128 x 30)",
+            "fused_ms": seconds(fused_train, 10) * 1e3,
+            "math_ms": seconds(math_train, 10) * 1e3,
+            "max_abs_diff": None,
+        }
+    )
+    print(f"{'case':<46} {'fused ms':>9} {'math ms':>9} {'fused/math':>10}")
+    for r in rows:
+        print(f"{r['case']:<46} {r['fused_ms']:9.2f} {r['math_ms']:9.2f} {r['fused_ms'] / r['math_ms']:9.2f}x")
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+    print(json.dumps({"bench": "attention_speed", "threads": args.threads, "cpu": cpu, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
