@@ -61,7 +61,8 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     seen = set()
     for translate, (_, score, target) in pairs:
         decode = decode_config(translate)
-        assert (decode.beam, decode.alpha, decode.lenpen) == (4, 0.6, "gnmt")
+        expected = (4, 0.6, "gnmt", "patience") if quick else (4, 1.4, "gnmt", "exact")  # run.sh says why
+        assert (decode.beam, decode.alpha, decode.lenpen, decode.early_stop) == expected
         split = Path(translate["input"]).name.split(".")[0]
         assert translate["input"] == str(data / "raw" / f"{split}.en") and score["hyp"] == translate["output"]
         assert score["ref"] == [str(data / "raw" / f"{split}.de")] and score["json_out"]
@@ -88,3 +89,18 @@ def test_bad_arguments_are_one_clear_line(args, message, tmp_path: Path) -> None
     done = run_recipe("multi30k-en-de", *args, "--dry-run", cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.startswith("run.sh: error: ") and message in done.stderr
     assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
+def test_results_md_names_the_search_the_translate_steps_ran() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("m30k_results", ROOT / "recipes" / "multi30k-en-de" / "results.py")
+    assert spec is not None and spec.loader is not None
+    results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(results)
+    full = ["mtkit train d --out r", "mtkit translate --model m.pt --input x --beam 4 --alpha 1.4 --early-stop exact"]
+    assert results.decoding(full) == "Beam 4, GNMT length penalty alpha 1.4, exact stop"
+    assert (
+        results.decoding(["mtkit translate --model m.pt --beam 5"])
+        == "Beam 5, GNMT length penalty alpha 0.6, patience stop"
+    )

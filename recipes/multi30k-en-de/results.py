@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 from datetime import datetime, timezone
@@ -37,6 +38,20 @@ def versions() -> str:
     import mtkit
 
     return f"mtkit {mtkit.__version__}, torch {torch.__version__}, sacrebleu {sacrebleu.__version__}"
+
+
+def decoding(commands: list[str]) -> str:
+    """The search the recipe's translate steps ran, from their command lines (mtkit's defaults where not given)."""
+    command = next((c for c in commands if "mtkit translate" in c), "")
+
+    def flag(name: str, default: str) -> str:
+        found = re.search(rf"--{name}[ =](\S+)", command)
+        return found.group(1) if found else default
+
+    return (
+        f"Beam {flag('beam', '4')}, GNMT length penalty alpha {flag('alpha', '0.6')}, "
+        f"{flag('early-stop', 'patience')} stop"
+    )
 
 
 def main(argv: list[str]) -> str:
@@ -81,7 +96,7 @@ def main(argv: list[str]) -> str:
         )
     lines += [
         "",
-        "Beam 4, GNMT length penalty alpha 0.6, maximum length source + 50. "
+        f"{decoding(commands)}, maximum length source + 50. "
         + ("model.pt is the better of the two on the dev set." if len(models) > 1 else "model.pt is this model."),
         "",
         f"- sacreBLEU signature: `{metric(scores[('test', best)], 'BLEU')['signature']}`",
