@@ -54,7 +54,8 @@ class ModelStep:
         """Valid until the next call: the step writes into the same two buffers every time."""
         states, self.cache = self.model.decode_states(last.view(-1, 1), self.cache)
         N, V = last.numel(), self.model.cfg.target_vocab_size
-        logits = self.model.project(states[:, -1], out=self.scratch("logits", N, V, states.dtype))
+        buffer = self.scratch("logits", N, V, states.dtype) if self.model.projects_into_buffers() else None
+        logits = self.model.project(states[:, -1], out=buffer)
         if torch.is_grad_enabled():  # autograd cannot follow an op written into a given tensor
             return torch.log_softmax(logits, dim=-1, dtype=self.dtype)
         return torch.log_softmax(logits, dim=-1, dtype=self.dtype, out=self.scratch("lprobs", N, V, self.dtype))

@@ -411,16 +411,21 @@ class Transformer(nn.Module):
         large batch's step a third of its time); ignored by an output layer that cannot write
         into it (an int8 one), and while autograd records.
         """
-        if out is not None and torch.is_grad_enabled():
-            out = None  # autograd cannot follow a product written into a given tensor
+        if out is not None and self.projects_into_buffers():
+            weight = self.tgt_embed.table.weight if self.output_proj is None else self.output_proj.weight
+            return torch.matmul(x, weight.t(), out=out)
         if self.output_proj is not None:
-            if out is not None and type(self.output_proj) is nn.Linear and self.output_proj.bias is None:
-                return torch.matmul(x, self.output_proj.weight.t(), out=out)
             logits: Tensor = self.output_proj(x)
             return logits
-        if out is not None:
-            return torch.matmul(x, self.tgt_embed.table.weight.t(), out=out)
         return F.linear(x, self.tgt_embed.table.weight)  # (B, T, V)
+
+    def projects_into_buffers(self) -> bool:
+        """Whether `project(x, out=...)` writes into `out`: not while autograd records (it cannot follow
+        a product written into a given tensor), nor through an output layer other than a bias-free
+        Linear (an int8 one), for which a caller should not hold a buffer at all."""
+        if torch.is_grad_enabled():
+            return False
+        return self.output_proj is None or (type(self.output_proj) is nn.Linear and self.output_proj.bias is None)
 
     def decode(self, tgt_in: Tensor, encoded: Encoded) -> Tensor:
         """Teacher forcing: decoder inputs (B, T) -> logits (B, T, V) at every position at once.
