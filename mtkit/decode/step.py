@@ -56,9 +56,9 @@ class ModelStep:
         N, V = last.numel(), self.model.cfg.target_vocab_size
         buffer = self.scratch("logits", N, V, states.dtype) if self.model.projects_into_buffers() else None
         logits = self.model.project(states[:, -1], out=buffer)
-        if torch.is_grad_enabled():  # autograd cannot follow an op written into a given tensor
-            return torch.log_softmax(logits, dim=-1, dtype=self.dtype)
-        return torch.log_softmax(logits, dim=-1, dtype=self.dtype, out=self.scratch("lprobs", N, V, self.dtype))
+        # Not while autograd records: it cannot follow an op written into a given tensor.
+        out = None if torch.is_grad_enabled() else self.scratch("lprobs", N, V, self.dtype)
+        return torch.log_softmax(logits, dim=-1, dtype=self.dtype, out=out)
 
     def scratch(self, name: str, rows: int, width: int, dtype: torch.dtype) -> Tensor:
         """A (rows, width) view of a buffer kept for the whole search (see Transformer.project for why)."""
