@@ -34,6 +34,7 @@ from mtkit.decode.sampling import sample
 from mtkit.decode.scoring import PairScore, score_batch
 from mtkit.device import pick_device
 from mtkit.errors import MtkitError
+from mtkit.model.linear import use_best_backend
 from mtkit.model.transformer import Transformer
 from mtkit.train.precision import TORCH_DTYPES, resolve_precision
 
@@ -127,6 +128,9 @@ class Translator:
         if len({m.cfg.target_vocab_size for m in models}) > 1:
             raise MtkitError("the models have output layers of different sizes; an ensemble needs one vocabulary.")
         self.device = torch.device(device)
+        if dtype == torch.float32:  # the faster fp32 CPU products, measured once per process
+            name, why = use_best_backend(self.device, models[0].cfg.d_model, training=False)
+            logger.info("fp32 products: %s (%s)", name, why)
         self.models = [m.to(device=self.device, dtype=dtype).eval() for m in models]
         self.model = self.models[0]
         self.vocab = vocab

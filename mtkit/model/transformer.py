@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtkit.config import PAD, ModelConfig
+from mtkit.model.linear import Linear, linear
+from mtkit.model.linear import backend as linear_backend
 
 
 class PositionalEncoding(nn.Module):
@@ -74,11 +76,11 @@ class MultiHeadAttention(nn.Module):
         self.heads, self.dropout = heads, dropout
         self.self_attention = self_attention
         if self_attention:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model)  # W^Q, W^K, W^V side by side
+            self.qkv_proj = Linear(d_model, 3 * d_model)  # W^Q, W^K, W^V side by side
         else:
-            self.q_proj = nn.Linear(d_model, d_model)
-            self.kv_proj = nn.Linear(d_model, 2 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)  # W^O
+            self.q_proj = Linear(d_model, d_model)
+            self.kv_proj = Linear(d_model, 2 * d_model)
+        self.out_proj = Linear(d_model, d_model)  # W^O
 
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
@@ -132,7 +134,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, activation_dropout: float):
         super().__init__()
-        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.w_1, self.w_2 = Linear(d_model, d_ff), Linear(d_ff, d_model)
         self.dropout = nn.Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -341,7 +343,7 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.output_proj = (
-            None if cfg.share_embeddings != "none" else nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
+            None if cfg.share_embeddings != "none" else Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
         )
         self.reset_parameters()
 
@@ -417,15 +419,15 @@ class Transformer(nn.Module):
         if self.output_proj is not None:
             logits: Tensor = self.output_proj(x)
             return logits
-        return F.linear(x, self.tgt_embed.table.weight)  # (B, T, V)
+        return linear(x, self.tgt_embed.table.weight)  # (B, T, V)
 
     def projects_into_buffers(self) -> bool:
         """Whether `project(x, out=...)` writes into `out`: not while autograd records (it cannot follow
         a product written into a given tensor), nor through an output layer other than a bias-free
         Linear (an int8 one), for which a caller should not hold a buffer at all."""
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or linear_backend() == "onednn":  # oneDNN's product writes a new tensor
             return False
-        return self.output_proj is None or (type(self.output_proj) is nn.Linear and self.output_proj.bias is None)
+        return self.output_proj is None or (type(self.output_proj) is Linear and self.output_proj.bias is None)
 
     def decode(self, tgt_in: Tensor, encoded: Encoded) -> Tensor:
         """Teacher forcing: decoder inputs (B, T) -> logits (B, T, V) at every position at once.

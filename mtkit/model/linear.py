@@ -1,0 +1,194 @@
+"""The model's linear maps (x W + b: projections, feed-forward, output layer) and their fp32 CPU backend.
+
+Not in the paper: an engineering choice of kernel. PyTorch's CPU wheels send an fp32
+`F.linear` to MKL's sgemm, and MKL picks its code by the CPU's vendor: on an AMD EPYC with
+AVX-512 it runs its generic AVX2 kernels. oneDNN, shipped in the same wheel (it runs PyTorch's
+bf16 products already), uses AVX-512 there. On a 2-core AMD EPYC (Zen 5) the products of the
+model's shapes measured 2.2-2.4x faster forward and 1.9-2.2x backward through oneDNN
+(`python bench/matmul_speed.py`); CTranslate2 makes the same choice (oneDNN on non-Intel CPUs).
+On CPUs where MKL runs its best code the two are close, so the backend is chosen by
+measuring both on the model's own shapes (`resolve_backend`), once per process, and the
+choice is logged with its reason.
+
+oneDNN's fp32 product is reached through `torch.ops.mkldnn._linear_pointwise`, the op that
+PyTorch's own compiler (inductor) emits for CPU linear layers. It has no autograd formula, so
+training runs it inside `_OneDNNLinear`, whose backward is two more oneDNN products. Because
+the op is internal to PyTorch, `resolve_backend` also checks it against `F.linear` before
+using it, and any failure there keeps PyTorch's default.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mtkit.errors import MtkitError
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("default", "onednn")  # default: whatever F.linear does (MKL on x86 CPUs); onednn: see the module docstring
+BACKEND_ENV = "MTKIT_CPU_MATMUL"  # pins the choice: default | onednn | auto (the tests pin nothing and cover both)
+MIN_SPEEDUP = 1.1  # oneDNN must measure at least this much faster to be chosen
+
+_backend = "default"  # process-wide, as torch.backends' flags are: the kernels are a fact of the machine, not the model
+
+
+def backend() -> str:
+    """The fp32 CPU backend `linear` uses now."""
+    return _backend
+
+
+def set_backend(name: str) -> None:
+    """Use `name` (one of BACKENDS) for every fp32 CPU product from now on, in this process."""
+    global _backend
+    if name not in BACKENDS:
+        raise MtkitError(f"unknown CPU matmul backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
+    if name == "onednn" and not onednn_works():
+        raise MtkitError("this PyTorch build has no working oneDNN linear op; use the default backend.")
+    _backend = name
+
+
+def onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """x W^T + b through oneDNN: x (..., in), weight (out, in), both fp32 on the CPU, any strides."""
+    out: Tensor = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return out
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """y = x W^T + b, with dx = dy W and dW = dy^T x as oneDNN products too (db = the sum of dy over rows)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return onednn_linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        x, weight = ctx.saved_tensors
+        grad_2d = grad.reshape(-1, grad.size(-1))  # (M, out)
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = onednn_linear(grad, weight.t(), None)  # (..., in): weight.t() is (in, out), read in place
+        if ctx.needs_input_grad[1]:
+            dw = onednn_linear(grad_2d.t(), x.reshape(-1, x.size(-1)).t(), None)  # (out, M) x (M, in) -> (out, in)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = grad_2d.sum(0)
+        return dx, dw, db
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """F.linear, or oneDNN's product where that is the chosen backend and the call is fp32 on the CPU.
+
+    Autocast (bf16 training) and every other dtype or device keep F.linear: autocast already
+    sends bf16 products to oneDNN.
+    """
+    if (
+        _backend == "onednn"
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and not torch.is_autocast_enabled("cpu")
+    ):
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+            out: Tensor = _OneDNNLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
+            return out
+        return onednn_linear(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear (same parameters, same state dict) whose product goes through `linear`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+@functools.cache
+def onednn_works() -> bool:
+    """Whether oneDNN's linear op exists in this build and agrees with F.linear, forward and backward."""
+    built = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
+    if not built or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return False
+    try:
+        generator = torch.Generator().manual_seed(0)
+        x, w, b = (torch.randn(*s, generator=generator) for s in ((2, 5, 16), (12, 16), (12,)))
+        x1, w1, b1 = (t.clone().requires_grad_() for t in (x, w, b))
+        x2, w2, b2 = (t.clone().requires_grad_() for t in (x, w, b))
+        y1 = F.linear(x1, w1, b1)
+        y2 = _OneDNNLinear.apply(x2, w2, b2)  # type: ignore[no-untyped-call]
+        for y in (y1, y2):
+            (y * y).sum().backward()
+        pairs = ((y1, y2), (x1.grad, x2.grad), (w1.grad, w2.grad), (b1.grad, b2.grad))
+        return all(a is not None and c is not None and torch.allclose(a, c, atol=1e-4) for a, c in pairs)
+    except Exception:  # an internal op: whatever goes wrong with it, the default backend is the answer
+        return False
+
+
+@functools.cache
+def onednn_speedup(d_model: int = 512, training: bool = True) -> float:
+    """Default time / oneDNN time over a feed-forward layer's products at the model's width, best of 3 each.
+
+    The products are those of w_1 and w_2 (2048 rows, d_model <-> 4 d_model), with their two
+    backward products when `training`.
+    """
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2048, d_model, generator=generator)
+    w1 = torch.randn(4 * d_model, d_model, generator=generator)
+    w2 = torch.randn(d_model, 4 * d_model, generator=generator)
+    h = torch.randn(2048, 4 * d_model, generator=generator)
+
+    def products(f: Any) -> None:
+        f(x, w1, None)
+        f(h, w2, None)
+        if training:
+            f(h, w1.t(), None)  # dx of w_1
+            f(h.t(), x.t(), None)  # dW of w_1
+
+    best = {"default": float("inf"), "onednn": float("inf")}
+    kernels = {"default": F.linear, "onednn": onednn_linear}
+    with torch.no_grad():
+        for _ in range(3):
+            for name, kernel in kernels.items():
+                start = time.perf_counter()
+                products(kernel)
+                best[name] = min(best[name], time.perf_counter() - start)
+    return best["default"] / best["onednn"]
+
+
+def resolve_backend(device: torch.device, d_model: int = 512, training: bool = True) -> tuple[str, str]:
+    """(backend for fp32 CPU products, why): oneDNN where it works and measures >= MIN_SPEEDUP faster.
+
+    MTKIT_CPU_MATMUL=default|onednn pins it (auto, or unset, measures). Devices other than the
+    CPU always keep the default: their fp32 products do not go through MKL.
+    """
+    if device.type != "cpu":
+        return "default", f"{device.type} products are PyTorch's own"
+    pinned = os.environ.get(BACKEND_ENV, "auto")
+    if pinned not in (*BACKENDS, "auto"):
+        raise MtkitError(f"{BACKEND_ENV}={pinned!r}; choose one of: auto, {', '.join(BACKENDS)}.")
+    if pinned == "default":
+        return "default", f"{BACKEND_ENV}=default"
+    if not onednn_works():
+        return "default", "this PyTorch build has no working oneDNN linear op"
+    if pinned == "onednn":
+        return "onednn", f"{BACKEND_ENV}=onednn"
+    speedup = onednn_speedup(d_model, training)
+    if speedup < MIN_SPEEDUP:
+        return "default", f"oneDNN measured only {speedup:.2f}x the default fp32 products here"
+    return "onednn", f"oneDNN measured {speedup:.2f}x the default fp32 products here"
+
+
+def use_best_backend(device: torch.device, d_model: int = 512, training: bool = True) -> tuple[str, str]:
+    """Resolve the backend (see `resolve_backend`), switch to it, and return (name, why)."""
+    name, why = resolve_backend(device, d_model, training)
+    set_backend(name)
+    logger.debug("fp32 CPU products: %s (%s)", name, why)
+    return name, why

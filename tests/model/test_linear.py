@@ -1,0 +1,121 @@
+"""The fp32 CPU backend of the linear maps: oneDNN computes what the default does, and the choice follows its rule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mtkit
+from mtkit.config import BOS, EOS, PAD
+from mtkit.errors import MtkitError
+from mtkit.model import linear
+
+needs_onednn = pytest.mark.skipif(not linear.onednn_works(), reason="this PyTorch build has no oneDNN linear op")
+
+
+@pytest.fixture
+def onednn():
+    linear.set_backend("onednn")
+
+
+def grads(backend: str, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None):
+    linear.set_backend(backend)
+    x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
+    b = None if b is None else b.clone().requires_grad_()
+    y = linear.linear(x, w, b)
+    (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+    return y.detach(), x.grad, w.grad, None if b is None else b.grad
+
+
+@needs_onednn
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(7, 16), (3, 5, 16)])
+def test_onednn_forward_and_backward_equal_the_default(shape, bias):
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(*shape, generator=g), torch.randn(12, 16, generator=g)
+    b = torch.randn(12, generator=g) if bias else None
+    for got, want in zip(grads("onednn", x, w, b), grads("default", x, w, b)):
+        if want is None:
+            assert got is None
+        else:
+            assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
+
+
+@needs_onednn
+def test_onednn_takes_strided_inputs(onednn):
+    x = torch.randn(16, 7).t()  # (7, 16), not contiguous
+    w = torch.randn(16, 12).t()
+    assert torch.allclose(linear.linear(x, w), F.linear(x, w), atol=1e-5)
+
+
+@needs_onednn
+def test_onednn_leaves_other_dtypes_and_autocast_to_pytorch(onednn):
+    x, w = torch.randn(4, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64)
+    assert torch.equal(linear.linear(x, w), F.linear(x, w))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert linear.linear(x.float(), w.float()).dtype == torch.bfloat16  # autocast's own bf16 product
+
+
+def tiny() -> mtkit.Transformer:
+    torch.manual_seed(0)
+    return mtkit.build_model("tiny", 40)
+
+
+@needs_onednn
+def test_the_transformer_computes_the_same_on_both_backends():
+    src = torch.tensor([[5, 6, 7, 8, EOS], [10, 11, EOS, PAD, PAD]])
+    tgt = torch.tensor([[BOS, 20, 21, 22], [BOS, 24, PAD, PAD]])
+    results = {}
+    for backend in ("default", "onednn"):
+        linear.set_backend(backend)
+        model = tiny()
+        logits = model(src, tgt)
+        logits.pow(2).mean().backward()
+        with torch.no_grad():
+            model.eval()
+            cache = model.init_cache(model.encode(src))
+            step, _ = model.decode_step(tgt[:, :1], cache)
+        results[backend] = (logits.detach(), step, [p.grad for p in model.parameters()])
+    (l1, s1, g1), (l2, s2, g2) = results["default"], results["onednn"]
+    assert torch.allclose(l1, l2, atol=1e-5) and torch.allclose(s1, s2, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g1, g2))
+
+
+def test_the_state_dict_is_the_same_as_with_torchs_linear_layers():
+    model = tiny()
+    assert all(type(m) is not torch.nn.Linear for m in model.modules())
+    assert isinstance(model.decoder[0].ffn.w_1, torch.nn.Linear)  # a subclass: same parameters, same keys
+    assert "decoder.0.ffn.w_1.weight" in model.state_dict()
+
+
+def test_an_unknown_backend_is_refused_with_the_choices():
+    with pytest.raises(MtkitError, match="default, onednn"):
+        linear.set_backend("mkl")
+
+
+@pytest.mark.parametrize("pin, want", [("default", "default"), ("onednn", "onednn")])
+def test_the_environment_pins_the_choice(monkeypatch, pin, want):
+    monkeypatch.setenv(linear.BACKEND_ENV, pin)
+    name, why = linear.resolve_backend(torch.device("cpu"))
+    assert name == (want if linear.onednn_works() else "default")
+    assert pin in why or "no working oneDNN" in why
+
+
+def test_a_bad_pin_is_one_clear_error(monkeypatch):
+    monkeypatch.setenv(linear.BACKEND_ENV, "fast")
+    with pytest.raises(MtkitError, match="MTKIT_CPU_MATMUL='fast'; choose one of: auto, default, onednn"):
+        linear.resolve_backend(torch.device("cpu"))
+
+
+@needs_onednn
+def test_auto_picks_onednn_only_when_it_measures_faster(monkeypatch):
+    monkeypatch.setenv(linear.BACKEND_ENV, "auto")
+    for speedup, want in ((2.3, "onednn"), (1.05, "default")):
+        monkeypatch.setattr(linear, "onednn_speedup", lambda d_model, training, s=speedup: s)
+        name, why = linear.resolve_backend(torch.device("cpu"))
+        assert name == want and f"{speedup:.2f}x" in why
+
+
+def test_other_devices_keep_the_default():
+    assert linear.resolve_backend(torch.device("meta"))[0] == "default"
