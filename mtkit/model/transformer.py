@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtkit.config import PAD, ModelConfig
+from mtkit.model.dropout import Dropout
 from mtkit.model.linear import Linear, linear
 from mtkit.model.linear import backend as linear_backend
 
@@ -46,7 +47,7 @@ class Embedding(nn.Module):
         super().__init__()
         self.table, self.positions = table, positions
         self.scale = math.sqrt(table.embedding_dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
         x: Tensor = self.table(tokens) * self.scale + self.positions(tokens.size(1), offset)  # (B, T, d_model)
@@ -135,7 +136,7 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, activation_dropout: float):
         super().__init__()
         self.w_1, self.w_2 = Linear(d_model, d_ff), Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(activation_dropout)
+        self.dropout = Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         out: Tensor = self.w_2(self.dropout(F.relu(self.w_1(x))))
@@ -151,7 +152,7 @@ class Residual(nn.Module):
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
-        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), Dropout(dropout), pre_norm
 
     def before(self, x: Tensor) -> Tensor:
         normed: Tensor = self.norm(x) if self.pre_norm else x
