@@ -16,8 +16,9 @@ Prints one line per configuration and, last, one JSON line with every figure. Ta
 the non-pad decoder outputs, EOS included: fairseq's `wps`. FLOPs per target token count
 6 x (encoder params x source tokens + (decoder params + output projection) x target tokens) /
 target tokens (matrix products only; attention scores, ~1% at Multi30k's lengths, are not counted),
-and the fraction of peak divides the achieved FLOP/s by the device's: --peak-gflops, else this
-issue's 2-core EPYC figures on CPU (fp32 ~188, bf16 ~417 GFLOP/s) and the dense bf16 peak on GPUs.
+and the fraction of peak divides the achieved FLOP/s by the device's: --peak-gflops, else on a CPU the
+rate of a large product measured on the spot (`cpu_matmul_peak`: MKL's AVX2 code on an AMD EPYC gave
+the ~188 GFLOP/s once quoted as this CPU's fp32 peak; oneDNN reaches ~500 there) and on GPUs the dense bf16 peak.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}  # dense bf16
-CPU_PEAK_GFLOPS = {"fp32": 188.0, "bf16": 417.0}  # 2-core AMD EPYC of issue 9 (matmul peak, measured)
 FAIRSEQ_ARCH = {"small": "small", "base": "big"}  # peers/bench_train_throughput.sh's names: big = the paper's base
 PEERS = Path(__file__).resolve().parents[2] / "shared" / "peers"
 
@@ -156,9 +156,35 @@ def run_one(args: argparse.Namespace) -> dict:
         name = torch.cuda.get_device_name()
         peak = peak or next((v for k, v in PEAK_TFLOPS.items() if k in name), 0.0) * 1e12
         out.update(gpu=name, peak_gpu_mem_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1))
-    peak = peak or CPU_PEAK_GFLOPS.get(resolved, 0.0) * 1e9
+    if not peak and args.device == "cpu":
+        peak = cpu_matmul_peak(resolved)
+    out["peak_gflops"] = round(peak / 1e9, 1)
     out["fraction_of_peak"] = round(flops / seconds / peak, 4) if peak else None
     return out
+
+
+def cpu_matmul_peak(precision: str) -> float:
+    """FLOP/s of a large product (4096 x 1024 x 4096) in `precision` on this CPU, best of 5, through the faster of
+    PyTorch's default and oneDNN (mtkit/model/linear.py): the measured peak that MFU is a fraction of."""
+    import time
+
+    import torch
+    import torch.nn.functional as F
+
+    from mtkit.model.linear import onednn_linear, onednn_works
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    x, w = torch.randn(4096, 1024, dtype=dtype), torch.randn(4096, 1024, dtype=dtype)
+    kernels = [F.linear] + ([onednn_linear] if onednn_works() and dtype == torch.float32 else [])
+    best = float("inf")
+    with torch.no_grad():
+        for kernel in kernels:
+            kernel(x, w, None)
+            for _ in range(5):
+                start = time.perf_counter()
+                kernel(x, w, None)
+                best = min(best, time.perf_counter() - start)
+    return 2 * 4096 * 1024 * 4096 / best
 
 
 def run_fairseq(preset: str, steps: int, peers: Path) -> dict:
@@ -199,7 +225,7 @@ def main() -> None:
         "--peak-gflops",
         type=float,
         default=0.0,
-        help="Device peak for the fraction of peak (0: the GPU's by name; on CPU fp32 188, bf16 417).",
+        help="Device peak for the fraction of peak (0: the GPU's by name; on CPU a product measured on the spot).",
     )
     parser.add_argument(
         "--fairseq", action="store_true", help="Also run fairseq 0.12 (peers script) after each preset."

@@ -41,7 +41,8 @@ class _CpuDropout(torch.autograd.Function):
 def keep_mask(shape: torch.Size, p: float, device: torch.device) -> Tensor:
     """A bool mask, True with probability 1 - p (to within 2^-31) independently per element, from torch's RNG."""
     draws = torch.empty(shape, dtype=torch.int32, device=device).random_()  # uniform on [0, 2^31)
-    return draws >= round(p * 2**RANDOM_BITS)
+    keep: Tensor = draws >= round(p * 2**RANDOM_BITS)
+    return keep
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:

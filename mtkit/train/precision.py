@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 import torch
 import torch.nn.functional as F
 
+from mtkit.config import ModelConfig
 from mtkit.errors import MtkitError
 from mtkit.model.linear import onednn_linear, onednn_works, use_best_backend
 
@@ -24,10 +25,16 @@ logger = logging.getLogger(__name__)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-# oneDNN keeps up to 1024 compiled bf16 primitives (with their scratch buffers), one set per
-# batch shape; token-bucketed batches have hundreds of shapes, which is how bf16 training's RSS
-# grew by ~1 GiB (issue 9). Capped before the first bf16 kernel runs (oneDNN reads it once).
-ONEDNN_CACHE_CAPACITY = "128"
+# oneDNN keeps up to 1024 compiled primitives (with their scratch buffers), one set per batch
+# shape; token-bucketed batches have hundreds of shapes, which is how bf16 training's RSS grew by
+# ~1 GiB (issue 9), and fp32's once its products went through oneDNN too. Capped for CPU training
+# before the first oneDNN kernel runs (oneDNN reads it once): 16 measured 460 MB less than 1024 for
+# `small` in fp32 at the same speed (`bench/train_throughput.py --preset small`, 2-core AMD EPYC).
+ONEDNN_CACHE_CAPACITY = "16"
+# How much faster bf16 must measure for auto to take it. A training pass leaves out what costs the same
+# in both (the optimizer step, the data) and meets fewer shapes than a run: on a 2-core AMD EPYC its
+# ratio was 1.12 for `small` where whole updates measured 0.93 (fp32 faster), 1.35 for `base` (1.30).
+MIN_PRODUCT_SPEEDUP, MIN_PASS_SPEEDUP = 1.1, 1.2
 AUTO_ENV = "MTKIT_AUTO_PRECISION"  # pins what "auto" resolves to (the tests set fp32, for the same results anywhere)
 
 
@@ -64,12 +71,46 @@ def bf16_matmul_speedup(d_model: int = 512) -> float:
     return fp32 / best["bf16"]
 
 
-def resolve_precision(precision: str, device: torch.device, d_model: int = 512) -> tuple[str, str]:
+@functools.cache
+def bf16_update_speedup(cfg: ModelConfig, tokens: int = 2048) -> float:
+    """fp32 time / bf16 time of a training pass (forward, loss, backward) of this model on a synthetic batch.
+
+    The matrix products alone overstate bf16's gain once fp32's run through oneDNN: for `small`
+    (d_model 256) they measured 1.8x, training 0.93x (fp32 faster). Each pass has a new sentence
+    length, as token-bucketed batches do (oneDNN compiles kernels per shape, and bf16's cost more),
+    `tokens` a side; the first pass is not timed; fp32 through the backend an fp32 run would use.
+    Torch's RNG is left as it was: training's seed decides the weights, not this measurement.
+    """
+    from mtkit.model.transformer import Transformer
+    from mtkit.train.loss import label_smoothed_sums
+
+    seconds = {}
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = Transformer(cfg).train()
+        for name in ("fp32", "bf16"):
+            seconds[name] = 0.0
+            for i, length in enumerate((29, 31, 33, 35)):
+                src = torch.randint(4, cfg.vocab_size, (max(1, tokens // length), length))
+                tgt = torch.randint(4, cfg.target_vocab_size, src.shape)
+                start = time.perf_counter()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=name == "bf16"):
+                    logits = model(src, tgt)
+                label_smoothed_sums(logits, tgt, 0.1)[0].backward()
+                model.zero_grad(set_to_none=True)
+                seconds[name] += (time.perf_counter() - start) if i else 0.0
+    return seconds["fp32"] / seconds["bf16"]
+
+
+def resolve_precision(
+    precision: str, device: torch.device, d_model: int = 512, model: ModelConfig | None = None
+) -> tuple[str, str]:
     """The one rule for training and translation: (fp32 | bf16 | fp16, why), "auto" resolved for this device.
 
     auto = bf16 on a CUDA GPU that supports it; on a CPU, bf16 only when the CPU has native bf16
-    instructions (AVX512-BF16 or AMX; without them bf16 is emulated and ~20x slower) AND a
-    matrix product of the model's size measures at least 10% faster in bf16; fp32 everywhere else.
+    instructions (AVX512-BF16 or AMX; without them bf16 is emulated and ~20x slower) AND bf16
+    measures at least 10% faster: a training pass of `model` when given (training), else a
+    matrix product of width d_model (translation); fp32 everywhere else.
     """
     if precision not in TORCH_DTYPES and precision != "auto":
         raise MtkitError(f"unknown precision {precision!r}; choose one of: auto, {', '.join(TORCH_DTYPES)}.")
@@ -86,34 +127,40 @@ def resolve_precision(precision: str, device: torch.device, d_model: int = 512) 
         return "fp32", f"{torch.cuda.get_device_name(device)} has no bf16"
     if device.type != "cpu":
         return "fp32", f"auto picks fp32 on {device.type}"
-    return _resolve_cpu(d_model)
+    return _resolve_cpu(d_model, model)
 
 
-def _resolve_cpu(d_model: int) -> tuple[str, str]:
+def _resolve_cpu(d_model: int, model: ModelConfig | None) -> tuple[str, str]:
     capability = torch.backends.cpu.get_cpu_capability()
     if not cpu_has_native_bf16():
         return "fp32", f"this CPU ({capability}) has no AVX512-BF16 or AMX instructions"
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
-    speedup = bf16_matmul_speedup(d_model)
-    if speedup < 1.1:
-        return "fp32", f"this CPU ({capability}) has native bf16, but bf16 measured only {speedup:.2f}x fp32 here"
-    return "bf16", f"this CPU ({capability}) has native bf16 and bf16 measured {speedup:.2f}x fp32"
+    speedup = bf16_matmul_speedup(d_model) if model is None else bf16_update_speedup(model)
+    what = "a matrix product" if model is None else "a training pass"
+    if speedup < (MIN_PRODUCT_SPEEDUP if model is None else MIN_PASS_SPEEDUP):
+        return "fp32", f"this CPU ({capability}) has native bf16, but {what} measured only {speedup:.2f}x fp32 in bf16"
+    return "bf16", f"this CPU ({capability}) has native bf16 and {what} measured {speedup:.2f}x fp32 in bf16"
 
 
 class Precision:
     """The autocast context and (fp16 only) the GradScaler for one device."""
 
-    def __init__(self, name: str, device: torch.device, d_model: int = 512):
+    def __init__(self, name: str, device: torch.device, d_model: int = 512, model: ModelConfig | None = None):
+        """`model`: the configuration being trained, for auto's measurement (d_model alone: a matrix product)."""
         if name == "fp16" and device.type == "cpu":
             raise MtkitError(
                 "--precision fp16 needs a CUDA device (CPU kernels are not faster in fp16); "
                 "use --precision bf16 or fp32 on CPU."
             )
-        self.name, self.reason = resolve_precision(name, device, d_model)  # the trainer's first log line shows both
+        if device.type == "cpu":
+            os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
+        # fp32 products (all of fp32 training; under bf16 autocast only what autocast leaves in fp32)
+        # through the faster CPU backend, measured once per process; the start line shows it. Chosen
+        # first, so that auto's measurement times fp32 as an fp32 run would compute it.
+        d_model = model.d_model if model is not None else d_model
+        self.matmul, self.matmul_reason = use_best_backend(device, d_model, training=True)
+        self.name, self.reason = resolve_precision(name, device, d_model, model)  # the first log line shows both
         self.device = device
         name = self.name
-        if name == "bf16" and device.type == "cpu":
-            os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
         if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
             raise MtkitError(f"{torch.cuda.get_device_name(device)} has no bf16 support; use --precision fp16 or fp32.")
         if name == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
@@ -122,9 +169,6 @@ class Precision:
                 "--precision bf16 is about 20x slower than fp32 on this CPU (it has no AVX512-BF16 or "
                 "AMX instructions); use --precision fp32."
             )
-        # fp32 products (all of fp32 training; under bf16 autocast only what autocast leaves in fp32)
-        # through the faster CPU backend, measured once per process; the start line shows it.
-        self.matmul, self.matmul_reason = use_best_backend(device, d_model, training=True)
         # GradScaler's skip-on-overflow is exactly "skip overflowing steps rather than crash".
         self.scaler = torch.amp.GradScaler(device.type) if name == "fp16" else None
 

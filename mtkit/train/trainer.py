@@ -97,7 +97,7 @@ class Trainer:
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
         self.model = Transformer(model_cfg).to(world.device)
-        self.precision = Precision(cfg.precision, world.device, model_cfg.d_model)
+        self.precision = Precision(cfg.precision, world.device, model=model_cfg)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),

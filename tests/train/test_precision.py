@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import mtkit
 from mtkit.decode.translator import resolve_dtype
 from mtkit.errors import MtkitError
 from mtkit.train import precision
@@ -69,3 +70,21 @@ def test_the_tests_pin_auto_to_fp32(monkeypatch):
 
 def test_the_measurement_is_a_ratio_of_real_timings():
     assert precision.bf16_matmul_speedup(16) > 0
+
+
+def test_training_measures_a_whole_pass_not_a_product(cpu_rule, monkeypatch):
+    cpu_rule(native=True, speedup=1.8)  # the products alone would say bf16
+    monkeypatch.setattr(precision, "bf16_update_speedup", lambda cfg, tokens=2048: 0.93)
+    cfg = mtkit.build_model("tiny", 40).cfg
+    name, why = resolve_precision("auto", CPU, model=cfg)
+    assert name == "fp32" and "a training pass measured only 0.93x fp32" in why
+    assert Precision("auto", CPU, model=cfg).name == "fp32"
+
+
+def test_the_pass_measurement_times_real_passes_and_leaves_the_rng_alone():
+    cfg = mtkit.build_model("tiny", 40).cfg
+    torch.manual_seed(3)
+    expected = torch.rand(3)
+    torch.manual_seed(3)
+    assert precision.bf16_update_speedup(cfg, tokens=64) > 0
+    assert torch.equal(torch.rand(3), expected)
