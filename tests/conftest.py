@@ -40,9 +40,9 @@ def default_matmul_backend():
     in one test must not change the products of the next."""
     from mtkit.model import linear
 
-    linear.set_backend("default")
+    linear.reset()
     yield
-    linear.set_backend("default")
+    linear.reset()
 
 
 def run_cli(

@@ -130,7 +130,7 @@ class Translator:
         self.device = torch.device(device)
         if dtype == torch.float32:  # the faster fp32 CPU products, measured once per process
             name, why = use_best_backend(self.device, models[0].cfg.d_model, training=False)
-            logger.info("fp32 products: %s (%s)", name, why)
+            logger.debug("fp32 products: %s (%s)", name, why)
         self.models = [m.to(device=self.device, dtype=dtype).eval() for m in models]
         self.model = self.models[0]
         self.vocab = vocab

@@ -38,6 +38,7 @@ BACKEND_ENV = "MTKIT_CPU_MATMUL"  # pins the choice: default | onednn | auto (th
 MIN_SPEEDUP = 1.1  # oneDNN must measure at least this much faster to be chosen
 
 _backend = "default"  # process-wide, as torch.backends' flags are: the kernels are a fact of the machine, not the model
+_decision: tuple[str, str] | None = None  # (backend, why) once `use_best_backend` has decided
 
 
 def backend() -> str:
@@ -194,8 +195,21 @@ def resolve_backend(device: torch.device, d_model: int = 512, training: bool = T
 
 
 def use_best_backend(device: torch.device, d_model: int = 512, training: bool = True) -> tuple[str, str]:
-    """Resolve the backend (see `resolve_backend`), switch to it, and return (name, why)."""
-    name, why = resolve_backend(device, d_model, training)
-    set_backend(name)
-    logger.debug("fp32 CPU products: %s (%s)", name, why)
-    return name, why
+    """Resolve the backend (see `resolve_backend`) once per process, switch to it, and return (name, why).
+
+    The first call decides: a trainer's validation builds translators, and they must not switch
+    the products of the training they serve (nor measure again).
+    """
+    global _decision
+    if _decision is None:
+        _decision = resolve_backend(device, d_model, training)
+        logger.debug("fp32 CPU products: %s (%s)", *_decision)
+    set_backend(_decision[0])
+    return _decision
+
+
+def reset() -> None:
+    """Back to the default backend with nothing decided (for tests that need a fresh process's state)."""
+    global _decision
+    _decision = None
+    set_backend("default")

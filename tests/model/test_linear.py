@@ -119,3 +119,11 @@ def test_auto_picks_onednn_only_when_it_measures_faster(monkeypatch):
 
 def test_other_devices_keep_the_default():
     assert linear.resolve_backend(torch.device("meta"))[0] == "default"
+
+
+def test_the_first_decision_holds_for_the_process(monkeypatch):
+    monkeypatch.setenv(linear.BACKEND_ENV, "default")
+    assert linear.use_best_backend(torch.device("cpu"))[0] == "default"
+    monkeypatch.setenv(linear.BACKEND_ENV, "onednn")  # a validation translator built later must not switch it
+    assert linear.use_best_backend(torch.device("cpu"), training=False) == ("default", "MTKIT_CPU_MATMUL=default")
+    assert linear.backend() == "default"
