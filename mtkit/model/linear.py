@@ -4,11 +4,11 @@ Not in the paper: an engineering choice of kernel. PyTorch's CPU wheels send an 
 `F.linear` to MKL's sgemm, and MKL picks its code by the CPU's vendor: on an AMD EPYC with
 AVX-512 it runs its generic AVX2 kernels. oneDNN, shipped in the same wheel (it runs PyTorch's
 bf16 products already), uses AVX-512 there. On a 2-core AMD EPYC (Zen 5) the products of the
-model's shapes measured 2.2-2.4x faster forward and 1.9-2.2x backward through oneDNN
-(`python bench/matmul_speed.py`); CTranslate2 makes the same choice (oneDNN on non-Intel CPUs).
-On CPUs where MKL runs its best code the two are close, so the backend is chosen by
-measuring both on the model's own shapes (`resolve_backend`), once per process, and the
-choice is logged with its reason.
+model's shapes measured 1.8-2.9x faster forward, 2.0-2.3x for dx and 1.1-2.1x for dW through
+oneDNN (`python bench/matmul_speed.py`); CTranslate2 makes the same choice (oneDNN on non-Intel
+CPUs). Where MKL runs its best code (Intel CPUs) the two may be close, so the backend is chosen
+by measuring both on the model's width (`resolve_backend`), once per process, and the choice is
+logged with its reason.
 
 oneDNN's fp32 product is reached through `torch.ops.mkldnn._linear_pointwise`, the op that
 PyTorch's own compiler (inductor) emits for CPU linear layers. It has no autograd formula, so
