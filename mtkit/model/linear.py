@@ -34,7 +34,7 @@ from mtkit.errors import MtkitError
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("default", "onednn")  # default: whatever F.linear does (MKL on x86 CPUs); onednn: see the module docstring
-BACKEND_ENV = "MTKIT_CPU_MATMUL"  # pins the choice: default | onednn | auto (the tests pin nothing and cover both)
+BACKEND_ENV = "MTKIT_CPU_MATMUL"  # pins it: default | onednn | auto (tests pin onednn; test_linear covers both)
 MIN_SPEEDUP = 1.1  # oneDNN must measure at least this much faster to be chosen
 
 _backend = "default"  # process-wide, as torch.backends' flags are: the kernels are a fact of the machine, not the model
@@ -105,7 +105,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         and weight.dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
     ):
-        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
             out: Tensor = _OneDNNLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
             return out
         return onednn_linear(x, weight, bias)
@@ -126,14 +126,15 @@ def onednn_works() -> bool:
     if not built or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
         return False
     try:
-        generator = torch.Generator().manual_seed(0)
-        x, w, b = (torch.randn(*s, generator=generator) for s in ((2, 5, 16), (12, 16), (12,)))
-        x1, w1, b1 = (t.clone().requires_grad_() for t in (x, w, b))
-        x2, w2, b2 = (t.clone().requires_grad_() for t in (x, w, b))
-        y1 = F.linear(x1, w1, b1)
-        y2 = _OneDNNLinear.apply(x2, w2, b2)  # type: ignore[no-untyped-call]
-        for y in (y1, y2):
-            (y * y).sum().backward()
+        with torch.inference_mode(False), torch.enable_grad():  # the check runs a backward pass wherever it is called
+            generator = torch.Generator().manual_seed(0)
+            x, w, b = (torch.randn(*s, generator=generator) for s in ((2, 5, 16), (12, 16), (12,)))
+            x1, w1, b1 = (t.clone().requires_grad_() for t in (x, w, b))
+            x2, w2, b2 = (t.clone().requires_grad_() for t in (x, w, b))
+            y1 = F.linear(x1, w1, b1)
+            y2 = _OneDNNLinear.apply(x2, w2, b2)  # type: ignore[no-untyped-call]
+            for y in (y1, y2):
+                (y * y).sum().backward()
         pairs = ((y1, y2), (x1.grad, x2.grad), (w1.grad, w2.grad), (b1.grad, b2.grad))
         return all(a is not None and c is not None and torch.allclose(a, c, atol=1e-4) for a, c in pairs)
     except Exception:  # an internal op: whatever goes wrong with it, the default backend is the answer

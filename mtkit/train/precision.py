@@ -109,8 +109,8 @@ def resolve_precision(
 
     auto = bf16 on a CUDA GPU that supports it; on a CPU, bf16 only when the CPU has native bf16
     instructions (AVX512-BF16 or AMX; without them bf16 is emulated and ~20x slower) AND bf16
-    measures at least 10% faster: a training pass of `model` when given (training), else a
-    matrix product of width d_model (translation); fp32 everywhere else.
+    measures faster: a training pass of `model` when given (training; by MIN_PASS_SPEEDUP), else
+    a matrix product of width d_model (translation; by MIN_PRODUCT_SPEEDUP); fp32 everywhere else.
     """
     if precision not in TORCH_DTYPES and precision != "auto":
         raise MtkitError(f"unknown precision {precision!r}; choose one of: auto, {', '.join(TORCH_DTYPES)}.")

@@ -127,3 +127,20 @@ def test_the_first_decision_holds_for_the_process(monkeypatch):
     monkeypatch.setenv(linear.BACKEND_ENV, "onednn")  # a validation translator built later must not switch it
     assert linear.use_best_backend(torch.device("cpu"), training=False) == ("default", "MTKIT_CPU_MATMUL=default")
     assert linear.backend() == "default"
+
+
+def test_the_check_works_inside_inference_mode():
+    linear.onednn_works.cache_clear()
+    try:
+        with torch.inference_mode():
+            assert linear.onednn_works() == hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    finally:
+        linear.onednn_works.cache_clear()
+
+
+@needs_onednn
+def test_a_bias_alone_that_learns_gets_its_gradient(onednn):
+    x, w = torch.randn(4, 8), torch.randn(3, 8)
+    b = torch.zeros(3, requires_grad=True)
+    linear.linear(x, w, b).sum().backward()
+    assert torch.equal(b.grad, torch.full((3,), 4.0))
