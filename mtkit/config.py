@@ -127,6 +127,13 @@ class TrainConfig:
         "Stop after this many minutes of training wall-clock (validation and saving "
         "included; a resumed run continues its budget; 0: no budget).",
     )
+    lr_cooldown: float = option(
+        0.0,
+        "Take the learning rate linearly down to 0 over this last fraction of the budget, "
+        "--max-minutes or --max-steps, whichever runs out first (e.g. 0.2; 0: off, the paper's "
+        "schedule). With --max-minutes the rate follows the wall-clock; a patience or epoch stop "
+        "does not wait for it.",
+    )
     save_every_steps: int = option(0, "Save a checkpoint every this many updates (0: off).")
     save_every_minutes: float = option(10.0, "Save a checkpoint every this many minutes (0: off; the paper: 10).")
     keep_last: int = option(5, "Keep the newest N numbered checkpoints (the paper averages the last 5 / 20).")
@@ -165,6 +172,7 @@ class TrainConfig:
             self.save_every_minutes,
         )
         _check(self.max_minutes >= 0, type(self), "max_minutes", "0 (no budget) or positive", self.max_minutes)
+        _check(0 <= self.lr_cooldown <= 1, type(self), "lr_cooldown", "a fraction in [0, 1]", self.lr_cooldown)
         _check(
             self.precision in PRECISION_CHOICES,
             type(self),

@@ -47,6 +47,7 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     train = steps["train"]
     assert (train["data"], train["out"], train["preset"]) == (data, out / "run", "small")
     assert train["max_minutes"] == minutes and train["valid_bleu"] > 0
+    assert train["lr_cooldown"] == 0.2 and train["max_steps"] > 100_000, "the cooldown ends with the minutes"
     assert train["seed"] == (int(args[args.index("--seed") + 1]) if "--seed" in args else 1)
     assert train["keep_last"] == last
     if not quick:

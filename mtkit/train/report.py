@@ -13,7 +13,6 @@ import torch
 
 from mtkit.data.batching import padding_efficiency
 from mtkit.train.metrics import Window
-from mtkit.train.schedule import inverse_sqrt_lr
 from mtkit.train.signals import SIGNAL_STOPS
 
 if TYPE_CHECKING:
@@ -74,7 +73,7 @@ def train_line(t: Trainer, w: Window) -> None:
         loss=w.loss / max(w.tgt, 1),
         nll=nll,
         ppl=math.exp(min(nll, 100.0)),
-        lr=inverse_sqrt_lr(p.step, t.model_cfg.d_model, cfg.warmup, cfg.lr_scale),
+        lr=t.lr,
         grad_norm=w.grad_norm(),
         tokens_per_s=w.real / max(w.seconds, 1e-9),
         pad_eff=w.real / max(w.padded, 1),

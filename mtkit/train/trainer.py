@@ -44,7 +44,7 @@ from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, check_token_ids, check_vocab, epoch_of, plan_data
 from mtkit.train.precision import Precision
 from mtkit.train.resume import Progress
-from mtkit.train.schedule import inverse_sqrt_lr
+from mtkit.train.schedule import learning_rate
 from mtkit.train.signals import SIGNAL_STOPS, StopRequests
 from mtkit.train.stopping import LoopState, TrainResult, UpdateResult, out_of_time, stop_reason
 from mtkit.train.validation import bleu_sample, greedy_bleu, is_better, score_of, validate
@@ -107,6 +107,7 @@ class Trainer:
             fused=world.device.type in ("cuda", "cpu") or None,
         )
         self.progress = Progress()
+        self.lr = 0.0  # the rate of the last update applied
         self.plan, self.valid_batches = plan_data(
             self.train_split, self.valid_split, cfg, world, model_cfg.max_positions
         )
@@ -266,12 +267,15 @@ class Trainer:
         sums = self._forward_backward(group, tokens)
         norm = self._grad_norm()
         signals = [float(self.stop_requests.received == name) for name in SIGNAL_STOPS]
-        flags = torch.tensor([float(wants_save), float(wants_stop), *signals], dtype=torch.float64, device=sums.device)
+        clock = self.progress.elapsed if world.is_main else 0.0  # rank 0's: a cooldown's rate is the same everywhere
+        flags = torch.tensor(
+            [float(wants_save), float(wants_stop), *signals, clock], dtype=torch.float64, device=sums.device
+        )
         values = torch.cat((sums.double(), norm.double().reshape(1) / world.size, flags))
         # The update's one host sync. DDP made the gradients equal on every rank, so the norms' mean is the norm.
-        loss, nll, grad_norm, save, stop, sigterm, sigint = dist.all_reduce_sum(values, world).tolist()
+        loss, nll, grad_norm, save, stop, sigterm, sigint, clock = dist.all_reduce_sum(values, world).tolist()
         stop_signal = "SIGINT" if sigint > 0 else "SIGTERM" if sigterm > 0 else ""
-        applied = self._apply(loss, grad_norm, norm)
+        applied = self._apply(loss, grad_norm, norm, clock)
         return UpdateResult(applied, loss, nll, grad_norm, save > 0, stop > 0, stop_signal)
 
     def _forward_backward(self, group: list[np.ndarray], tokens: int) -> torch.Tensor:
@@ -300,15 +304,25 @@ class Trainer:
         grads = [q.grad for q in self.model.parameters() if q.grad is not None]
         return torch.nn.utils.get_total_norm(grads) if grads else torch.zeros((), device=self.world.device)
 
-    def _apply(self, loss: float, grad_norm: float, norm: torch.Tensor) -> bool:
-        """Clip and step; a non-finite loss or gradient norm skips the update instead (as fairseq does)."""
+    def _apply(self, loss: float, grad_norm: float, norm: torch.Tensor, clock: float) -> bool:
+        """Clip and step at the rate for rank 0's `clock` (seconds of training); a non-finite loss or gradient
+        norm skips the update instead (as fairseq does)."""
         cfg, p = self.cfg, self.progress
         # fp16's scaler handles overflowing gradients itself: it lowers the scale and skips the step.
         if not math.isfinite(loss) or (not math.isfinite(grad_norm) and self.precision.scaler is None):
             self._skip(loss, grad_norm)
             return False
         p.nonfinite = 0
-        lr = inverse_sqrt_lr(p.step + 1, self.model_cfg.d_model, cfg.warmup, cfg.lr_scale)
+        lr = self.lr = learning_rate(
+            p.step + 1,
+            clock,
+            d_model=self.model_cfg.d_model,
+            warmup=cfg.warmup,
+            scale=cfg.lr_scale,
+            max_steps=cfg.max_steps,
+            max_minutes=cfg.max_minutes,
+            cooldown=cfg.lr_cooldown,
+        )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         if cfg.clip_norm > 0:

@@ -65,8 +65,16 @@ COMMON = (
     "400",
     "--dropout",
     "0",
+    # 4 updates (2 epochs of 2) on a budget that never binds, cooled down by the wall clock from the start:
+    # each update's rate depends on rank 0's clock, so ranks that read their own clocks would drift apart.
     "--max-steps",
-    "4",
+    "1000000",
+    "--max-epochs",
+    "2",
+    "--max-minutes",
+    "600",
+    "--lr-cooldown",
+    "1",
     "--valid-every",
     "100",
     "--save-every-steps",

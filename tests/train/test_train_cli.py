@@ -14,6 +14,7 @@ from mtkit import checkpoint
 from mtkit.config import PRESETS, model_config
 from mtkit.errors import MtkitError
 from mtkit.train import trainer
+from mtkit.train.schedule import inverse_sqrt_lr
 from tests.conftest import run_cli
 
 FAST = ("--preset", "tiny", "--device", "cpu", "--threads", "1")
@@ -130,6 +131,20 @@ def test_a_wall_clock_budget_stops_the_run_and_a_rerun_has_nothing_left_to_do(to
     assert again.returncode == 0 and checkpoint.load(run / "checkpoint_last.pt")["step"] == step
 
 
+def test_lr_cooldown_takes_the_logged_rate_down_to_zero_by_the_budgets_end(toy_data, tmp_path) -> None:
+    run = tmp_path / "run"
+    args = ("--max-steps", "12", "--log-every", "1", "--valid-every", "100", "--lr-cooldown", "0.5")
+    done = run_cli("train", toy_data, "--out", run, *FAST, *args)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged = {r["step"]: r["lr"] for r in records if r["event"] == "train"}
+    tiny = PRESETS["tiny"]
+    assert sorted(logged) == list(range(1, 13))
+    for step, lr in logged.items():  # update s starts (s - 1) / 12 into the budget; the last 6 cool down
+        paper = inverse_sqrt_lr(step, tiny.model.d_model, tiny.train.warmup, tiny.train.lr_scale)
+        assert lr == pytest.approx(paper * min(1.0, (13 - step) / 6), rel=1e-3), step
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -140,6 +155,7 @@ def test_a_wall_clock_budget_stops_the_run_and_a_rerun_has_nothing_left_to_do(to
         (("--precision", "fp8"), "'--precision': 'fp8' is not one of 'auto', 'fp32', 'bf16', 'fp16'"),
         (("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
         (("--max-tokens", "0"), "--max-tokens must be a positive integer, got 0."),
+        (("--lr-cooldown", "1.5"), "--lr-cooldown must be a fraction in [0, 1], got 1.5."),
         (("--device", "tpu"), "unknown --device 'tpu'; use auto, cpu, cuda, cuda:N or mps"),
     ],
 )
