@@ -209,6 +209,17 @@ def use_best_backend(device: torch.device, d_model: int = 512, training: bool = 
     return _decision
 
 
+def adopt(decision: tuple[str, str]) -> None:
+    """Make `decision` (backend, why), another process's (rank 0's under torchrun), this process's own.
+
+    Ranks that measured for themselves could choose differently on a borderline measurement, and
+    the ranks of one run on one machine would time each other's work instead of their own.
+    """
+    global _decision
+    set_backend(decision[0])
+    _decision = decision
+
+
 def reset() -> None:
     """Back to the default backend with nothing decided (for tests that need a fresh process's state)."""
     global _decision

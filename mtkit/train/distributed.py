@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -16,6 +18,7 @@ import torch.distributed as dist
 from mtkit.device import pick_device
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,24 @@ def all_reduce_sum(values: torch.Tensor, world: World) -> torch.Tensor:
     if world.distributed:
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
     return values
+
+
+def decided_by_main(decide: Callable[[], T], world: World) -> T:
+    """`decide()` run on rank 0 alone and its result handed to every rank: for choices made by measuring
+    (precision, kernels), which every rank must share and which ranks timing at once would skew."""
+    if not world.distributed:
+        return decide()
+    box: list = [None]
+    if world.is_main:
+        try:
+            box = [(True, decide())]
+        except Exception as exc:  # every rank raises it: the others must not wait for an answer that never comes
+            box = [(False, exc)]
+    dist.broadcast_object_list(box, src=0, device=world.device if world.device.type == "cuda" else None)
+    decided, answer = box[0]
+    if not decided:
+        raise answer
+    return cast(T, answer)
 
 
 def all_gather_objects(obj: object, world: World) -> list:

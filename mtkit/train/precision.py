@@ -13,13 +13,14 @@ import logging
 import os
 import time
 from contextlib import AbstractContextManager
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 from mtkit.config import ModelConfig
 from mtkit.errors import MtkitError
-from mtkit.model.linear import onednn_linear, onednn_works, use_best_backend
+from mtkit.model.linear import adopt, onednn_linear, onednn_works, use_best_backend
 
 logger = logging.getLogger(__name__)
 
@@ -141,24 +142,59 @@ def _resolve_cpu(d_model: int, model: ModelConfig | None) -> tuple[str, str]:
     return "bf16", f"this CPU ({capability}) has native bf16 and {what} measured {speedup:.2f}x fp32 in bf16"
 
 
+class Choice(NamedTuple):
+    """What training computes in, and the fp32 CPU products' backend, each with its reason (the start line)."""
+
+    precision: str
+    why: str
+    matmul: str
+    matmul_why: str
+
+
+def choose(name: str, device: torch.device, d_model: int = 512, model: ModelConfig | None = None) -> Choice:
+    """Resolve `name` (auto included) and the fp32 backend for this device, measuring where the rule says so.
+
+    `model`: the configuration being trained, for auto's measurement (d_model alone: a matrix product).
+    Under torchrun rank 0 alone calls this and every rank adopts its answer (distributed.decided_by_main).
+    """
+    _check_device(name, device)
+    # fp32 products (all of fp32 training; under bf16 autocast only what autocast leaves in fp32)
+    # through the faster CPU backend, measured once per process. Chosen first, so that auto's
+    # measurement times fp32 as an fp32 run would compute it.
+    d_model = model.d_model if model is not None else d_model
+    matmul, matmul_why = use_best_backend(device, d_model, training=True)
+    return Choice(*resolve_precision(name, device, d_model, model), matmul, matmul_why)
+
+
+def _check_device(name: str, device: torch.device) -> None:
+    """fp16 is refused on a CPU; CPU training caps oneDNN's kernel cache before its first kernel runs."""
+    if name == "fp16" and device.type == "cpu":
+        raise MtkitError(
+            "--precision fp16 needs a CUDA device (CPU kernels are not faster in fp16); "
+            "use --precision bf16 or fp32 on CPU."
+        )
+    if device.type == "cpu":
+        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
+
+
 class Precision:
     """The autocast context and (fp16 only) the GradScaler for one device."""
 
-    def __init__(self, name: str, device: torch.device, d_model: int = 512, model: ModelConfig | None = None):
-        """`model`: the configuration being trained, for auto's measurement (d_model alone: a matrix product)."""
-        if name == "fp16" and device.type == "cpu":
-            raise MtkitError(
-                "--precision fp16 needs a CUDA device (CPU kernels are not faster in fp16); "
-                "use --precision bf16 or fp32 on CPU."
-            )
-        if device.type == "cpu":
-            os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
-        # fp32 products (all of fp32 training; under bf16 autocast only what autocast leaves in fp32)
-        # through the faster CPU backend, measured once per process; the start line shows it. Chosen
-        # first, so that auto's measurement times fp32 as an fp32 run would compute it.
-        d_model = model.d_model if model is not None else d_model
-        self.matmul, self.matmul_reason = use_best_backend(device, d_model, training=True)
-        self.name, self.reason = resolve_precision(name, device, d_model, model)  # the first log line shows both
+    def __init__(
+        self,
+        name: str,
+        device: torch.device,
+        d_model: int = 512,
+        model: ModelConfig | None = None,
+        choice: Choice | None = None,
+    ):
+        """`choice`: made already (rank 0's, under torchrun); else made here by `choose(name, device, ...)`."""
+        _check_device(name, device)
+        if choice is None:
+            choice = choose(name, device, d_model, model)
+        adopt((choice.matmul, choice.matmul_why))
+        self.matmul, self.matmul_reason = choice.matmul, choice.matmul_why  # the first log line shows both pairs
+        self.name, self.reason = choice.precision, choice.why
         self.device = device
         name = self.name
         if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():

@@ -42,7 +42,7 @@ from mtkit.train import report, resume, rundir
 from mtkit.train.forward import accumulate
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, check_token_ids, check_vocab, epoch_of, plan_data
-from mtkit.train.precision import Precision
+from mtkit.train.precision import Precision, choose
 from mtkit.train.resume import Progress
 from mtkit.train.schedule import learning_rate
 from mtkit.train.signals import SIGNAL_STOPS, StopRequests
@@ -97,7 +97,9 @@ class Trainer:
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
         self.model = Transformer(model_cfg).to(world.device)
-        self.precision = Precision(cfg.precision, world.device, model=model_cfg)
+        # Measured on rank 0 only and shared: ranks timing at once would skew it, and must not differ.
+        choice = dist.decided_by_main(lambda: choose(cfg.precision, world.device, model=model_cfg), world)
+        self.precision = Precision(cfg.precision, world.device, model=model_cfg, choice=choice)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,14 +46,25 @@ def test_one_batch_a_plus_b_equals_update_freq_2_over_a_then_b(toy_data) -> None
 
 
 RANK_SCRIPT = textwrap.dedent("""
-    import os, sys, torch
+    import json, os, sys, torch
     from mtkit.cli import app
+    from mtkit.model import linear
     from mtkit.train import trainer
+    if os.environ["RANK"] == "1":  # what rank 1 would choose alone; rank 0's choice must win
+        os.environ.update(MTKIT_CPU_MATMUL="default", MTKIT_AUTO_PRECISION="bf16")
+    made = []  # the Precision each rank trains with
+    class Recorded(trainer.Precision):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+    trainer.Precision = Recorded
     real = trainer.train
     def keep_weights(*args, **kwargs):
         result = real(*args, **kwargs)
-        torch.save(result.model.state_dict(), os.path.join(sys.argv[sys.argv.index("--out") + 1],
-                                                           f"rank{os.environ['RANK']}.pt"))
+        out, rank = sys.argv[sys.argv.index("--out") + 1], os.environ["RANK"]
+        torch.save(result.model.state_dict(), os.path.join(out, f"rank{rank}.pt"))
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+            json.dump([made[0].name, made[0].matmul, linear.backend()], f)
         return result
     trainer.train = keep_weights
     app(sys.argv[1:])
@@ -90,7 +102,8 @@ COMMON = (
 
 @pytest.mark.slow
 def test_torchrun_two_gloo_ranks_match_one_process_with_twice_the_update_freq(toy_data, tmp_path) -> None:
-    """2 ranks x update-freq 2 (DDP no_sync on the first batch) = 1 process x update-freq 4.
+    """2 ranks x update-freq 2 (DDP no_sync on the first batch) = 1 process x update-freq 4, computing as rank 0
+    chose (fp32 through oneDNN) though rank 1's environment asks for bf16 and the default products.
 
     The toy data makes 8 batches of 400 tokens, so 4 updates cross an epoch boundary.
     """
@@ -128,6 +141,8 @@ def test_torchrun_two_gloo_ranks_match_one_process_with_twice_the_update_freq(to
     saved = checkpoint.load(multi / "checkpoint_last.pt")
     assert reference["step"] == saved["step"] == 4 and len(saved["rng"]) == 2
     assert reference["data"]["epoch"] == saved["data"]["epoch"] == 2
+    choices = [json.loads((multi / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert choices == [["fp32", "onednn", "onednn"]] * 2, "every rank computes as rank 0 chose"
     rank0 = torch.load(multi / "rank0.pt", weights_only=True)
     rank1 = torch.load(multi / "rank1.pt", weights_only=True)
     for name, weight in reference["model"].items():

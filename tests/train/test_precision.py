@@ -6,7 +6,9 @@ import torch
 import mtkit
 from mtkit.decode.translator import resolve_dtype
 from mtkit.errors import MtkitError
+from mtkit.model import linear
 from mtkit.train import precision
+from mtkit.train.distributed import World, decided_by_main
 from mtkit.train.precision import Precision, resolve_precision
 
 CPU = torch.device("cpu")
@@ -88,3 +90,41 @@ def test_the_pass_measurement_times_real_passes_and_leaves_the_rng_alone():
     torch.manual_seed(3)
     assert precision.bf16_update_speedup(cfg, tokens=64) > 0
     assert torch.equal(torch.rand(3), expected)
+
+
+def rank_of_two(rank: int, monkeypatch, rank0_box: list | None = None) -> World:
+    """Rank `rank` of a two-process world whose broadcast is faked: rank 0 sends, another rank gets `rank0_box`."""
+
+    def broadcast(box: list, src: int, device=None) -> None:
+        assert src == 0 and device is None  # gloo on CPU: objects travel without a device
+        if rank != 0:
+            box[:] = rank0_box
+
+    monkeypatch.setattr(torch.distributed, "broadcast_object_list", broadcast)
+    return World(rank=rank, size=2, local_rank=rank, device=CPU)
+
+
+def test_ranks_adopt_rank_0s_choice_and_only_rank_0_measures(monkeypatch):
+    answer = precision.Choice("bf16", "rank 0 measured 1.3x", "onednn", "rank 0 measured 1.9x")
+    rank0 = rank_of_two(0, monkeypatch)
+    assert decided_by_main(lambda: answer, rank0) == answer
+    rank1 = rank_of_two(1, monkeypatch, [(True, answer)])
+    assert decided_by_main(lambda: pytest.fail("rank 1 measured"), rank1) == answer
+    chosen = Precision("auto", CPU, choice=answer)
+    assert (chosen.name, chosen.reason, chosen.matmul) == ("bf16", "rank 0 measured 1.3x", "onednn")
+    assert linear.backend() == "onednn"  # the products follow the adopted choice too
+
+
+def test_a_choice_that_fails_on_rank_0_fails_on_every_rank_instead_of_leaving_them_waiting(monkeypatch):
+    error = MtkitError("precision fp16 needs a CUDA device")
+
+    def refuse() -> precision.Choice:
+        raise error
+
+    sent: list = []
+    monkeypatch.setattr(torch.distributed, "broadcast_object_list", lambda box, src, device=None: sent.extend(box))
+    with pytest.raises(MtkitError, match="fp16 needs a CUDA device"):
+        decided_by_main(refuse, World(rank=0, size=2, local_rank=0, device=CPU))
+    assert sent == [(False, error)]  # rank 0 told the others before raising
+    with pytest.raises(MtkitError, match="fp16 needs a CUDA device"):
+        decided_by_main(refuse, rank_of_two(1, monkeypatch, sent))
