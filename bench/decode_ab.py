@@ -4,7 +4,8 @@
         --variant new-patience=.:early_stop=patience --variant new-int8=.:precision=int8 --limit 500 --rounds 2
 
 A variant is NAME=CODE_DIR[:key=value,...]: CODE_DIR is a checkout of mtkit (e.g. `git worktree add
-/tmp/mtkit-main main`), keys are DecodeConfig fields plus precision and batch_tokens. Rounds
+/tmp/mtkit-main main`), keys are DecodeConfig fields plus precision and batch_tokens, and upper-case keys
+are environment variables for that variant's process (`.:ONEDNN_PRIMITIVE_CACHE_CAPACITY=16`). Rounds
 alternate the variants (A B A B) so that a shared machine's load falls on all of them; the best
 round counts. CPU seconds (process time) are reported beside wall seconds: on a machine shared
 with other work, sentences per CPU-second with --threads 1 is the steadier figure. Each child
@@ -60,16 +61,21 @@ print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": toke
 '''
 
 
-def parse_variant(text: str) -> tuple[str, str, dict]:
+def parse_variant(text: str) -> tuple[str, str, dict, dict]:
+    """NAME=CODE_DIR[:key=value,...] -> (name, code dir, decoding options, environment variables)."""
     name, _, rest = text.partition("=")
     code, _, opts = rest.partition(":")
     options: dict = {}
+    env: dict = {}
     for item in filter(None, opts.split(",")):
         key, _, value = item.partition("=")
+        if key.isupper():
+            env[key] = value
+            continue
         options[key] = (
             int(value) if value.isdigit() else (float(value) if value.replace(".", "", 1).isdigit() else value)
         )
-    return name, str(Path(code).resolve()), options
+    return name, str(Path(code).resolve()), options, env
 
 
 def spm_for_random_model(tmp: Path, data: Path) -> str:
@@ -116,7 +122,7 @@ def main() -> None:
     variants = [parse_variant(v) for v in args.variant]
     best: dict[str, dict] = {}
     for _ in range(args.rounds):
-        for name, code, options in variants:
+        for name, code, options, variables in variants:
             options = {"max_len_b": 50 if args.model else 0, **options}
             child = {
                 "input": str(tmp / "input.txt"),
@@ -126,7 +132,7 @@ def main() -> None:
                 "options": options,
                 "precision": options.get("precision", "fp32"),
             }
-            env = {**os.environ, "PYTHONPATH": code}
+            env = {**os.environ, **variables, "PYTHONPATH": code}
             run = subprocess.run(
                 [sys.executable, "-c", CHILD, json.dumps(child)],
                 env=env,
@@ -149,11 +155,12 @@ def main() -> None:
         with (gzip.open if args.ref.endswith(".gz") else open)(args.ref, "rt", encoding="utf-8") as f:
             refs = [line.rstrip("\n") for line in itertools.islice(f, len(lines))]
     summary = {}
-    for name, _, options in variants:
+    for name, _, options, variables in variants:
         r = best[name]
         same = sum(a == b for a, b in zip(r["outputs"], reference["outputs"]))
         summary[name] = {
             "options": options,
+            "env": variables,
             "sentences_per_s": round(len(lines) / r["seconds"], 2),
             "tgt_tokens_per_s": round(r["tokens"] / r["seconds"], 1),
             "sentences_per_cpu_s": round(len(lines) / r["cpu_seconds"], 2),
