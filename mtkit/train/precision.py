@@ -189,9 +189,10 @@ class Precision:
         choice: Choice | None = None,
     ):
         """`choice`: made already (rank 0's, under torchrun); else made here by `choose(name, device, ...)`."""
-        _check_device(name, device)
         if choice is None:
             choice = choose(name, device, d_model, model)
+        else:  # made on rank 0: this rank still refuses fp16 on a CPU and caps its own oneDNN cache
+            _check_device(name, device)
         adopt((choice.matmul, choice.matmul_why))
         self.matmul, self.matmul_reason = choice.matmul, choice.matmul_why  # the first log line shows both pairs
         self.name, self.reason = choice.precision, choice.why
