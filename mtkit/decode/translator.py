@@ -132,6 +132,8 @@ class Translator:
             name, why = use_best_backend(self.device, models[0].cfg.d_model, training=False)
             logger.debug("fp32 products: %s (%s)", name, why)
         self.models = [m.to(device=self.device, dtype=dtype).eval() for m in models]
+        for m in self.models:
+            m.prepack()
         self.model = self.models[0]
         self.vocab = vocab
 

@@ -92,11 +92,38 @@ class _OneDNNLinear(torch.autograd.Function):
         return dx, dw, db
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+class PackedWeight:
+    """A weight reordered once into oneDNN's blocked layout, for products that only read it (inference).
+
+    Given a plain weight, oneDNN reorders it inside every product; when a late decoding step has
+    few rows left that costs more than the product itself (8 rows x 256 -> 8,000: 0.43 ms plain,
+    0.18 ms packed on a 2-core Zen 4 EPYC; 64 rows: 2.1 vs 1.3 ms; 2,000 rows: 62 vs 58 ms).
+    It is valid while its weight is unchanged: an in-place update (an optimizer step) bumps the
+    weight's version and a new tensor (`model.to`) has a new address; either way `linear` goes
+    back to the plain weight, so a stale copy is never read.
+    """
+
+    def __init__(self, weight: Tensor):
+        self.version, self.address = weight._version, weight.data_ptr()
+        self.tensor: Tensor = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+
+    def valid_for(self, weight: Tensor) -> bool:
+        return weight._version == self.version and weight.data_ptr() == self.address
+
+
+def pack(weight: Tensor) -> PackedWeight | None:
+    """`weight` packed for oneDNN where fp32 CPU products go through oneDNN now; None elsewhere."""
+    if _backend != "onednn" or weight.device.type != "cpu" or weight.dtype != torch.float32:
+        return None
+    return PackedWeight(weight)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: PackedWeight | None = None) -> Tensor:
     """F.linear, or oneDNN's product where that is the chosen backend and the call is fp32 on the CPU.
 
     Autocast (bf16 training) and every other dtype or device keep F.linear: autocast already
-    sends bf16 products to oneDNN.
+    sends bf16 products to oneDNN. `packed`: `weight` in oneDNN's layout (see PackedWeight),
+    read instead of it when no gradient is wanted and it is still valid.
     """
     if (
         _backend == "onednn"
@@ -108,15 +135,22 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
             out: Tensor = _OneDNNLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
             return out
+        if packed is not None and packed.valid_for(weight):
+            return onednn_linear(x, packed.tensor, bias)
         return onednn_linear(x, weight, bias)
     return F.linear(x, weight, bias)
 
 
 class Linear(nn.Linear):
-    """nn.Linear (same parameters, same state dict) whose product goes through `linear`."""
+    """nn.Linear (same parameters, same state dict) whose product goes through `linear`.
+
+    `packed`: its weight in oneDNN's layout, set by `prepack` for inference (not saved).
+    """
+
+    packed: PackedWeight | None = None
 
     def forward(self, x: Tensor) -> Tensor:
-        return linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias, self.packed)
 
 
 @functools.cache

@@ -16,8 +16,7 @@ from torch import Tensor, nn
 
 from mtkit.config import PAD, ModelConfig
 from mtkit.model.dropout import Dropout
-from mtkit.model.linear import Linear, linear
-from mtkit.model.linear import backend as linear_backend
+from mtkit.model.linear import Linear, PackedWeight, linear, pack
 
 
 class PositionalEncoding(nn.Module):
@@ -346,6 +345,7 @@ class Transformer(nn.Module):
         self.output_proj = (
             None if cfg.share_embeddings != "none" else Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
         )
+        self.output_packed: PackedWeight | None = None  # the tied output matrix in oneDNN's layout (`prepack`)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -406,29 +406,25 @@ class Transformer(nn.Module):
         states: Tensor = self.decoder_norm(x)
         return states, DecoderCache(tuple(new_layers), cache.src_mask, t0 + T)
 
-    def project(self, x: Tensor, out: Tensor | None = None) -> Tensor:
-        """Pre-softmax linear transformation, sharing the embedding matrix (3.4) unless untied.
-
-        `out`: where to write the logits (a decoding step reuses one buffer: a fresh (rows x
-        vocabulary) tensor each step is a fresh mapping of memory, whose page faults cost a
-        large batch's step a third of its time); ignored by an output layer that cannot write
-        into it (an int8 one), and while autograd records.
-        """
-        if out is not None and self.projects_into_buffers():
-            weight = self.tgt_embed.table.weight if self.output_proj is None else self.output_proj.weight
-            return torch.matmul(x, weight.t(), out=out)
+    def project(self, x: Tensor) -> Tensor:
+        """Pre-softmax linear transformation, sharing the embedding matrix (3.4) unless untied."""
         if self.output_proj is not None:
             logits: Tensor = self.output_proj(x)
             return logits
-        return linear(x, self.tgt_embed.table.weight)  # (B, T, V)
+        return linear(x, self.tgt_embed.table.weight, packed=self.output_packed)  # (B, T, V)
 
-    def projects_into_buffers(self) -> bool:
-        """Whether `project(x, out=...)` writes into `out`: not while autograd records (it cannot follow
-        a product written into a given tensor), nor through an output layer other than a bias-free
-        Linear (an int8 one), for which a caller should not hold a buffer at all."""
-        if torch.is_grad_enabled() or linear_backend() == "onednn":  # oneDNN's product writes a new tensor
-            return False
-        return self.output_proj is None or (type(self.output_proj) is Linear and self.output_proj.bias is None)
+    def prepack(self) -> None:
+        """Reorder every weight of a product into oneDNN's layout once, for inference on the CPU where
+        fp32 products go through oneDNN (mtkit/model/linear.py); elsewhere this does nothing.
+
+        Costs a second copy of those weights; a later change of a weight (training, `to`) makes
+        its copy unused, not wrong.
+        """
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.packed = pack(module.weight)
+        if self.output_proj is None:
+            self.output_packed = pack(self.tgt_embed.table.weight)
 
     def decode(self, tgt_in: Tensor, encoded: Encoded) -> Tensor:
         """Teacher forcing: decoder inputs (B, T) -> logits (B, T, V) at every position at once.

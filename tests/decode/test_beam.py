@@ -11,7 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
+from mtkit.decode import step as step_module
 from mtkit.decode.beam import beam_search, keep_places, keep_slots, length_penalty, max_output_lengths, top_candidates
+from mtkit.decode.ensemble import make_step
 
 
 def sources(n: int, vocab_size: int, seed: int, max_len: int = 9) -> list[list[int]]:
@@ -231,3 +233,13 @@ def test_patience_stops_before_the_limit_and_never_beats_the_full_search(make_mo
     assert differ < len(full.hypotheses)
     with pytest.raises(Exception, match="early_stop"):
         DecodeConfig(early_stop="sometimes")
+
+
+def test_the_output_layer_in_row_blocks_gives_the_same_log_probabilities(make_model, monkeypatch):
+    model = make_model(30, seed=1)
+    src = batch([[5, 6, 7], [8, 9, 4]])
+    whole = make_step(model, src, 4, 4).log_probs(torch.tensor([BOS] * 8))
+    monkeypatch.setattr(step_module, "PROJECT_ROWS", 3)  # 8 rows: blocks of 3, 3 and 2
+    blocks = make_step(model, src, 4, 4).log_probs(torch.tensor([BOS] * 8))
+    assert torch.allclose(blocks, whole, atol=1e-6)
+    assert torch.allclose(whole.exp().sum(-1), torch.ones(8), atol=1e-5)

@@ -144,3 +144,48 @@ def test_a_bias_alone_that_learns_gets_its_gradient(onednn):
     b = torch.zeros(3, requires_grad=True)
     linear.linear(x, w, b).sum().backward()
     assert torch.equal(b.grad, torch.full((3,), 4.0))
+
+
+@needs_onednn
+def test_a_packed_weight_gives_the_same_products_and_is_dropped_once_the_weight_changes(onednn):
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(3, 5, 16, generator=g), torch.randn(12, 16, generator=g), torch.randn(12, generator=g)
+    packed = linear.pack(w)
+    assert packed is not None and packed.tensor.is_mkldnn
+    assert torch.allclose(linear.linear(x, w, b, packed), F.linear(x, w, b), atol=1e-5)
+    w.add_(1.0)  # an optimizer step: in place, so the packed copy is stale
+    assert not packed.valid_for(w)
+    assert torch.allclose(linear.linear(x, w, b, packed), F.linear(x, w, b), atol=1e-5)
+    moved = w.clone()  # a new tensor (as model.to makes) with the old version counter's value
+    assert not packed.valid_for(moved)
+
+
+def test_weights_are_packed_only_where_products_go_through_onednn():
+    linear.set_backend("default")
+    assert linear.pack(torch.randn(4, 3)) is None
+    model = tiny()
+    model.prepack()
+    assert model.output_packed is None
+    assert all(m.packed is None for m in model.modules() if isinstance(m, linear.Linear))
+
+
+@needs_onednn
+def test_a_prepacked_model_decodes_as_before_and_training_ignores_the_packed_copies(onednn):
+    src = torch.tensor([[5, 6, 7, 8, EOS], [10, 11, EOS, PAD, PAD]])
+    tgt = torch.tensor([[BOS, 20, 21, 22], [BOS, 24, PAD, PAD]])
+    model = tiny().eval()
+    with torch.no_grad():
+        before = model(src, tgt)
+        model.prepack()
+        assert model.output_packed is not None and model.decoder[0].ffn.w_1.packed is not None
+        assert torch.allclose(model(src, tgt), before, atol=1e-5)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(src, tgt).pow(2).mean().backward()  # gradients flow through the plain weights
+    assert all(p.grad is not None for p in model.parameters())
+    optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        fresh = tiny()
+        fresh.load_state_dict(model.state_dict())
+        assert torch.allclose(model(src, tgt), fresh.eval()(src, tgt), atol=1e-5)  # the stale copies are not read
