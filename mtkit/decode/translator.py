@@ -34,11 +34,13 @@ from mtkit.decode.sampling import sample
 from mtkit.decode.scoring import PairScore, score_batch
 from mtkit.device import pick_device
 from mtkit.errors import MtkitError
-from mtkit.model.linear import use_best_backend
+from mtkit.model.linear import cap_kernel_caches, use_best_backend
 from mtkit.model.transformer import Transformer
 from mtkit.train.precision import TORCH_DTYPES, resolve_precision
 
 logger = logging.getLogger(__name__)
+
+DECODE_KERNEL_CACHE = 64  # compiled oneDNN products kept (mtkit.model.linear.cap_kernel_caches)
 
 Source = str | tuple[str, str]  # a source line, or (source line, target prefix)
 T = TypeVar("T")
@@ -128,6 +130,7 @@ class Translator:
         if len({m.cfg.target_vocab_size for m in models}) > 1:
             raise MtkitError("the models have output layers of different sizes; an ensemble needs one vocabulary.")
         self.device = torch.device(device)
+        cap_kernel_caches(DECODE_KERNEL_CACHE)  # CPU products only; no-op once the process has run one
         if dtype == torch.float32:  # the faster fp32 CPU products, measured once per process
             name, why = use_best_backend(self.device, models[0].cfg.d_model, training=False)
             logger.debug("fp32 products: %s (%s)", name, why)
@@ -146,6 +149,7 @@ class Translator:
     ) -> Translator:
         """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+        cap_kernel_caches(DECODE_KERNEL_CACHE)  # before `precision auto` runs the first CPU product
         models: list[Transformer] = []
         vocabs: list[bytes] = []
         for p in paths:

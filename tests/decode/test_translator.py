@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 
 import pytest
 import torch
@@ -122,3 +123,10 @@ def test_open_output_leaves_the_old_file_when_writing_fails(tmp_path):
     with open_output(target) as f:
         f.write(b"new\n")
     assert target.read_text() == "new\n"
+
+
+def test_loading_a_translator_caps_onednns_kernel_caches(cli_model, monkeypatch):
+    for name in ("LRU_CACHE_CAPACITY", "ONEDNN_PRIMITIVE_CACHE_CAPACITY"):
+        monkeypatch.delenv(name, raising=False)
+    Translator.load(cli_model, device="cpu")
+    assert os.environ["LRU_CACHE_CAPACITY"] == os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"

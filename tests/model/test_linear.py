@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -189,3 +191,10 @@ def test_a_prepacked_model_decodes_as_before_and_training_ignores_the_packed_cop
         fresh = tiny()
         fresh.load_state_dict(model.state_dict())
         assert torch.allclose(model(src, tgt), fresh.eval()(src, tgt), atol=1e-5)  # the stale copies are not read
+
+
+def test_the_kernel_caches_are_capped_unless_the_environment_says(monkeypatch):
+    monkeypatch.delenv("LRU_CACHE_CAPACITY", raising=False)
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "500")
+    linear.cap_kernel_caches(64)
+    assert os.environ["LRU_CACHE_CAPACITY"] == "64" and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "500"
