@@ -55,11 +55,34 @@ def top_candidates(logp: Tensor, lprobs: Tensor, count: int) -> tuple[Tensor, Te
     """
     n, k, V = lprobs.shape
     # In place: lprobs is the step's scratch, and a (n, k, V) temporary per step costs a fresh allocation.
-    scores, flat = lprobs.add_(logp.unsqueeze(-1)).view(n, k * V).topk(min(count, k * V), dim=1)
+    scores, flat = top_k(lprobs.add_(logp.unsqueeze(-1)).view(n, k * V), min(count, k * V))
     if flat.size(1) < count:  # fewer pairs than asked for (one row of a tiny vocabulary): pad with -inf
         scores = F.pad(scores, (0, count - flat.size(1)), value=NEG_INF)
         flat = F.pad(flat, (0, count - flat.size(1)), value=PAD)
     return scores, torch.div(flat, V, rounding_mode="floor"), flat % V
+
+
+def top_k(x: Tensor, count: int, group: int = 16) -> tuple[Tensor, Tensor]:
+    """x.topk(count, dim=1) for a 2-D x, the same values, in two cheaper passes on the CPU.
+
+    The columns are dealt into groups of `group` (column c into group c mod W / group, W = x's
+    width), and only the `count` groups with the largest maxima are searched: an element outside
+    them is at most its own group's maximum, which is at most the count-th largest maximum, and each
+    of those `count` groups holds an element at least that large. A maximum over groups is one
+    vectorised pass; torch.topk over the whole row is not (a beam-4 step over an 8,000-word
+    vocabulary, 200 x 32,000: 3.9 ms for torch.topk, 1.2 ms this way on a 2-core Zen 4 EPYC).
+    Equal values may come in another order than torch.topk's. Other devices, and widths that do
+    not split into groups of `group` or have fewer groups than `count`, keep torch.topk.
+    """
+    n, W = x.shape
+    groups = W // group
+    if x.device.type != "cpu" or W % group or groups < count or groups < 64:
+        values, indices = x.topk(count, dim=1)
+        return values, indices
+    best = x.view(n, group, groups).amax(1).topk(count, dim=1).indices  # (n, count) the groups to search
+    columns = (best.unsqueeze(-1) + groups * torch.arange(group, device=x.device)).view(n, -1)
+    values, pick = x.gather(1, columns).topk(count, dim=1)
+    return values, columns.gather(1, pick)
 
 
 def keep_slots(parent: Tensor) -> Tensor:

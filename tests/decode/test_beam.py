@@ -11,8 +11,17 @@ import torch
 import torch.nn.functional as F
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
+from mtkit.decode import beam as beam_module
 from mtkit.decode import step as step_module
-from mtkit.decode.beam import beam_search, keep_places, keep_slots, length_penalty, max_output_lengths, top_candidates
+from mtkit.decode.beam import (
+    beam_search,
+    keep_places,
+    keep_slots,
+    length_penalty,
+    max_output_lengths,
+    top_candidates,
+    top_k,
+)
 from mtkit.decode.ensemble import make_step
 
 
@@ -68,6 +77,21 @@ def test_top_candidates_are_the_best_beam_token_pairs():
         everything = sorted(((logp[s, b] + lprobs[s, b, v]).item(), b, v) for b in range(4) for v in range(7))[::-1]
         assert [(b, v) for _, b, v in everything[:8]] == list(zip(beam[s].tolist(), token[s].tolist()))
         assert scores[s].tolist() == pytest.approx([x for x, _, _ in everything[:8]])
+
+
+@pytest.mark.parametrize("width", [4096, 32000])
+def test_top_k_by_groups_finds_what_torch_topk_finds(width):
+    g = torch.Generator().manual_seed(width)
+    x = torch.randn(6, width, generator=g)
+    groups = width // 16
+    x[1, ::groups] += 10.0  # row 1: its 16 best in one group (columns c, c + groups, ...)
+    x[2, torch.randperm(width, generator=g)[: width - 5]] = -math.inf  # row 2: 5 finite values, 3 -inf in the top 8
+    x[3] = x[3].round(decimals=1)  # row 3: many equal values
+    values, indices = top_k(x, 8)
+    want = x.topk(8, dim=1).values
+    assert torch.equal(values, want) and torch.equal(x.gather(1, indices), values)
+    assert all(len(set(row)) == 8 for row in indices.tolist())  # 8 different columns, -inf ones included
+    assert sorted(indices[1].tolist()) == sorted(x[1].topk(8).indices.tolist())
 
 
 def test_new_hypotheses_keep_their_parents_slots_where_they_can():
@@ -243,3 +267,14 @@ def test_the_output_layer_in_row_blocks_gives_the_same_log_probabilities(make_mo
     blocks = make_step(model, src, 4, 4).log_probs(torch.tensor([BOS] * 8))
     assert torch.allclose(blocks, whole, atol=1e-6)
     assert torch.allclose(whole.exp().sum(-1), torch.ones(8), atol=1e-5)
+
+
+def test_a_search_over_a_vocabulary_wide_enough_for_grouped_top_k_is_unchanged_by_it(make_model, monkeypatch):
+    model = make_model(300, seed=4)  # beam 4 x 300 words = 1,200 columns in 75 groups: top_k takes its grouped path
+    src = batch(sources(6, 300, seed=5))
+    config = DecodeConfig(beam=4, nbest=4, max_len_b=8)
+    grouped = beam_search(model, src, config).hypotheses
+    monkeypatch.setattr(beam_module, "top_k", lambda x, count: x.topk(count, dim=1))
+    plain = beam_search(model, src, config).hypotheses
+    assert [[h.tokens for h in hs] for hs in grouped] == [[h.tokens for h in hs] for hs in plain]
+    assert [[h.score for h in hs] for hs in grouped] == [[h.score for h in hs] for hs in plain]
