@@ -20,18 +20,22 @@ import torch.nn.functional as F
 
 from mtkit.config import ModelConfig
 from mtkit.errors import MtkitError
-from mtkit.model.linear import adopt, onednn_linear, onednn_works, use_best_backend
+from mtkit.model.linear import adopt, cap_kernel_caches, onednn_linear, onednn_works, use_best_backend
 
 logger = logging.getLogger(__name__)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # oneDNN keeps up to 1024 compiled primitives (with their scratch buffers), one set per batch
-# shape; token-bucketed batches have hundreds of shapes, which is how bf16 training's RSS grew by
-# ~1 GiB (issue 9), and fp32's once its products went through oneDNN too. Capped for CPU training
-# before the first oneDNN kernel runs (oneDNN reads it once): 16 measured 460 MB less than 1024 for
-# `small` in fp32 at the same speed (`bench/train_throughput.py --preset small`, 2-core AMD EPYC).
-ONEDNN_CACHE_CAPACITY = "16"
+# shape, and PyTorch's ideep layer as many again in an LRU cache of its own; token-bucketed batches
+# have hundreds of shapes, which is how bf16 training's RSS grew by ~1 GiB (issue 9), and fp32's
+# once its products went through oneDNN too. Capped for CPU training before the first oneDNN kernel
+# runs (both are read once; mtkit.model.linear.cap_kernel_caches). oneDNN's at 16 measured 460 MB
+# less than 1024 for `small` in fp32 at the same speed (`bench/train_throughput.py --preset small`,
+# 2-core AMD EPYC, Zen 5); ideep's at 64, 650 MB less than 1024 on a Zen 4 (2,220 -> 1,568 MB, the
+# recipe's Multi30k data), at the same speed (2,977 vs 2,975 target tokens/s; 32: 1,497 MB, ~6%
+# slower, since one update's ~30 product shapes no longer fit).
+ONEDNN_CACHE_CAPACITY, IDEEP_CACHE_CAPACITY = 16, 64
 # How much faster bf16 must measure for auto to take it. A training pass leaves out what costs the same
 # in both (the optimizer step, the data) and meets fewer shapes than a run: on a 2-core AMD EPYC its
 # ratio was 1.12 for `small` where whole updates measured 0.93 (fp32 faster), 1.35 for `base` (1.30).
@@ -167,14 +171,14 @@ def choose(name: str, device: torch.device, d_model: int = 512, model: ModelConf
 
 
 def _check_device(name: str, device: torch.device) -> None:
-    """fp16 is refused on a CPU; CPU training caps oneDNN's kernel cache before its first kernel runs."""
+    """fp16 is refused on a CPU; CPU training caps oneDNN's kernel caches before its first kernel runs."""
     if name == "fp16" and device.type == "cpu":
         raise MtkitError(
             "--precision fp16 needs a CUDA device (CPU kernels are not faster in fp16); "
             "use --precision bf16 or fp32 on CPU."
         )
     if device.type == "cpu":
-        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
+        cap_kernel_caches(IDEEP_CACHE_CAPACITY, ONEDNN_CACHE_CAPACITY)
 
 
 class Precision:
@@ -191,7 +195,7 @@ class Precision:
         """`choice`: made already (rank 0's, under torchrun); else made here by `choose(name, device, ...)`."""
         if choice is None:
             choice = choose(name, device, d_model, model)
-        else:  # made on rank 0: this rank still refuses fp16 on a CPU and caps its own oneDNN cache
+        else:  # made on rank 0: this rank still refuses fp16 on a CPU and caps its own oneDNN caches
             _check_device(name, device)
         adopt((choice.matmul, choice.matmul_why))
         self.matmul, self.matmul_reason = choice.matmul, choice.matmul_why  # the first log line shows both pairs

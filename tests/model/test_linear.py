@@ -196,5 +196,5 @@ def test_a_prepacked_model_decodes_as_before_and_training_ignores_the_packed_cop
 def test_the_kernel_caches_are_capped_unless_the_environment_says(monkeypatch):
     monkeypatch.delenv("LRU_CACHE_CAPACITY", raising=False)
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "500")
-    linear.cap_kernel_caches(64)
+    linear.cap_kernel_caches(64, 16)
     assert os.environ["LRU_CACHE_CAPACITY"] == "64" and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "500"

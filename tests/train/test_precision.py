@@ -1,5 +1,7 @@
 """`--precision auto`: one rule for training and translation, decided by the CPU's capability and a measurement."""
 
+import os
+
 import pytest
 import torch
 
@@ -19,6 +21,7 @@ def cpu_rule(monkeypatch):
     """Lift the tests' fp32 pin; the caller sets the capability and the measured speed-up."""
     monkeypatch.delenv(precision.AUTO_ENV, raising=False)
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "")  # the rule may set it; monkeypatch restores it
+    monkeypatch.delenv("LRU_CACHE_CAPACITY", raising=False)  # likewise
 
     def set_cpu(native: bool, speedup: float) -> None:
         monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
@@ -46,6 +49,13 @@ def test_auto_is_fp32_without_bf16_instructions_and_never_measures(cpu_rule, mon
     name, why = resolve_precision("auto", CPU)
     assert name == "fp32" and "no AVX512-BF16 or AMX" in why
     assert resolve_dtype("auto", CPU) is torch.float32
+
+
+def test_cpu_training_caps_the_kernel_caches_unless_the_environment_says(cpu_rule):
+    cpu_rule(native=False, speedup=1.0)
+    precision.choose("fp32", CPU, d_model=16)
+    assert os.environ["LRU_CACHE_CAPACITY"] == "64"
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == ""  # set (by the fixture) before: kept
 
 
 def test_explicit_choices_are_kept_and_checked(cpu_rule):
