@@ -128,7 +128,8 @@ def run_one(args: argparse.Namespace) -> dict:
     run = Path(args.workdir) / f"run-{preset.name}-{args.precision[0]}"
     result = trainer.train(args.data, run, model_cfg, train_cfg, device=args.device, threads=args.threads)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    resolved = next(r["precision"] for r in records if r["event"] == "start")
+    start = next(r for r in records if r["event"] == "start")
+    resolved = start["precision"]
     timed = [r for r in records if r["event"] == "train" and r["step"] > args.warmup_steps]
     seconds = sum(r["s_per_update"] for r in timed)
     src_tokens, tgt_tokens = (sum(c[k] for c in counts[args.warmup_steps :]) for k in (0, 1))
@@ -138,6 +139,7 @@ def run_one(args: argparse.Namespace) -> dict:
         "preset": preset.name,
         "precision": args.precision[0],
         "resolved": resolved,
+        "fp32_matmul": start.get("fp32_matmul"),  # the CPU backend auto picked (it may differ run to run on some CPUs)
         "device": args.device,
         "max_tokens": args.max_tokens,
         "vocab": model_cfg.vocab_size,
@@ -300,7 +302,7 @@ def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, 
         f"{preset:>6} {precision}->{r['resolved']}: {r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
         f"({r['tokens_per_s']:,.0f} src+tgt), {r['s_per_update']:.3f} s/update, peak RSS {r['peak_rss_mb']:,.0f} MB, "
         f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak} "
-        f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads)"
+        f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads, fp32 products: {r.get('fp32_matmul')})"
     )
     return r
 
