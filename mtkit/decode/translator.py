@@ -121,7 +121,11 @@ class Translator:
         vocab: Vocab,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
+        prepack: bool = True,
     ):
+        """`prepack`: give the models copies of their weights packed for oneDNN (Transformer.prepack), faster to
+        decode with and as large as the weights; validation during training passes False, as its model's weights
+        change after every update and the copies would stay with it."""
         models = [model] if isinstance(model, Transformer) else list(model)
         for cfg in (m.cfg for m in models):
             if len(vocab) > min(cfg.vocab_size, cfg.target_vocab_size):
@@ -137,8 +141,9 @@ class Translator:
             name, why = use_best_backend(self.device, models[0].cfg.d_model, training=False)
             logger.debug("fp32 products: %s (%s)", name, why)
         self.models = [m.to(device=self.device, dtype=dtype).eval() for m in models]
-        for m in self.models:
-            m.prepack()
+        if prepack:
+            for m in self.models:
+                m.prepack()
         self.model = self.models[0]
         self.vocab = vocab
 

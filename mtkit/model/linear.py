@@ -127,7 +127,8 @@ def cap_kernel_caches(ideep: int, onednn: int) -> None:
     default. A decoding step's row count changes whenever sentences finish, and a training batch's
     with its tokens, so the caches fill with shapes seen once: on a Zen 4 EPYC 299 row counts of one
     layer held 165 MB (0.27 MB per shape in each cache; both capped at 64: 26 MB), and `small`'s
-    training peak RSS was 2,220 MB with ideep's LRU at 1,024, 1,568 MB at 64, at the same speed.
+    training peak RSS (fp32 through oneDNN) was 2,156-2,220 MB with ideep's LRU at 1,024, 1,568-1,584
+    MB at 64, at the same speed.
     """
     for name, capacity in (("LRU_CACHE_CAPACITY", ideep), ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", onednn)):
         os.environ.setdefault(name, str(capacity))

@@ -32,9 +32,9 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 # once its products went through oneDNN too. Capped for CPU training before the first oneDNN kernel
 # runs (both are read once; mtkit.model.linear.cap_kernel_caches). oneDNN's at 16 measured 460 MB
 # less than 1024 for `small` in fp32 at the same speed (`bench/train_throughput.py --preset small`,
-# 2-core AMD EPYC, Zen 5); ideep's at 64, 650 MB less than 1024 on a Zen 4 (2,220 -> 1,568 MB, the
-# recipe's Multi30k data), at the same speed (2,977 vs 2,975 target tokens/s; 32: 1,497 MB, ~6%
-# slower, since one update's ~30 product shapes no longer fit).
+# 2-core AMD EPYC, Zen 5); ideep's at 64, 600 MB less than 1024 on a Zen 4 in fp32 through oneDNN
+# (2,156-2,220 -> 1,568-1,584 MB, the recipe's Multi30k data), at the same speed (2,977 vs 2,975
+# target tokens/s; 32: 1,497 MB, ~6% slower, since one update's ~30 product shapes no longer fit).
 ONEDNN_CACHE_CAPACITY, IDEEP_CACHE_CAPACITY = 16, 64
 # How much faster bf16 must measure for auto to take it. A training pass leaves out what costs the same
 # in both (the optimizer step, the data) and meets fewer shapes than a run: on a 2-core AMD EPYC its

@@ -14,7 +14,9 @@ from mtkit.config import DecodeConfig
 from mtkit.data.vocab import Vocab
 from mtkit.decode.translator import Translator, pack_batches, resolve_dtype
 from mtkit.errors import MtkitError
+from mtkit.model import linear
 from mtkit.textio import open_output, read_lines_lenient
+from mtkit.train.validation import greedy_bleu
 
 FAST = DecodeConfig(beam=2, max_len_b=5)
 
@@ -130,3 +132,23 @@ def test_loading_a_translator_caps_onednns_kernel_caches(cli_model, monkeypatch)
         monkeypatch.delenv(name, raising=False)
     Translator.load(cli_model, device="cpu")
     assert os.environ["LRU_CACHE_CAPACITY"] == os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
+
+
+@pytest.mark.skipif(not linear.onednn_works(), reason="this PyTorch build has no oneDNN linear op")
+def test_a_translator_packs_its_models_weights_but_validation_leaves_the_trained_model_without(
+    make_model, spm_bytes, multi30k_lines
+):
+    linear.adopt(("onednn", "the test's choice"))  # what the translators then keep
+    vocab = Vocab.from_bytes(spm_bytes)
+    model = make_model(len(vocab), seed=3)
+    Translator(model, vocab, "cpu", prepack=False)
+    assert model.output_packed is None
+    translated = Translator(model, vocab, "cpu").translate(["a dog runs"], beam=1, max_len_b=3)
+    assert model.output_packed is not None and model.decoder[0].ffn.w_1.packed is not None
+    model = make_model(len(vocab), seed=3)
+    sources = multi30k_lines["test_2016_flickr.en"][:2]
+    greedy_bleu(model, vocab, sources, multi30k_lines["test_2016_flickr.de"][:2], torch.device("cpu"))
+    assert model.output_packed is None and all(
+        m.packed is None for m in model.modules() if isinstance(m, linear.Linear)
+    )
+    assert Translator(model, vocab, "cpu", prepack=False).translate(["a dog runs"], beam=1, max_len_b=3) == translated
