@@ -238,7 +238,7 @@ def _take(buffer: Tensor, index: Tensor, changed: Tensor | None, dim: int, lengt
     kept = buffer.narrow(dim, 0, n)
     if changed is not None:
         # Indexing, not index_select: once sentences have left, `filled` is a narrowed (strided) view, which
-        # index_select first copies whole into a contiguous tensor (8% of a reorder's time was that copy);
+        # index_select first copies whole into a contiguous tensor (the profiler's largest copy in decoding);
         # indexing reads only the selected rows (616 rows x 12 positions, 86 selected: 90 us against 284).
         moving = filled[(slice(None),) * dim + (index[changed],)]
         (kept if length is None else kept[:length]).index_copy_(dim, changed, moving)
