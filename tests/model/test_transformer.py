@@ -169,7 +169,12 @@ def test_an_in_place_reorder_copies_only_the_rows_that_move(monkeypatch):
         cache = model.init_cache(model.encode(src), capacity=4)
         _, cache = model.decode_step(tgt_in[:, :2], cache)
         cache = cache.reorder(torch.tensor([0, 0, 2]))  # rows 0 and 2 stay where they are
-        assert copied and all(index == [1] for index in copied)
+        history = cache.history
+        assert history is not None and history.size(2) == 3
+        # the history as a matrix, one row per (tensor, position, row): row 1 of each of the 2 positions only
+        moved_history = [(b * history.size(1) + t) * 3 + 1 for b in range(history.size(0)) for t in range(2)]
+        # and, per layer and tensor, row 1's own copy of its sentence's cross-attention keys/values
+        assert sorted(copied) == [[1]] * history.size(0) + [moved_history]
         copied.clear()
         cache = cache.reorder(torch.tensor([0, 1, 2]))
         assert not copied  # nothing moves, nothing is copied
