@@ -56,9 +56,12 @@ def set_backend(name: str) -> None:
     _backend = name
 
 
-def onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """x W^T + b through oneDNN: x (..., in), weight (out, in), both fp32 on the CPU, any strides."""
-    out: Tensor = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+def onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None, relu: bool = False) -> Tensor:
+    """x W^T + b through oneDNN: x (..., in), weight (out, in), both fp32 on the CPU, any strides.
+
+    `relu`: max(0, x W^T + b), the ReLU applied by the product as it writes its output (a oneDNN post-op).
+    """
+    out: Tensor = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "relu" if relu else "none", [], "")
     return out
 
 
@@ -134,12 +137,16 @@ def cap_kernel_caches(ideep: int, onednn: int) -> None:
         os.environ.setdefault(name, str(capacity))
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: PackedWeight | None = None) -> Tensor:
+def linear(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: PackedWeight | None = None, relu: bool = False
+) -> Tensor:
     """F.linear, or oneDNN's product where that is the chosen backend and the call is fp32 on the CPU.
 
     Autocast (bf16 training) and every other dtype or device keep F.linear: autocast already
     sends bf16 products to oneDNN. `packed`: `weight` in oneDNN's layout (see PackedWeight),
-    read instead of it when no gradient is wanted and it is still valid.
+    read instead of it when no gradient is wanted and it is still valid. `relu`: max(0, x W^T + b),
+    fused into oneDNN's product when no gradient is wanted (a decoding step's feed-forward layers:
+    one pass less over their largest activations), a separate F.relu otherwise.
     """
     if (
         _backend == "onednn"
@@ -150,11 +157,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: Packed
     ):
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
             out: Tensor = _OneDNNLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
-            return out
+            return F.relu(out) if relu else out
         if packed is not None and packed.valid_for(weight):
-            return onednn_linear(x, packed.tensor, bias)
-        return onednn_linear(x, weight, bias)
-    return F.linear(x, weight, bias)
+            return onednn_linear(x, packed.tensor, bias, relu)
+        return onednn_linear(x, weight, bias, relu)
+    out = F.linear(x, weight, bias)
+    return F.relu(out) if relu else out
 
 
 class Linear(nn.Linear):
@@ -165,8 +173,15 @@ class Linear(nn.Linear):
 
     packed: PackedWeight | None = None
 
-    def forward(self, x: Tensor) -> Tensor:
-        return linear(x, self.weight, self.bias, self.packed)
+    def forward(self, x: Tensor, relu: bool = False) -> Tensor:
+        return linear(x, self.weight, self.bias, self.packed, relu)
+
+
+def linear_relu(layer: nn.Module, x: Tensor) -> Tensor:
+    """max(0, layer(x)), Eq. (2)'s inner half: fused as `linear` fuses it where `layer` is a Linear, a
+    separate F.relu for other layers (the int8 ones of mtkit/decode/quantize.py)."""
+    out: Tensor = layer(x, relu=True) if isinstance(layer, Linear) else F.relu(layer(x))
+    return out
 
 
 @functools.cache

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from mtkit.config import PAD, ModelConfig
 from mtkit.model.dropout import Dropout
-from mtkit.model.linear import Linear, PackedWeight, linear, pack
+from mtkit.model.linear import Linear, PackedWeight, linear, linear_relu, pack
 
 
 class PositionalEncoding(nn.Module):
@@ -138,7 +138,7 @@ class FeedForward(nn.Module):
         self.dropout = Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        out: Tensor = self.w_2(self.dropout(F.relu(self.w_1(x))))
+        out: Tensor = self.w_2(self.dropout(linear_relu(self.w_1, x)))
         return out
 
 

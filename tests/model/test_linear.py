@@ -198,3 +198,28 @@ def test_the_kernel_caches_are_capped_unless_the_environment_says(monkeypatch):
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "500")
     linear.cap_kernel_caches(64, 16)
     assert os.environ["LRU_CACHE_CAPACITY"] == "64" and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "500"
+
+
+@pytest.mark.parametrize("backend", ["default", "onednn"])
+def test_the_fused_relu_equals_a_separate_one_with_and_without_gradients(backend):
+    if backend == "onednn" and not linear.onednn_works():
+        pytest.skip("this PyTorch build has no oneDNN linear op")
+    linear.set_backend(backend)
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(3, 5, 16, generator=g), torch.randn(12, 16, generator=g), torch.randn(12, generator=g)
+    want = F.relu(F.linear(x, w, b))
+    packed = linear.pack(w)
+    with torch.no_grad():
+        got = linear.linear(x, w, b, packed, relu=True)
+    assert torch.allclose(got, want, atol=1e-5) and bool((got == 0).any())  # some outputs were negative
+    w.requires_grad_()
+    y = linear.linear(x, w, b, relu=True)
+    y.sum().backward()
+    assert torch.allclose(y, want, atol=1e-5)
+    assert torch.allclose(w.grad, ((want > 0).float().reshape(-1, 12).t() @ x.reshape(-1, 16)), atol=1e-4)
+
+
+def test_a_layer_without_a_fused_relu_gets_a_separate_one():
+    layer = torch.nn.Linear(16, 12)  # as the int8 layers are: no `relu` argument
+    x = torch.randn(4, 16)
+    assert torch.equal(linear.linear_relu(layer, x), F.relu(layer(x)))
