@@ -121,12 +121,24 @@ def attention_inference_cpu(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
         mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
     if mask is not None:
         scores = scores.masked_fill(~mask, -math.inf)
-    weights = (
-        scores.float().softmax(-1).to(v.dtype)
-        if scores.dtype in (torch.bfloat16, torch.float16)
-        else scores.softmax(-1)
-    )
-    return torch.matmul(weights, v)  # (B, H, T, d_k)
+    return torch.matmul(softmax(scores).to(v.dtype), v)  # (B, H, T, d_k)
+
+
+def softmax(scores: Tensor) -> Tensor:
+    """Softmax over the last dimension, in fp32 at least (bf16 and fp16 scores are widened first).
+
+    PyTorch's CPU softmax is slow on rows shorter than 16, its AVX-512 width in fp32 (9 ns an element on
+    rows of 12, under 1 ns on rows of 32), and a decoding step's rows are short: a self-attention's as long
+    as the output so far, a cross-attention's as the source (13 tokens on average in Multi30k). For those
+    rows it is computed here as max, exp, sum and divide, each one pass over all rows at once: 4,096 rows
+    of 12 took 433 us as torch.softmax and 86 us so on a 2-core Zen 4 EPYC (rows of 16 and longer:
+    torch.softmax is the faster, 51 us against 93 for rows of 16).
+    """
+    x = scores.float() if scores.dtype in (torch.bfloat16, torch.float16) else scores
+    if x.size(-1) >= 16 or x.device.type != "cpu":
+        return x.softmax(-1)
+    weights = (x - x.amax(-1, keepdim=True)).exp_()
+    return weights.div_(weights.sum(-1, keepdim=True))
 
 
 class FeedForward(nn.Module):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,7 +11,7 @@ import torch.nn.functional as F
 import mtkit
 from mtkit.config import BOS, EOS, PAD
 from mtkit.errors import MtkitError
-from mtkit.model.transformer import attention_inference_cpu
+from mtkit.model.transformer import attention_inference_cpu, softmax
 
 
 def n_params(model: torch.nn.Module) -> int:
@@ -197,3 +199,15 @@ def test_the_cpu_inference_attention_equals_the_fused_kernel(case):
         mask = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
     assert torch.allclose(attention_inference_cpu(q, k, v, mask, causal), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_short_row_softmax_equals_torchs(dtype):
+    g = torch.Generator().manual_seed(0)
+    for length in (1, 2, 7, 15, 16, 33):  # below 16 computed by mtkit, from 16 on by torch.softmax
+        scores = (4 * torch.randn(3, 2, 5, length, generator=g)).to(dtype)
+        scores[0, 0, 0, : length // 2] = -math.inf  # masked positions
+        got = softmax(scores)
+        assert got.dtype == torch.float32 and got.shape == scores.shape
+        assert torch.allclose(got, scores.float().softmax(-1), atol=1e-6)
+        assert torch.allclose(got.sum(-1), torch.ones(3, 2, 5))
