@@ -16,6 +16,8 @@ def test_int8_quantizes_every_linear_and_stays_close_to_fp32(make_model):
     fp32 = make_model(50, seed=3)
     int8 = quantize_int8(make_model(50, seed=3))
     assert not any(type(m) is nn.Linear for m in int8.modules())
+    quantized = [m for m in int8.modules() if hasattr(m, "weight") and callable(m.weight)]
+    assert quantized and all(m.weight().qscheme() == torch.per_channel_affine for m in quantized)  # a scale per row
     assert int8.output_proj is not None and int8.src_embed.table is int8.tgt_embed.table
     src, tgt = torch.randint(4, 50, (3, 7)), torch.randint(4, 50, (3, 5))
     tgt[:, 0] = BOS
