@@ -258,8 +258,9 @@ class DecoderCache:
 
     history: (2L, C, R, H, d_k), every layer's self-attention keys and values (self_k, self_v of
     layer i are history[2i, :, :N] and history[2i + 1, :, :N]) with room for C positions and R >= N
-    rows; None until the cache is made with room (`init_cache(capacity=...)`) or first reordered.
-    One buffer lets a reorder move the rows of all layers in two operations (see `reorder`).
+    rows; None until the cache is made with room (`init_cache(capacity=...)`) or first reordered, and
+    always None under autograd. One buffer lets a reorder move the rows of all layers in two operations
+    (`move_rows`).
     """
 
     layers: tuple[LayerCache, ...]
