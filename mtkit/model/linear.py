@@ -115,8 +115,12 @@ class PackedWeight:
 
 
 def pack(weight: Tensor) -> PackedWeight | None:
-    """`weight` packed for oneDNN where fp32 CPU products go through oneDNN now; None elsewhere."""
-    if _backend != "onednn" or weight.device.type != "cpu" or weight.dtype != torch.float32:
+    """`weight` packed for oneDNN where fp32 CPU products go through oneDNN now; None elsewhere.
+
+    An inference tensor (made under torch.inference_mode) is not packed: it keeps no version counter,
+    so a later change to it could not be noticed.
+    """
+    if _backend != "onednn" or weight.device.type != "cpu" or weight.dtype != torch.float32 or weight.is_inference():
         return None
     return PackedWeight(weight)
 

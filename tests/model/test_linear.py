@@ -223,3 +223,14 @@ def test_a_layer_without_a_fused_relu_gets_a_separate_one():
     layer = torch.nn.Linear(16, 12)  # as the int8 layers are: no `relu` argument
     x = torch.randn(4, 16)
     assert torch.equal(linear.linear_relu(layer, x), F.relu(layer(x)))
+
+
+@needs_onednn
+def test_a_model_made_in_inference_mode_is_left_unpacked_and_still_decodes(onednn):
+    src = torch.tensor([[5, 6, 7, EOS]])
+    tgt = torch.tensor([[BOS, 20, 21]])
+    with torch.inference_mode():
+        model = tiny().eval()  # its weights are inference tensors: no version counter to check a packed copy by
+        model.prepack()
+        assert model.output_packed is None and model.decoder[0].ffn.w_1.packed is None
+        assert model(src, tgt).shape == (1, 3, model.cfg.target_vocab_size)
