@@ -40,9 +40,11 @@ from mtkit.train.precision import TORCH_DTYPES, resolve_precision
 
 logger = logging.getLogger(__name__)
 
-# Compiled oneDNN products kept in each of its two caches (mtkit.model.linear.cap_kernel_caches): the
-# Multi30k test set decodes as fast as with 1,024 in 90 MiB less (`bench/decode_ab.py`; 32: 2-5% slower).
-DECODE_KERNEL_CACHE = 64
+# Compiled oneDNN products kept in each of its two caches (mtkit.model.linear.cap_kernel_caches). A decoding
+# step's row count is new whenever a sentence finishes, so a step mostly reuses only its own few shapes: on a
+# 2-core Zen 4 EPYC the Multi30k test set decoded as fast with 16 as with 64, 256 or 1,024 (two A/Bs of three
+# rounds, `bench/decode_ab.py`) in less memory: peak RSS 524-587 MiB against 622-645 with 64 and 705 with 1,024.
+DECODE_KERNEL_CACHE = 16
 
 Source = str | tuple[str, str]  # a source line, or (source line, target prefix)
 T = TypeVar("T")

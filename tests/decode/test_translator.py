@@ -131,7 +131,7 @@ def test_loading_a_translator_caps_onednns_kernel_caches(cli_model, monkeypatch)
     for name in ("LRU_CACHE_CAPACITY", "ONEDNN_PRIMITIVE_CACHE_CAPACITY"):
         monkeypatch.delenv(name, raising=False)
     Translator.load(cli_model, device="cpu")
-    assert os.environ["LRU_CACHE_CAPACITY"] == os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
+    assert os.environ["LRU_CACHE_CAPACITY"] == os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "16"
 
 
 @pytest.mark.skipif(not linear.onednn_works(), reason="this PyTorch build has no oneDNN linear op")
