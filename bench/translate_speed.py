@@ -2,12 +2,14 @@
 
     python bench/translate_speed.py --model /work/models/m30k/model.pt          # Multi30k test_2016_flickr
     python bench/translate_speed.py --model runs/small/averaged.pt --limit 200  # a quick check
+    python bench/translate_speed.py --model M.pt --rounds 3  # a shared machine: A B A B A B, each one's best
 
 Every system translates the same sentences in a child process of its own (one after the
 other, never at once), so that each peak RSS is its own: the child reads VmHWM from
 /proc/self/status (`ru_maxrss` of a child would include what the parent had when it forked).
 The mtkit children import torch, the CTranslate2 children do not. Each child translates the
-first 8 sentences once before the clock starts.
+first 8 sentences once before the clock starts. With --rounds N the systems run in turn N times
+and each keeps its fastest round (a busy machine only slows a round down) and its highest peak RSS.
 
 Settings, the same for every system: beam 4, fairseq's length normalisation score / |Y|^0.6
 (mtkit `--lenpen fairseq --alpha 0.6`; CTranslate2 `length_penalty=0.6`, where |Y| counts the
@@ -196,6 +198,19 @@ def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) ->
     }
 
 
+def keep_best(best: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any]:
+    """The faster of two rounds' rows, with every round's sentences/s and the highest peak RSS of them all.
+
+    Best speed: a shared machine only ever slows a round down. Highest memory: the peak is what a user must
+    provision for, and it varies between identical runs.
+    """
+    if best is None:
+        return {**row, "rounds_sentences_per_s": [row["sentences_per_s"]]}
+    rounds = [*best["rounds_sentences_per_s"], row["sentences_per_s"]]
+    faster = row if row["sentences_per_s"] > best["sentences_per_s"] else best
+    return {**faster, "rounds_sentences_per_s": rounds, "peak_rss_mib": max(best["peak_rss_mib"], row["peak_rss_mib"])}
+
+
 def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
     anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
     for system, anchor in anchors.items():
@@ -235,12 +250,21 @@ def parse_args() -> argparse.Namespace:
         help="mtkit's stop rule (CTranslate2 stops by patience; see mtkit translate --help)",
     )
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the systems in turn this many times (A B A B) and keep each one's best speed and highest RSS: "
+        "on a shared machine a slow spell then cannot fall on one system alone",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not args.child and not args.model:
         parser.error("--model is required: the figures mean something only for a trained model")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     return args
 
 
@@ -271,9 +295,11 @@ def main() -> None:
         }
         job_path = tmp / "job.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")
-        for system in (s for s in systems if s not in notes):
-            rows[system] = summarise(system, run_child(system, job_path, tmp), len(lines), refs)
-            print(f"{system}: {rows[system]['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
+        for _ in range(args.rounds):
+            for system in (s for s in systems if s not in notes):
+                row = summarise(system, run_child(system, job_path, tmp), len(lines), refs)
+                print(f"{system}: {row['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
+                rows[system] = keep_best(rows.get(system), row)
     add_ratios(rows)
     print_table(rows, notes)
     print(
@@ -288,6 +314,7 @@ def main() -> None:
                 "max_len_b": args.max_len_b,
                 "batch_tokens": args.batch_tokens,
                 "threads": args.threads,
+                "rounds": args.rounds,
                 "rows": list(rows.values()),
                 "notes": notes,
                 "cpu": cpu_name(),
