@@ -4,10 +4,12 @@
     python bench/attention_speed.py --threads 1
 
 mtkit's attention (mtkit/model/transformer.py, `MultiHeadAttention.attend`) takes the math
-path on the CPU when no gradient is recorded and the fused `scaled_dot_product_attention`
-otherwise. This script times both at the shapes a beam-4 decoding of ~1,000 rows meets (one
+path on the CPU where `math_attention_is_faster` says so (by dtype, length and whether a gradient
+is recorded) and the fused `scaled_dot_product_attention` otherwise; these figures are its evidence.
+This script times both at the shapes a beam-4 decoding of ~1,000 rows meets (one
 query against a cache of t positions; a sentence's beams against its source; an encoder
-batch) and at a training batch with its backward pass, and prints one line each and a JSON line.
+batch) and at training batches of ~4,000 tokens with their backward pass (fp32 and bf16
+autocast, 4 and 8 heads, 14 to 250 tokens), and prints one line each and a JSON line.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from translate_speed import cpu_name  # a sibling script: python puts bench/ on the path
 
-from mtkit.model.transformer import attention_inference_cpu
+from mtkit.model.transformer import attention_math
 
 
 def seconds(fn: Callable[[], object], repeat: int) -> float:
@@ -30,6 +32,36 @@ def seconds(fn: Callable[[], object], repeat: int) -> float:
     for _ in range(repeat):
         fn()
     return (time.perf_counter() - start) / repeat
+
+
+def training_case(dtype: str, heads: int, batch: int, length: int, d: int, g: torch.Generator) -> dict:
+    """Forward + backward of one masked self-attention, fused kernel against `attention_math`, in ms."""
+    xs = [torch.randn(batch, length, heads * d, generator=g, requires_grad=True) for _ in range(3)]
+    grad = torch.randn(batch, heads, length, d, generator=g)
+    mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
+    mask[: batch // 2, ..., -(length // 5) :] = False  # half the sentences end early: padding
+    low = dtype == "bf16"
+
+    def run(attention: Callable[..., torch.Tensor]) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            q, k, v = (x.to(torch.bfloat16) if low else x for x in xs)
+            q, k, v = (t.view(batch, length, heads, d).transpose(1, 2) for t in (q, k, v))
+            out = attention(q, k, v, mask)
+        out.float().backward(grad)
+
+    def fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def math_(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return attention_math(q, k, v, mask, False)
+
+    repeat = 5
+    return {
+        "case": f"training {dtype}, {heads} heads, {batch} x {length}",
+        "fused_ms": seconds(lambda: run(fused), repeat) * 1e3,
+        "math_ms": seconds(lambda: run(math_), repeat) * 1e3,
+        "max_abs_diff": None,
+    }
 
 
 def main() -> None:
@@ -45,9 +77,9 @@ def main() -> None:
     def case(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
         with torch.inference_mode():
             fused = seconds(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), args.repeat)
-            math_ = seconds(lambda: attention_inference_cpu(q, k, v, mask, False), args.repeat)
+            math_ = seconds(lambda: attention_math(q, k, v, mask, False), args.repeat)
             ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            err = (attention_inference_cpu(q, k, v, mask, False) - ref).abs().max().item()
+            err = (attention_math(q, k, v, mask, False) - ref).abs().max().item()
         rows.append({"case": name, "fused_ms": fused * 1e3, "math_ms": math_ * 1e3, "max_abs_diff": err})
 
     # A decoding step's self-attention: 1,000 rows, one query, 15 cached positions kept time first.
@@ -60,24 +92,13 @@ def main() -> None:
     # The encoder on a batch of 250 sentences of 16 tokens.
     case("encoder self-attention (250 x 16)", memory, memory, memory, mask)
 
-    # Training: the fused kernel with its backward pass against the math path's.
-    x = torch.randn(128, H, 30, d, generator=g, requires_grad=True)
-    tmask = torch.ones(128, 1, 1, 30, dtype=torch.bool)
-
-    def fused_train() -> None:
-        F.scaled_dot_product_attention(x, x, x, attn_mask=tmask).sum().backward()
-
-    def math_train() -> None:  # the same two products and softmax, recorded by autograd
-        attention_inference_cpu(x, x, x, tmask, False).sum().backward()
-
-    rows.append(
-        {
-            "case": "training forward + backward (128 x 30)",
-            "fused_ms": seconds(fused_train, 10) * 1e3,
-            "math_ms": seconds(math_train, 10) * 1e3,
-            "max_abs_diff": None,
-        }
-    )
+    # Training: forward and backward through each path, with a dense gradient, in fp32 and under bf16 autocast,
+    # at Multi30k's lengths (~14 tokens) and WMT's (25-250). q, k and v are views of a projection's output split
+    # into heads, as the model makes them; batches hold ~4,000 tokens.
+    for dtype in ("fp32", "bf16"):
+        for heads in (4, 8):
+            for batch, length in ((290, 14), (150, 27), (128, 32), (64, 64), (32, 128), (16, 250)):
+                rows.append(training_case(dtype, heads, batch, length, d, g))
     print(f"{'case':<46} {'fused ms':>9} {'math ms':>9} {'fused/math':>10}")
     for r in rows:
         print(f"{r['case']:<46} {r['fused_ms']:9.2f} {r['math_ms']:9.2f} {r['fused_ms'] / r['math_ms']:9.2f}x")

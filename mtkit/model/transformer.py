@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtkit.config import PAD, ModelConfig
-from mtkit.model.dropout import Dropout
+from mtkit.model.dropout import Dropout, dropout
 from mtkit.model.linear import Linear, PackedWeight, linear, linear_relu, pack
 
 
@@ -96,43 +96,76 @@ class MultiHeadAttention(nn.Module):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
         """Eq. (1), softmax(QK^T / sqrt(d_k)) V, then W^O."""
         p = self.dropout if self.training else 0.0
-        if p == 0.0 and q.size(-2) <= 16 and q.device.type == "cpu" and not torch.is_grad_enabled():
-            out = attention_inference_cpu(q, k, v, mask, causal)
+        if math_attention_is_faster(q, k):
+            out = attention_math(q, k, v, mask, causal, p)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
         projected: Tensor = self.out_proj(merge_heads(out))  # (B, T, d_model)
         return projected
 
 
-def attention_inference_cpu(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
-    """Eq. (1) as two batched matrix products around a softmax, for the CPU without autograd.
+def math_attention_is_faster(q: Tensor, k: Tensor) -> bool:
+    """Whether `attention_math` beats PyTorch's fused kernel (flash attention) here: on the CPU, by shape and dtype.
 
-    PyTorch's fused CPU kernel (flash attention) is tiled for long query blocks; for a decoding
-    step's short ones it measured slower than this on a 2-core EPYC (`python bench/attention_speed.py`):
-    1.1x for the self-attention of one query per row, 5.8x for the cross-attention of a sentence's
-    beams against its source, 1.4x for an encoder's 16-token sentences; from 32 queries on
-    (8 heads) the fused kernel is the faster one (1.7x), and with autograd too (1.7x with its
-    backward pass). So `attend` takes this path for query blocks of at most 16 on the CPU
-    when no gradient is recorded.
+    Measured on a 2-core Zen 4 EPYC (`python bench/attention_speed.py`, training cases forward + backward
+    with 4 and 8 heads); the fused CPU kernel is tiled for long blocks of queries and keys, and
+    translation's are short.
+    - Training in bf16 or fp16 (autocast): up to 128 positions. The fused kernel's backward pass in bf16
+      is slow on the CPU: 135 ms against 31 for 290 sentences of 14 tokens with 8 heads (`base` on
+      Multi30k), 4.3-4.5x at 14 tokens, 1.7-1.8x at 128; at 250 the fused kernel is even or ahead (0.8-1.0x).
+    - Training in fp32: below 32 positions (1.1-2.0x at 14 and 27 tokens; 0.8-0.9x at 32, 0.6-0.9x from 64).
+    - No gradient: query blocks of at most 16 (a decoding step's one query per row, a sentence's beams
+      against its source, an encoder's 16-token sentences: 1.0-4.6x in fp32), and in bf16 or fp16 any
+      block of at most 64 positions (1.7-3.7x; 0.5-1.4x at 128).
+    Other devices always take the fused kernel.
     """
-    scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))  # (B, H, T, S)
+    if q.device.type != "cpu":
+        return False
+    longest = max(q.size(-2), k.size(-2))
+    low = q.dtype in (torch.bfloat16, torch.float16)
+    if torch.is_grad_enabled():
+        return longest <= (128 if low else 31)
+    return q.size(-2) <= 16 or (low and longest <= 64)
+
+
+def attention_math(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float = 0.0
+) -> Tensor:
+    """Eq. (1) as two batched matrix products around a softmax (`math_attention_is_faster` says when).
+
+    The softmax is float32 whatever q and k are. In training the scores are float32 too, as the fused
+    kernel keeps them: bf16 or fp16 q and k are widened for the first product, which runs outside
+    autocast (rounding the scores to bf16 first, as fairseq's attention does, measured 1.3-1.6x faster
+    and is not the fused kernel's arithmetic). The probabilities are narrowed to v's type for the second
+    product. `causal` masks a square block (training); a block of queries after cached positions comes
+    with its own `mask`. `dropout_p` drops attention probabilities (training only).
+    """
+    scale = q.size(-1) ** -0.5
+    if torch.is_grad_enabled() and q.dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast(q.device.type, enabled=False):
+            scores = torch.matmul(q.float() * scale, k.float().transpose(-1, -2))  # (B, H, T, S)
+    else:
+        scores = torch.matmul(q * scale, k.transpose(-1, -2))
     if causal:
         T, S = scores.shape[-2:]
         mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
     if mask is not None:
         scores = scores.masked_fill(~mask, -math.inf)
-    return torch.matmul(softmax(scores).to(v.dtype), v)  # (B, H, T, d_k)
+    weights = scores.softmax(-1) if torch.is_grad_enabled() else softmax(scores)
+    weights = dropout(weights, dropout_p, dropout_p > 0.0)
+    return torch.matmul(weights.to(v.dtype), v)  # (B, H, T, d_k)
 
 
 def softmax(scores: Tensor) -> Tensor:
-    """Softmax over the last dimension, in fp32 at least (bf16 and fp16 scores are widened first).
+    """Softmax over the last dimension, in fp32 at least (bf16 and fp16 scores are widened first), without autograd.
 
     PyTorch's CPU softmax is slow on rows shorter than 16, its AVX-512 width in fp32 (9 ns an element on
     rows of 12, under 1 ns on rows of 32), and a decoding step's rows are short: a self-attention's as long
     as the output so far, a cross-attention's as the source (13 tokens on average in Multi30k). For those
     rows it is computed here as max, exp, sum and divide, each one pass over all rows at once: 4,096 rows
     of 12 took 433 us as torch.softmax and 86 us so on a 2-core Zen 4 EPYC (rows of 16 and longer:
-    torch.softmax is the faster, 51 us against 93 for rows of 16).
+    torch.softmax is the faster, 51 us against 93 for rows of 16). Its in-place passes leave nothing
+    for a backward pass: under autograd `attention_math` calls torch's softmax instead.
     """
     x = scores.float() if scores.dtype in (torch.bfloat16, torch.float16) else scores
     if x.size(-1) >= 16 or x.device.type != "cpu":

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import mtkit
 from mtkit.config import BOS, EOS, PAD
 from mtkit.errors import MtkitError
-from mtkit.model.transformer import attention_inference_cpu, softmax
+from mtkit.model.transformer import attention_math, math_attention_is_faster, softmax
 
 
 def n_params(model: torch.nn.Module) -> int:
@@ -198,7 +198,73 @@ def test_the_cpu_inference_attention_equals_the_fused_kernel(case):
     elif case == "offset-causal":  # a block of queries after S - T cached positions
         mask = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
-    assert torch.allclose(attention_inference_cpu(q, k, v, mask, causal), want, atol=1e-12)
+    assert torch.allclose(attention_math(q, k, v, mask, causal), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["mask", "causal"])
+def test_the_math_attention_trains_as_the_fused_kernel(case):
+    """Forward and backward: the same outputs and gradients as scaled_dot_product_attention."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :] if case == "mask" else None
+    grad = torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64)
+    results = []
+    for attention in (F.scaled_dot_product_attention, attention_math):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        if attention is attention_math:
+            out = attention_math(*leaves, mask, case == "causal")
+        else:
+            out = F.scaled_dot_product_attention(*leaves, attn_mask=mask, is_causal=case == "causal")
+        out.backward(grad)
+        results.append([out.detach()] + [t.grad for t in leaves])
+    for want, got in zip(*results):
+        assert torch.allclose(got, want, atol=1e-12)
+
+
+def test_the_math_attention_keeps_float32_scores_under_bf16_autocast():
+    """In training under autocast, q and k are bf16 but the scores are not rounded to bf16: the output is the
+    float32 computation's on the same inputs (up to the bf16 rounding of the probabilities and of the output)."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (8 * torch.randn(4, 2, 6, 16, generator=g) for _ in range(3))  # large scores: rounding them shows
+    q, k, v = (t.bfloat16().requires_grad_() for t in (q, k, v))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = attention_math(q, k, v, None, False)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    rounded_scores = (q * 0.25) @ k.transpose(-1, -2)  # bf16 scores, as a bf16 product would leave them
+    with_rounded = rounded_scores.float().softmax(-1) @ v.float()
+    assert out.dtype == torch.bfloat16
+    error, rounded_error = (out.float() - want).abs().max(), (with_rounded - want).abs().max()
+    assert error < rounded_error / 4
+    out.float().sum().backward()
+    assert all(t.grad is not None and t.grad.dtype == torch.bfloat16 for t in (q, k, v))
+
+
+def test_the_math_attention_drops_probabilities():
+    """With v the identity the output is the attention weights: dropout zeroes about p of them and scales the rest."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 32, 32), torch.randn(2, 4, 32, 32)
+    v = torch.eye(32).expand(2, 4, 32, 32)
+    weights = attention_math(q, k, v, None, False)
+    dropped = attention_math(q, k, v, None, False, dropout_p=0.25)
+    zero = dropped.eq(0)
+    assert 0.22 < zero.float().mean() < 0.28
+    assert torch.allclose(dropped[~zero], weights[~zero] / 0.75)
+
+
+def test_the_math_path_is_taken_where_it_measured_faster():
+    def faster(dtype, T, S, grad, device="cpu"):
+        q, k = torch.empty(1, 1, T, 8, dtype=dtype, device=device), torch.empty(1, 1, S, 8, dtype=dtype, device=device)
+        with torch.set_grad_enabled(grad):
+            return math_attention_is_faster(q, k)
+
+    fp32, bf16 = torch.float32, torch.bfloat16
+    assert faster(fp32, 14, 14, grad=True) and faster(fp32, 31, 20, grad=True)
+    assert not faster(fp32, 32, 32, grad=True) and not faster(fp32, 14, 40, grad=True)
+    assert faster(bf16, 128, 128, grad=True) and not faster(bf16, 250, 250, grad=True)
+    assert faster(fp32, 1, 200, grad=False) and faster(fp32, 16, 16, grad=False)
+    assert not faster(fp32, 17, 17, grad=False)
+    assert faster(bf16, 64, 64, grad=False) and not faster(bf16, 65, 65, grad=False)
+    assert not faster(fp32, 14, 14, grad=True, device="meta")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
