@@ -113,7 +113,9 @@ def math_attention_is_faster(q: Tensor, k: Tensor) -> bool:
     - Training in bf16 or fp16 (autocast): up to 128 positions. The fused kernel's backward pass in bf16
       is slow on the CPU: 135 ms against 31 for 290 sentences of 14 tokens with 8 heads (`base` on
       Multi30k), 4.3-4.5x at 14 tokens, 1.7-1.8x at 128; at 250 the fused kernel is even or ahead (0.8-1.0x).
-    - Training in fp32: below 32 positions (1.1-2.0x at 14 and 27 tokens; 0.8-0.9x at 32, 0.6-0.9x from 64).
+    - Training in fp32: never. The math path measured 1.1-2.0x per call below 32 tokens (0.6-0.9x from 32),
+      but whole `small` fp32 updates on Multi30k did not gain (2,703 and 2,728 target tokens/s against
+      2,840 and 2,689, alternating) and peak RSS rose by 80-150 MB, past fairseq's.
     - No gradient: query blocks of at most 16 (a decoding step's one query per row, a sentence's beams
       against its source, an encoder's 16-token sentences: 1.0-4.6x in fp32), and in bf16 or fp16 any
       block of at most 64 positions (1.7-3.7x; 0.5-1.4x at 128).
@@ -124,7 +126,7 @@ def math_attention_is_faster(q: Tensor, k: Tensor) -> bool:
     longest = max(q.size(-2), k.size(-2))
     low = q.dtype in (torch.bfloat16, torch.float16)
     if torch.is_grad_enabled():
-        return longest <= (128 if low else 31)
+        return low and longest <= 128
     return q.size(-2) <= 16 or (low and longest <= 64)
 
 

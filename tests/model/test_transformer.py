@@ -258,13 +258,12 @@ def test_the_math_path_is_taken_where_it_measured_faster():
             return math_attention_is_faster(q, k)
 
     fp32, bf16 = torch.float32, torch.bfloat16
-    assert faster(fp32, 14, 14, grad=True) and faster(fp32, 31, 20, grad=True)
-    assert not faster(fp32, 32, 32, grad=True) and not faster(fp32, 14, 40, grad=True)
+    assert not faster(fp32, 14, 14, grad=True)
     assert faster(bf16, 128, 128, grad=True) and not faster(bf16, 250, 250, grad=True)
     assert faster(fp32, 1, 200, grad=False) and faster(fp32, 16, 16, grad=False)
     assert not faster(fp32, 17, 17, grad=False)
     assert faster(bf16, 64, 64, grad=False) and not faster(bf16, 65, 65, grad=False)
-    assert not faster(fp32, 14, 14, grad=True, device="meta")
+    assert not faster(bf16, 14, 14, grad=True, device="meta")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
