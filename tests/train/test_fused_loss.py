@@ -93,3 +93,19 @@ def test_bf16_logits_give_a_float32_loss_and_a_bf16_gradient():
     ref_loss, _ = reference_sums(logits.to(torch.bfloat16).float(), target, 0.1)
     assert loss.dtype == nll.dtype == torch.float32 and x.grad.dtype == torch.bfloat16
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-4)
+
+
+def test_bf16_logits_take_chunks_whose_float32_temporary_stays_below_the_mmap_threshold(monkeypatch):
+    """bf16 logits: chunks of at most 16 MB of float32 (8k vocabulary: 524 rows, not fp32's 2,097), same sums."""
+    assert loss_module._chunk_rows(8000, torch.bfloat16) * 8000 * 4 <= 16 << 20
+    assert loss_module._chunk_rows(8000, torch.float32) == (1 << 24) // 8000
+    logits, target = batch(seed=7)
+    results = []
+    for elements in (1 << 22, 2 * 53):  # one chunk; two rows at a time
+        monkeypatch.setattr(loss_module, "TEMPORARY_CHUNK_ELEMENTS", elements)
+        x = logits.to(torch.bfloat16).requires_grad_()
+        loss, nll = label_smoothed_sums(x, target, 0.1)
+        loss.backward()
+        results.append((loss.detach(), nll, x.grad))
+    for one, chunked in zip(*results):
+        torch.testing.assert_close(chunked, one, rtol=1e-6, atol=1e-5)
