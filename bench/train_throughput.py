@@ -140,6 +140,7 @@ def run_one(args: argparse.Namespace) -> dict:
         "precision": args.precision[0],
         "resolved": resolved,
         "fp32_matmul": start.get("fp32_matmul"),  # the CPU backend auto picked (it may differ run to run on some CPUs)
+        "cpu_heap": start.get("cpu_heap"),  # keep: freed memory reused (mtkit/heap.py); MTKIT_CPU_HEAP=default: not
         "device": args.device,
         "max_tokens": args.max_tokens,
         "vocab": model_cfg.vocab_size,
@@ -302,7 +303,8 @@ def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, 
         f"{preset:>6} {precision}->{r['resolved']}: {r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
         f"({r['tokens_per_s']:,.0f} src+tgt), {r['s_per_update']:.3f} s/update, peak RSS {r['peak_rss_mb']:,.0f} MB, "
         f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak} "
-        f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads, fp32 products: {r.get('fp32_matmul')})"
+        f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads, fp32 products: {r.get('fp32_matmul')}, "
+        f"heap: {r.get('cpu_heap')})"
     )
     return r
 

@@ -34,6 +34,8 @@ def start(t: Trainer) -> None:
         precision_why=t.precision.reason,
         fp32_matmul=t.precision.matmul,
         fp32_matmul_why=t.precision.matmul_reason,
+        cpu_heap=t.heap[0],
+        cpu_heap_why=t.heap[1],
         world_size=world.size,
         effective_batch=f"{cfg.update_freq} x {cfg.max_tokens:,} tokens x {world.size} rank(s) "
         f"= up to {cfg.max_tokens * per_update:,} tokens per side, "

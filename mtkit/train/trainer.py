@@ -36,6 +36,7 @@ from mtkit.config import ModelConfig, TrainConfig
 from mtkit.data.dataset import open_data
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
+from mtkit.heap import keep_freed_memory
 from mtkit.model import Transformer
 from mtkit.train import distributed as dist
 from mtkit.train import report, resume, rundir
@@ -96,6 +97,8 @@ class Trainer:
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
+        # CPU training reuses the memory it frees (mtkit/heap.py): before the first large tensor is made.
+        self.heap = keep_freed_memory() if world.device.type == "cpu" else ("default", f"{world.device.type} training")
         self.model = Transformer(model_cfg).to(world.device)
         # Measured on rank 0 only and shared: ranks timing at once would skew it, and must not differ.
         choice = dist.decided_by_main(lambda: choose(cfg.precision, world.device, model=model_cfg), world)

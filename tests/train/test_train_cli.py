@@ -53,6 +53,7 @@ def test_a_run_directory_holds_config_metrics_and_complete_checkpoints(toy_data,
         "precision_why MTKIT_AUTO_PRECISION=fp32",
         "world_size 1",
         "effective_batch",
+        "cpu_heap",
     ):
         assert words in first
     config = json.loads((run / "config.json").read_text())

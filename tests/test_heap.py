@@ -1,0 +1,71 @@
+"""CPU training's heap policy (mtkit/heap.py): freed memory comes back without page faults, and the opt-outs hold."""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from mtkit import heap
+
+# A fresh process allocates and fills a 64 MB tensor twice, freeing it in between, and reports the minor page
+# faults of each round: glibc maps so large a block anew each time unless the heap keeps it.
+ROUNDS = """
+import json, resource, sys
+import torch
+from mtkit.heap import keep_freed_memory
+policy = keep_freed_memory()
+faults = []
+for _ in range(2):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    x = torch.empty(16 * 2**20).fill_(1.0)  # 64 MB, every page touched
+    del x
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps({"policy": policy, "faults": faults}))
+"""
+
+glibc_only = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="the policy is glibc's mallopt"
+)
+
+
+def rounds(**env: str) -> dict:
+    clean = {k: v for k, v in os.environ.items() if k not in heap.GLIBC_MALLOC_ENV and k != heap.HEAP_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", ROUNDS], env={**clean, **env}, capture_output=True, text=True, check=True, timeout=120
+    )
+    return json.loads(done.stdout)
+
+
+@glibc_only
+def test_kept_heap_serves_a_freed_block_again_without_faults():
+    kept = rounds()
+    assert kept["policy"][0] == "keep", kept
+    first, second = kept["faults"]
+    assert first > 10_000 and second < first // 10, kept  # 16,384 pages the first time, next to none again
+    default = rounds(**{heap.HEAP_ENV: "default"})
+    assert default["policy"] == ["default", "MTKIT_CPU_HEAP=default"]
+    assert min(default["faults"]) > 10_000, default  # glibc's own policy faults the block in every time
+
+
+@pytest.mark.parametrize(
+    "env, why",
+    [
+        ({heap.HEAP_ENV: "default"}, "MTKIT_CPU_HEAP=default"),
+        ({heap.HEAP_ENV: "lots"}, "MTKIT_CPU_HEAP='lots' is not keep or default; glibc's policy stays"),
+        ({"MALLOC_MMAP_MAX_": "0"}, "the environment tunes glibc's malloc (MALLOC_MMAP_MAX_)"),
+        ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1"}, "the environment tunes glibc's malloc (GLIBC_TUNABLES)"),
+    ],
+)
+def test_the_environment_keeps_glibcs_policy(monkeypatch, env, why):
+    for name in (*heap.GLIBC_MALLOC_ENV, heap.HEAP_ENV, "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    heap.keep_freed_memory.cache_clear()
+    try:
+        assert heap.keep_freed_memory() == ("default", why)
+    finally:
+        heap.keep_freed_memory.cache_clear()
