@@ -10,17 +10,19 @@ import pytest
 
 from mtkit import heap
 
-# A fresh process allocates and fills a 64 MB tensor twice, freeing it in between, and reports the minor page
-# faults of each round: glibc maps so large a block anew each time unless the heap keeps it.
+# A fresh process allocates and fills a 64 MB tensor, frees it, then does the same with a 56 MB one, and reports
+# the minor page faults of each: glibc maps so large a block anew each time unless the heap keeps it. The second
+# is smaller so that it fits in the freed block (one of the same size needs a few bytes more for its alignment
+# and would extend the heap instead).
 ROUNDS = """
 import json, resource, sys
 import torch
 from mtkit.heap import keep_freed_memory
 policy = keep_freed_memory()
 faults = []
-for _ in range(2):
+for floats in (16 * 2**20, 14 * 2**20):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    x = torch.empty(16 * 2**20).fill_(1.0)  # 64 MB, every page touched
+    x = torch.empty(floats).fill_(1.0)  # every page touched
     del x
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 print(json.dumps({"policy": policy, "faults": faults}))
