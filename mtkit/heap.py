@@ -25,6 +25,8 @@ import functools
 import os
 import platform
 
+from mtkit.errors import MtkitError
+
 HEAP_ENV = "MTKIT_CPU_HEAP"  # keep (the default for CPU training) | default (glibc's own policy)
 # mallopt(3) parameters (glibc's malloc.h); `value` is a C int.
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
@@ -37,12 +39,14 @@ GLIBC_MALLOC_ENV = ("MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_T
 def keep_freed_memory() -> tuple[str, str]:
     """Switch glibc to keep freed memory for reuse (once per process); returns (policy, why) for the run's log.
 
-    policy is "keep" when it was switched, "default" when glibc's own policy stays.
+    policy is "keep" when it was switched, "default" when glibc's own policy stays. An unknown MTKIT_CPU_HEAP
+    value is a mistake, said as one (as MTKIT_CPU_MATMUL's is), not quietly read as either.
     """
-    if os.environ.get(HEAP_ENV, "keep") == "default":
+    pinned = os.environ.get(HEAP_ENV, "keep")
+    if pinned not in ("keep", "default"):
+        raise MtkitError(f"{HEAP_ENV}={pinned!r}; choose keep or default.")
+    if pinned == "default":
         return "default", f"{HEAP_ENV}=default"
-    if os.environ.get(HEAP_ENV, "keep") != "keep":
-        return "default", f"{HEAP_ENV}={os.environ[HEAP_ENV]!r} is not keep or default; glibc's policy stays"
     tuned = [name for name in GLIBC_MALLOC_ENV if name in os.environ]
     if tuned or "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
         return "default", f"the environment tunes glibc's malloc ({', '.join(tuned) or 'GLIBC_TUNABLES'})"

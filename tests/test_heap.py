@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from mtkit import heap
+from mtkit.errors import MtkitError
 
 # A fresh process allocates and fills a 64 MB tensor, frees it, then does the same with a 56 MB one, and reports
 # the minor page faults of each: glibc maps so large a block anew each time unless the heap keeps it. The second
@@ -57,7 +58,6 @@ def test_kept_heap_serves_a_freed_block_again_without_faults():
     "env, why",
     [
         ({heap.HEAP_ENV: "default"}, "MTKIT_CPU_HEAP=default"),
-        ({heap.HEAP_ENV: "lots"}, "MTKIT_CPU_HEAP='lots' is not keep or default; glibc's policy stays"),
         ({"MALLOC_MMAP_MAX_": "0"}, "the environment tunes glibc's malloc (MALLOC_MMAP_MAX_)"),
         ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1"}, "the environment tunes glibc's malloc (GLIBC_TUNABLES)"),
     ],
@@ -70,5 +70,15 @@ def test_the_environment_keeps_glibcs_policy(monkeypatch, env, why):
     heap.keep_freed_memory.cache_clear()
     try:
         assert heap.keep_freed_memory() == ("default", why)
+    finally:
+        heap.keep_freed_memory.cache_clear()
+
+
+def test_an_unknown_setting_is_a_mistake_said_as_one(monkeypatch):
+    monkeypatch.setenv(heap.HEAP_ENV, "lots")
+    heap.keep_freed_memory.cache_clear()
+    try:
+        with pytest.raises(MtkitError, match="MTKIT_CPU_HEAP='lots'; choose keep or default."):
+            heap.keep_freed_memory()
     finally:
         heap.keep_freed_memory.cache_clear()
