@@ -35,6 +35,11 @@ DEFAULT_MMAP_MAX = 65536  # glibc's own limit on mapped blocks
 GLIBC_MALLOC_ENV = ("MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
 
 
+def is_glibc() -> bool:
+    """Whether this process runs on glibc, the only C library whose policy this module changes."""
+    return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+
 @functools.cache
 def keep_freed_memory() -> tuple[str, str]:
     """Switch glibc to keep freed memory for reuse (once per process); returns (policy, why) for the run's log.
@@ -50,7 +55,7 @@ def keep_freed_memory() -> tuple[str, str]:
     tuned = [name for name in GLIBC_MALLOC_ENV if name in os.environ]
     if tuned or "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
         return "default", f"the environment tunes glibc's malloc ({', '.join(tuned) or 'GLIBC_TUNABLES'})"
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if not is_glibc():
         return "default", "not glibc"
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -2,7 +2,6 @@
 
 import json
 import os
-import platform
 import subprocess
 import sys
 
@@ -29,9 +28,7 @@ for floats in (16 * 2**20, 14 * 2**20):
 print(json.dumps({"policy": policy, "faults": faults}))
 """
 
-glibc_only = pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="the policy is glibc's mallopt"
-)
+glibc_only = pytest.mark.skipif(not heap.is_glibc(), reason="the policy is glibc's mallopt")
 
 
 def rounds(**env: str) -> dict:
