@@ -50,6 +50,8 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     assert train["lr_cooldown"] == 0.2 and train["max_steps"] > 100_000, "the cooldown ends with the minutes"
     assert train["seed"] == (int(args[args.index("--seed") + 1]) if "--seed" in args else 1)
     assert train["keep_last"] == last
+    # --quick: smaller batches and a longer warmup for its few hundred updates (run.sh says why).
+    assert (train["max_tokens"], train["warmup"]) == ((768, 600) if quick else (2048, 400))
     if not quick:
         assert steps["average"]["last"] == last, "average exactly the checkpoints kept"
         assert [str(p) for p in steps["average"]["paths"]] == [str(out / "run")]
