@@ -29,11 +29,19 @@ print(json.dumps({"policy": policy, "faults": faults}))
 """
 
 glibc_only = pytest.mark.skipif(not heap.is_glibc(), reason="the policy is glibc's mallopt")
+SETTINGS = (*heap.GLIBC_MALLOC_ENV, heap.HEAP_ENV, "GLIBC_TUNABLES")  # whatever this shell may say of malloc
+
+
+@pytest.fixture
+def fresh_policy():
+    """keep_freed_memory decides once per process: each test here asks it anew, and leaves no answer behind."""
+    heap.keep_freed_memory.cache_clear()
+    yield
+    heap.keep_freed_memory.cache_clear()
 
 
 def rounds(**env: str) -> dict:
-    ours = {*heap.GLIBC_MALLOC_ENV, heap.HEAP_ENV, "GLIBC_TUNABLES"}  # whatever this shell says of malloc
-    clean = {k: v for k, v in os.environ.items() if k not in ours}
+    clean = {k: v for k, v in os.environ.items() if k not in SETTINGS}
     done = subprocess.run(
         [sys.executable, "-c", ROUNDS], env={**clean, **env}, capture_output=True, text=True, check=True, timeout=120
     )
@@ -59,23 +67,15 @@ def test_kept_heap_serves_a_freed_block_again_without_faults():
         ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1"}, "the environment tunes glibc's malloc (GLIBC_TUNABLES)"),
     ],
 )
-def test_the_environment_keeps_glibcs_policy(monkeypatch, env, why):
-    for name in (*heap.GLIBC_MALLOC_ENV, heap.HEAP_ENV, "GLIBC_TUNABLES"):
+def test_the_environment_keeps_glibcs_policy(monkeypatch, fresh_policy, env, why):
+    for name in SETTINGS:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    heap.keep_freed_memory.cache_clear()
-    try:
-        assert heap.keep_freed_memory() == ("default", why)
-    finally:
-        heap.keep_freed_memory.cache_clear()
+    assert heap.keep_freed_memory() == ("default", why)
 
 
-def test_an_unknown_setting_is_a_mistake_said_as_one(monkeypatch):
+def test_an_unknown_setting_is_a_mistake_said_as_one(monkeypatch, fresh_policy):
     monkeypatch.setenv(heap.HEAP_ENV, "lots")
-    heap.keep_freed_memory.cache_clear()
-    try:
-        with pytest.raises(MtkitError, match="MTKIT_CPU_HEAP='lots'; choose keep or default."):
-            heap.keep_freed_memory()
-    finally:
-        heap.keep_freed_memory.cache_clear()
+    with pytest.raises(MtkitError, match="MTKIT_CPU_HEAP='lots'; choose keep or default."):
+        heap.keep_freed_memory()
