@@ -533,7 +533,7 @@ class Transformer(nn.Module):
         """
         for module in self.modules():
             if isinstance(module, Linear):
-                module.packed = pack(module.weight)
+                module.packed = pack(module.weight, module.bias is not None)
         if self.output_proj is None:
             self.output_packed = pack(self.tgt_embed.table.weight)
 

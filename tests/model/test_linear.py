@@ -234,3 +234,42 @@ def test_a_model_made_in_inference_mode_is_left_unpacked_and_still_decodes(onedn
         model.prepack()
         assert model.output_packed is None and model.decoder[0].ffn.w_1.packed is None
         assert model(src, tgt).shape == (1, 3, model.cfg.target_vocab_size)
+
+
+@needs_onednn
+def test_where_measurement_keeps_mkl_each_weight_is_packed_only_if_it_measures_faster_packed(monkeypatch):
+    monkeypatch.setenv(linear.BACKEND_ENV, "auto")
+    monkeypatch.setattr(linear, "onednn_speedup", lambda d_model, training: 0.9)  # MKL kept for plain products
+    timed = []
+
+    def speedup(in_features, out_features, bias):
+        timed.append((in_features, out_features, bias))
+        return 1.3 if out_features == 40 else 1.02  # the output layer (d_model -> tiny()'s 40 words) gains, no other
+
+    monkeypatch.setattr(linear, "packed_speedup", speedup)
+    assert linear.use_best_backend(torch.device("cpu"), training=False)[0] == "default"
+    model = tiny().eval()
+    model.prepack()
+    assert model.output_packed is not None
+    assert all(m.packed is None for m in model.modules() if isinstance(m, linear.Linear))
+    assert (model.cfg.d_model, 40, False) in timed and (model.cfg.d_model, model.cfg.d_ff, True) in timed
+    src, tgt = torch.tensor([[5, 6, 7, EOS]]), torch.tensor([[BOS, 20, 21]])
+    with torch.no_grad():
+        packed = model(src, tgt)
+        model.output_packed = None
+        assert torch.allclose(packed, model(src, tgt), atol=1e-5)  # the packed product, read through oneDNN
+
+
+@needs_onednn
+def test_a_pinned_backend_packs_by_the_pin_and_never_measures(monkeypatch):
+    monkeypatch.setattr(linear, "packed_speedup", lambda *shape: pytest.fail("measured"))
+    for pin, packed in (("default", False), ("onednn", True)):
+        linear.reset()
+        monkeypatch.setenv(linear.BACKEND_ENV, pin)
+        linear.use_best_backend(torch.device("cpu"), training=False)
+        assert (linear.pack(torch.randn(8, 4)) is not None) == packed
+
+
+@needs_onednn
+def test_the_packed_speedup_is_a_ratio_of_two_timings():
+    assert 0.0 < linear.packed_speedup(16, 24, True, rows=8) < float("inf")
