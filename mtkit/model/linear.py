@@ -43,8 +43,11 @@ logger = logging.getLogger(__name__)
 
 BACKENDS = ("default", "onednn")  # default: whatever F.linear does (MKL on x86 CPUs); onednn: see the module docstring
 BACKEND_ENV = "MTKIT_CPU_MATMUL"  # pins it: default | onednn | auto (tests pin onednn; test_linear covers both)
-MIN_SPEEDUP = 1.1  # oneDNN must measure at least this much faster to be chosen (for all products, or one weight)
-DECODE_ROWS = 256  # rows of the products `packed_speedup` times: a block of the output layer (mtkit/decode/step.py)
+MIN_SPEEDUP = 1.1  # oneDNN must measure at least this much faster to be chosen for all products
+MIN_PACKED_SPEEDUP = 1.05  # and this much, with a packed weight, to be chosen for one weight's (`pack`)
+# Rows of the products `packed_speedup` times: a late decoding step's few, and a block of the output layer
+# (mtkit/decode/step.py) or a busy step's many.
+DECODE_ROWS = (32, 256)
 
 _backend = "default"  # process-wide, as torch.backends' flags are: the kernels are a fact of the machine, not the model
 _decision: tuple[str, str] | None = None  # (backend, why) once `use_best_backend` has decided
@@ -141,41 +144,45 @@ def pack(weight: Tensor, bias: bool = False) -> PackedWeight | None:
     if _pack_measured:
         out_features, in_features = weight.shape
         speedup = packed_speedup(in_features, out_features, bias)
-        faster = speedup >= MIN_SPEEDUP
+        faster = speedup >= MIN_PACKED_SPEEDUP
         logger.debug("%d -> %d packed for oneDNN: %.2fx MKL, %s", in_features, out_features, speedup, faster)
         return PackedWeight(weight) if faster else None
     return None
 
 
 @functools.cache
-def packed_speedup(in_features: int, out_features: int, bias: bool, rows: int = DECODE_ROWS) -> float:
-    """MKL time / oneDNN time with a packed weight, for (rows x in_features) -> out_features, best of 5 each.
+def packed_speedup(in_features: int, out_features: int, bias: bool, rows: tuple[int, ...] = DECODE_ROWS) -> float:
+    """MKL time / oneDNN time with a packed weight for (r x in_features) -> out_features, summed over r in `rows`.
 
-    Measured once per shape and process.
+    Each product's time is its best of 5; measured once per shape and process.
     """
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(rows, in_features, generator=generator)
     weight = torch.randn(out_features, in_features, generator=generator)
     b = torch.randn(out_features, generator=generator) if bias else None
     packed = torch.ops.mkldnn._reorder_linear_weight(weight)
 
-    def mkl() -> None:
+    def mkl(x: Tensor) -> None:
         F.linear(x, weight, b)
 
-    def onednn() -> None:
+    def onednn(x: Tensor) -> None:
         onednn_linear(x, packed, b)
 
     kernels = {"mkl": mkl, "onednn": onednn}
-    best = dict.fromkeys(kernels, float("inf"))
+    total = dict.fromkeys(kernels, 0.0)
     with torch.no_grad():
-        for kernel in kernels.values():
-            kernel()  # oneDNN compiles its kernel for the shape on the first call
-        for _ in range(5):
-            for name, kernel in kernels.items():
-                start = time.perf_counter()
-                kernel()
-                best[name] = min(best[name], time.perf_counter() - start)
-    return best["mkl"] / best["onednn"]
+        for r in rows:
+            x = torch.randn(r, in_features, generator=generator)
+            best = dict.fromkeys(kernels, float("inf"))
+            for kernel in kernels.values():
+                kernel(x)  # oneDNN compiles its kernel for the shape on the first call
+            for _ in range(5):
+                for name, kernel in kernels.items():
+                    start = time.perf_counter()
+                    kernel(x)
+                    best[name] = min(best[name], time.perf_counter() - start)
+            for name in kernels:
+                total[name] += best[name]
+    return total["mkl"] / total["onednn"]
 
 
 def cap_kernel_caches(ideep: int, onednn: int) -> None:
