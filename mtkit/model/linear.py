@@ -19,10 +19,11 @@ using it, and any failure there keeps PyTorch's default.
 Decoding can also read a weight that oneDNN reordered once into its own layout (`pack`), which
 an MKL product cannot: MKL reorders its operand inside every call. Where the measurement keeps
 MKL, each weight of a model being prepared for decoding is still timed both ways at a decoding
-step's size (`packed_speedup`) and packed where oneDNN with the packed weight wins: on a 2-core
+step's sizes (`packed_speedup`) and packed where oneDNN with the packed weight wins: on a 2-core
 AMD EPYC (Zen 3, AVX2 only), whose MKL products are as fast as oneDNN's on plain weights, the
-output layer (256 -> 8,000) and the 256 -> 768 and 256 -> 1,024 layers of the Multi30k recipe's
-model ran 1.2-1.3x faster packed, the others not.
+output layer (256 -> 8,000) of the Multi30k recipe's model measured 1.2-1.5x faster packed and its
+256 -> 768 and 256 -> 1,024 layers 1.0-1.16x (oneDNN adds a bias as it writes, MKL in a pass of its
+own), the others 0.83-1.08x; the recipe's test set then decoded 1.14x faster (`bench/decode_ab.py`).
 """
 
 from __future__ import annotations

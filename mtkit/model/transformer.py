@@ -525,8 +525,9 @@ class Transformer(nn.Module):
         return linear(x, self.tgt_embed.table.weight, packed=self.output_packed)  # (B, T, V)
 
     def prepack(self) -> None:
-        """Reorder every weight of a product into oneDNN's layout once, for inference on the CPU where
-        fp32 products go through oneDNN (mtkit/model/linear.py); elsewhere this does nothing.
+        """Reorder weights of products into oneDNN's layout once, for inference on the CPU: every weight where
+        fp32 products go through oneDNN, those measured faster so where MKL was kept (`pack` in
+        mtkit/model/linear.py); elsewhere this does nothing.
 
         Costs a second copy of those weights; a later change of a weight (training, `to`) makes
         its copy unused, not wrong.
