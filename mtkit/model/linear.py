@@ -32,6 +32,7 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -53,7 +54,6 @@ DECODE_ROWS = (32, 256)
 _backend = "default"  # process-wide, as torch.backends' flags are: the kernels are a fact of the machine, not the model
 _decision: tuple[str, str] | None = None  # (backend, why) once `use_best_backend` has decided
 _measured_mkl = False  # whether `_decision` kept MKL by measuring (not pinned): `pack` then times each weight
-_pack_measured = False  # whether `pack` times each weight now, instead of following the backend
 
 
 def backend() -> str:
@@ -63,12 +63,12 @@ def backend() -> str:
 
 def set_backend(name: str) -> None:
     """Use `name` (one of BACKENDS) for every fp32 CPU product from now on, in this process."""
-    global _backend, _pack_measured
+    global _backend
     if name not in BACKENDS:
         raise MtkitError(f"unknown CPU matmul backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
     if name == "onednn" and not onednn_works():
         raise MtkitError("this PyTorch build has no working oneDNN linear op; use the default backend.")
-    _backend, _pack_measured = name, False
+    _backend = name
 
 
 def onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None, relu: bool = False) -> Tensor:
@@ -142,7 +142,7 @@ def pack(weight: Tensor, bias: bool = False) -> PackedWeight | None:
         return None
     if _backend == "onednn":
         return PackedWeight(weight)
-    if _pack_measured:
+    if _measured_mkl:
         out_features, in_features = weight.shape
         speedup = packed_speedup(in_features, out_features, bias)
         faster = speedup >= MIN_PACKED_SPEEDUP
@@ -161,28 +161,18 @@ def packed_speedup(in_features: int, out_features: int, bias: bool, rows: tuple[
     weight = torch.randn(out_features, in_features, generator=generator)
     b = torch.randn(out_features, generator=generator) if bias else None
     packed = torch.ops.mkldnn._reorder_linear_weight(weight)
-
-    def mkl(x: Tensor) -> None:
-        F.linear(x, weight, b)
-
-    def onednn(x: Tensor) -> None:
-        onednn_linear(x, packed, b)
-
-    kernels = {"mkl": mkl, "onednn": onednn}
-    total = dict.fromkeys(kernels, 0.0)
-    with torch.no_grad():
-        for r in rows:
-            x = torch.randn(r, in_features, generator=generator)
-            best = dict.fromkeys(kernels, float("inf"))
-            for kernel in kernels.values():
-                kernel(x)  # oneDNN compiles its kernel for the shape on the first call
-            for _ in range(5):
-                for name, kernel in kernels.items():
-                    start = time.perf_counter()
-                    kernel(x)
-                    best[name] = min(best[name], time.perf_counter() - start)
-            for name in kernels:
-                total[name] += best[name]
+    total = {"mkl": 0.0, "onednn": 0.0}
+    for r in rows:
+        x = torch.randn(r, in_features, generator=generator)
+        runs = {
+            "mkl": functools.partial(F.linear, x, weight, b),
+            "onednn": functools.partial(onednn_linear, x, packed, b),
+        }
+        for run in runs.values():
+            run()  # oneDNN compiles its kernel for the shape on the first call
+        best = fastest(runs, 5)
+        for name in total:
+            total[name] += best[name]
     return total["mkl"] / total["onednn"]
 
 
@@ -218,10 +208,10 @@ def linear(
         learning = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias))
         if not learning and packed is not None and packed.valid_for(weight):
             return onednn_linear(x, packed.tensor, bias, relu)
-        if _backend == "onednn" and learning:
-            out: Tensor = _OneDNNLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
-            return F.relu(out) if relu else out
         if _backend == "onednn":
+            if learning:
+                out: Tensor = _OneDNNLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
+                return F.relu(out) if relu else out
             return onednn_linear(x, weight, bias, relu)
     out = F.linear(x, weight, bias)
     return F.relu(out) if relu else out
@@ -288,15 +278,22 @@ def onednn_speedup(d_model: int = 512, training: bool = True) -> float:
             f(h, w1.t(), None)  # dx of w_1
             f(h.t(), x.t(), None)  # dW of w_1
 
-    best = {"default": float("inf"), "onednn": float("inf")}
-    kernels = {"default": F.linear, "onednn": onednn_linear}
-    with torch.no_grad():
-        for _ in range(3):
-            for name, kernel in kernels.items():
-                start = time.perf_counter()
-                products(kernel)
-                best[name] = min(best[name], time.perf_counter() - start)
+    best = fastest(
+        {"default": functools.partial(products, F.linear), "onednn": functools.partial(products, onednn_linear)}, 3
+    )
     return best["default"] / best["onednn"]
+
+
+def fastest(runs: Mapping[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Each run's best time in seconds over `rounds` rounds, the runs taking turns within a round, without autograd."""
+    best = dict.fromkeys(runs, float("inf"))
+    with torch.no_grad():
+        for _ in range(rounds):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                run()
+                best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def resolve_backend(device: torch.device, d_model: int = 512, training: bool = True) -> tuple[str, str]:
@@ -328,7 +325,7 @@ def use_best_backend(device: torch.device, d_model: int = 512, training: bool = 
     The first call decides: a trainer's validation builds translators, and they must not switch
     the products of the training they serve (nor measure again).
     """
-    global _decision, _measured_mkl, _pack_measured
+    global _decision, _measured_mkl
     if _decision is None:
         _decision = resolve_backend(device, d_model, training)
         logger.debug("fp32 CPU products: %s (%s)", *_decision)
@@ -336,7 +333,6 @@ def use_best_backend(device: torch.device, d_model: int = 512, training: bool = 
         measured = device.type == "cpu" and os.environ.get(BACKEND_ENV, "auto") == "auto" and onednn_works()
         _measured_mkl = measured and _decision[0] == "default"
     set_backend(_decision[0])
-    _pack_measured = _measured_mkl
     return _decision
 
 
