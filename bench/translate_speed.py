@@ -16,7 +16,10 @@ Settings, the same for every system: beam 4, fairseq's length normalisation scor
 end token too: the tests hold the scores equal), longest output = source tokens + 50
 (CTranslate2 takes one limit for all: the longest source + 50), an empty output allowed
 (CTranslate2 `min_decoding_length=0`; its default 1 renormalises the first step), batches of about
---batch-tokens source tokens (CTranslate2: batch_type="tokens"), --threads intra-op threads.
+--batch-tokens source tokens (CTranslate2: batch_type="tokens"), --workers batches searched at once
+(mtkit `--workers`, CTranslate2 `inter_threads`), each with --threads intra-op threads:
+
+    python bench/translate_speed.py --model M.pt --workers 2 --threads 1  # 2 cores as 2 workers, both systems
 Stopping: mtkit by `--early-stop` (default patience: once `beam` hypotheses have finished, as
 CTranslate2's patience 1; `exact` runs until no live hypothesis can beat the best finished one).
 mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained model gives them next
@@ -82,7 +85,7 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     from mtkit.decode.translator import Translator
 
     torch.set_num_threads(job["threads"])
-    translator = Translator.load(job["model"], device="cpu", precision=precision)
+    translator = Translator.load(job["model"], device="cpu", precision=precision, workers=job["workers"])
     config = DecodeConfig(
         beam=job["beam"],
         alpha=job["alpha"],
@@ -107,7 +110,11 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
 
     sp = spm.SentencePieceProcessor(model_file=str(Path(job["ct2_dir"]) / "spm.model"))
     translator = ctranslate2.Translator(
-        job["ct2_dir"], device="cpu", compute_type=compute_type, intra_threads=job["threads"], inter_threads=1
+        job["ct2_dir"],
+        device="cpu",
+        compute_type=compute_type,
+        intra_threads=job["threads"],
+        inter_threads=job["workers"],
     )
 
     def translate(lines: list[str]) -> list[str]:
@@ -249,7 +256,10 @@ def parse_args() -> argparse.Namespace:
         choices=("patience", "exact", "none"),
         help="mtkit's stop rule (CTranslate2 stops by patience; see mtkit translate --help)",
     )
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--workers", type=int, default=1, help="batches searched at once (mtkit --workers, CTranslate2 inter_threads)"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: 2 / workers)")
     parser.add_argument(
         "--rounds",
         type=int,
@@ -265,6 +275,10 @@ def parse_args() -> argparse.Namespace:
         parser.error("--model is required: the figures mean something only for a trained model")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    if args.threads is None:
+        args.threads = max(1, 2 // args.workers)
     return args
 
 
@@ -288,6 +302,7 @@ def main() -> None:
             "max_len_b": args.max_len_b,
             "batch_tokens": args.batch_tokens,
             "threads": args.threads,
+            "workers": args.workers,
             "early_stop": args.early_stop,
             "ct2_dir": export_model(args.model, tmp)
             if any(s.startswith("ct2") and s not in notes for s in systems)
@@ -314,6 +329,7 @@ def main() -> None:
                 "max_len_b": args.max_len_b,
                 "batch_tokens": args.batch_tokens,
                 "threads": args.threads,
+                "workers": args.workers,
                 "rounds": args.rounds,
                 "rows": list(rows.values()),
                 "notes": notes,

@@ -2,15 +2,19 @@
 
 Input is read in chunks, so the first translations of a huge (or endless) stream come out
 before the end of it is read; within a chunk, sentences of similar length share a batch.
+With `workers` > 1 (CPU only), a chunk's batches are searched that many at a time, each on a
+thread of its own, as CTranslate2's `inter_threads` and Marian's `--cpu-threads` do.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import logging
+import math
 import os
 import typing
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -108,6 +112,22 @@ def pack_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     return batches
 
 
+def balanced_batches(lengths: Sequence[int], batch_tokens: int, workers: int) -> list[list[int]]:
+    """`pack_batches`, with the budget lowered until there are at least as many batches as the next multiple of
+    `workers` (where the sentences allow).
+
+    Batches of one budget cost about the same, so with 5 batches for 2 workers the fifth would run alone
+    and leave a worker idle; 6 smaller batches keep both busy to the end.
+    """
+    batches = pack_batches(lengths, batch_tokens)
+    target = math.ceil(len(batches) / workers) * workers
+    budget = batch_tokens
+    while len(batches) < target and budget > 1:
+        budget = min(budget - 1, int(budget * 0.95))
+        batches = pack_batches(lengths, budget)
+    return batches
+
+
 class Translator:
     """A model (or an ensemble of models sharing one vocabulary) and its SentencePiece vocabulary, ready for raw text.
 
@@ -124,10 +144,16 @@ class Translator:
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
         prepack: bool = True,
+        workers: int = 1,
     ):
         """`prepack`: give the models copies of their weights packed for oneDNN (Transformer.prepack), faster to
         decode with and as large as the weights; validation during training passes False, as its model's weights
-        change after every update and the copies would stay with it."""
+        change after every update and the copies would stay with it.
+
+        `workers`: batches searched at once, each on a thread of its own (CPU only). Python's per-step work
+        runs on one core at a time in a single search; two searches keep both cores of a 2-core CPU busy.
+        Give each worker its share of PyTorch's threads (torch.set_num_threads) before the first product.
+        """
         models = [model] if isinstance(model, Transformer) else list(model)
         for cfg in (m.cfg for m in models):
             if len(vocab) > min(cfg.vocab_size, cfg.target_vocab_size):
@@ -138,6 +164,12 @@ class Translator:
         if len({m.cfg.target_vocab_size for m in models}) > 1:
             raise MtkitError("the models have output layers of different sizes; an ensemble needs one vocabulary.")
         self.device = torch.device(device)
+        if workers < 1:
+            raise MtkitError("workers must be at least 1.")
+        if workers > 1 and self.device.type != "cpu":
+            raise MtkitError(f"several workers search at once on the CPU only; on {self.device} use one worker.")
+        self.workers = workers
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         cap_kernel_caches(DECODE_KERNEL_CACHE, DECODE_KERNEL_CACHE)  # no-op once the process has run a product
         if dtype == torch.float32:  # the faster fp32 CPU products, measured once per process
             name, why = use_best_backend(self.device, models[0].cfg.d_model, training=False)
@@ -155,8 +187,10 @@ class Translator:
         path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         device: str = "auto",
         precision: str = "fp32",
+        workers: int = 1,
     ) -> Translator:
-        """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble."""
+        """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble.
+        `workers`: see `Translator`."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
         cap_kernel_caches(DECODE_KERNEL_CACHE, DECODE_KERNEL_CACHE)  # before `precision auto` runs a product
         models: list[Transformer] = []
@@ -181,7 +215,7 @@ class Translator:
             from mtkit.decode.quantize import quantize_int8
 
             models = [quantize_int8(m) for m in models]
-        return cls(models, Vocab.from_bytes(vocabs[0]), target, dtype)
+        return cls(models, Vocab.from_bytes(vocabs[0]), target, dtype, workers=workers)
 
     @property
     def decoder(self) -> Transformer | Ensemble:
@@ -192,6 +226,24 @@ class Translator:
     def max_source_tokens(self) -> int:
         # the EOS appended to the source needs a position too
         return min(m.cfg.max_positions for m in self.models) - 1
+
+    def _run(self, jobs: Sequence[Callable[[], T]]) -> Iterator[T]:
+        """Each job's result: in order one after another here, or `workers` at a time, each as soon as it is done.
+
+        A consumer that stops early (an error, a closed stream) cancels the jobs not yet started.
+        """
+        if self.workers == 1 or len(jobs) < 2:
+            yield from (job() for job in jobs)
+            return
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="mtkit-search")
+        futures = [self._pool.submit(job) for job in jobs]
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
 
     def translate(
         self,
@@ -292,14 +344,16 @@ class Translator:
         empty = {i: Translation(first + i, [("", 0.0)]) for i, s in enumerate(ids) if not s and not prefixes[i]}
         todo = [i for i in range(len(ids)) if i not in empty]
 
-        def batches() -> Iterator[dict[int, Translation]]:
-            yield empty
-            for batch in pack_batches([len(ids[i]) + 1 for i in todo], batch_tokens):
-                batch = [todo[j] for j in batch]
+        def job(batch: list[int]) -> Callable[[], dict[int, Translation]]:
+            def run() -> dict[int, Translation]:
                 found = self._search([ids[i] for i in batch], [prefixes[i] for i in batch], config, sampling)
-                yield {i: Translation(first + i, hypotheses) for i, hypotheses in zip(batch, found)}
+                return {i: Translation(first + i, hypotheses) for i, hypotheses in zip(batch, found)}
 
-        yield from in_order(batches())
+            return run
+
+        packed = balanced_batches([len(ids[i]) + 1 for i in todo], batch_tokens, self.workers)
+        jobs = [job([todo[j] for j in batch]) for batch in packed]
+        yield from in_order(itertools.chain([empty], self._run(jobs)))
 
     def _search(
         self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
@@ -324,9 +378,12 @@ class Translator:
                     f"model's {self.max_source_tokens} positions allow."
                 )
 
-        def batches() -> Iterator[dict[int, PairScore]]:
-            for batch in pack_batches([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], batch_tokens):
+        def job(batch: list[int]) -> Callable[[], dict[int, PairScore]]:
+            def run() -> dict[int, PairScore]:
                 found = score_batch(self.decoder, [src[i] for i in batch], [tgt[i] for i in batch])
-                yield {i: PairScore(first + i, logprob, n) for i, (logprob, n) in zip(batch, found)}
+                return {i: PairScore(first + i, logprob, n) for i, (logprob, n) in zip(batch, found)}
 
-        yield from in_order(batches())
+            return run
+
+        packed = balanced_batches([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], batch_tokens, self.workers)
+        yield from in_order(self._run([job(batch) for batch in packed]))
