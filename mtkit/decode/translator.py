@@ -236,7 +236,14 @@ class Translator:
             yield from (job() for job in jobs)
             return
         if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="mtkit-search")
+            # OpenMP's thread count is each thread's own: a new thread would run oneDNN's products on every core
+            # (twice as many threads as cores with two workers) unless it is told PyTorch's count itself.
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self.workers,
+                thread_name_prefix="mtkit-search",
+                initializer=torch.set_num_threads,
+                initargs=(torch.get_num_threads(),),
+            )
         futures = [self._pool.submit(job) for job in jobs]
         try:
             for future in concurrent.futures.as_completed(futures):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+import torch
 
 from mtkit.config import DecodeConfig, SamplingConfig
 from mtkit.decode.translator import Translation, Translator, balanced_batches, pack_batches
@@ -92,3 +96,34 @@ def test_the_cli_with_two_workers_writes_what_one_writes(cli, model_file, multi3
     assert outputs[0].stdout == outputs[1].stdout and len(outputs[1].stdout.splitlines()) == 10
     done = cli("translate", *options, "--workers", "0", input=text)
     assert done.returncode == 2 and "--workers" in done.stderr and "Traceback" not in done.stderr
+
+
+def openmp_threads() -> Callable[[], int]:
+    """omp_get_max_threads of the OpenMP runtime PyTorch loaded: the count OpenMP gives the calling thread."""
+    torch_dir = str(Path(torch.__file__).parent)  # not another package's runtime (CTranslate2 brings its own)
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        paths = {line.split()[-1] for line in maps if "omp" in line and line.split()[-1].startswith(torch_dir)}
+    if not paths:
+        pytest.skip("this PyTorch loads no OpenMP runtime of its own that the test can ask")
+    return ctypes.CDLL(sorted(paths)[0]).omp_get_max_threads
+
+
+def test_each_worker_runs_with_the_threads_pytorch_had_when_the_workers_started(model_file, monkeypatch):
+    """OpenMP keeps a thread count per thread: a worker must set its own, or oneDNN would use every core."""
+    ask = openmp_threads()
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        two = Translator.load(model_file, device="cpu", workers=2)
+        counts = []
+        search = two._search
+
+        def recorded(*args, **kwargs):
+            counts.append(ask())
+            return search(*args, **kwargs)
+
+        monkeypatch.setattr(two, "_search", recorded)
+        list(two.translate_stream(["A dog runs.", "Two men talk.", "A cat sleeps."], FAST, batch_tokens=8))
+    finally:
+        torch.set_num_threads(before)
+    assert len(counts) >= 2 and set(counts) == {1}
