@@ -5,7 +5,9 @@
 
 A variant is NAME=CODE_DIR[:key=value,...]: CODE_DIR is a checkout of mtkit (e.g. `git worktree add
 /tmp/mtkit-main main`), keys are DecodeConfig fields plus precision and batch_tokens, and upper-case keys
-are environment variables for that variant's process (`.:ONEDNN_PRIMITIVE_CACHE_CAPACITY=16`). Rounds
+are environment variables for that variant's process (`.:ONEDNN_PRIMITIVE_CACHE_CAPACITY=16`); `threads`
+overrides --threads and `workers` sets `Translator(workers=N)` (`.:workers=2,threads=1`: the worker processes'
+CPU seconds and peak RSS are added to the variant's, their shared weights counted in each). Rounds
 alternate the variants (A B A B) so that a shared machine's load falls on all of them; the best
 round counts. CPU seconds (process time) are reported beside wall seconds: on a machine shared
 with other work, sentences per CPU-second with --threads 1 is the steadier figure. Each child
@@ -36,7 +38,8 @@ from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translator
 lines = open(args["input"], encoding="utf-8").read().split("\n")[:-1]
 if args["model"]:
-    tr = Translator.load(args["model"], device="cpu", precision=args.get("precision", "fp32"))
+    workers = {"workers": args["workers"]} if args["workers"] > 1 else {}  # older checkouts have no workers
+    tr = Translator.load(args["model"], device="cpu", precision=args.get("precision", "fp32"), **workers)
 else:
     from mtkit.data.vocab import Vocab
     from mtkit.model import build_model
@@ -46,15 +49,33 @@ else:
     if args.get("precision") == "int8":
         from mtkit.decode.quantize import quantize_int8
         model = quantize_int8(model)
-    tr = Translator(model, vocab, "cpu")
+    tr = Translator(model, vocab, "cpu", **({"workers": args["workers"]} if args["workers"] > 1 else {}))
 fields = {k: v for k, v in args["options"].items() if k in DecodeConfig.__dataclass_fields__}
 config = DecodeConfig(**fields)
 batch_tokens = int(args["options"].get("batch_tokens", 4096))
 list(tr.translate_stream(lines[:8], config, batch_tokens))  # warm-up
+def children():
+    """This process's child processes (the workers): {pid: (CPU seconds so far, peak RSS MiB)}."""
+    import glob, os
+    found = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = open(stat).read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == os.getpid():
+                pid = stat.split("/")[2]
+                hwm = next(int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith("VmHWM"))
+                found[pid] = ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), hwm / 1024)
+        except (OSError, ValueError, StopIteration):
+            continue
+    return found
+before = children()
 start, cpu_start = time.perf_counter(), time.process_time()
 out = [t.text for t in tr.translate_stream(lines, config, batch_tokens)]
 seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+after = children()
+cpu_seconds += sum(cpu - before.get(pid, (0.0, 0.0))[0] for pid, (cpu, _) in after.items())
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
+hwm += sum(rss for _, rss in after.values())
 tokens = sum(len(i) for i in tr.vocab.encode_batch(out))
 print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens, "peak_rss_mib": hwm,
                   "outputs": out}))
@@ -128,7 +149,8 @@ def main() -> None:
                 "input": str(tmp / "input.txt"),
                 "model": args.model,
                 "spm": spm_path,
-                "threads": args.threads,
+                "threads": int(options.pop("threads", args.threads)),
+                "workers": int(options.pop("workers", 1)),
                 "options": options,
                 "precision": options.get("precision", "fp32"),
             }

@@ -17,7 +17,9 @@ end token too: the tests hold the scores equal), longest output = source tokens 
 (CTranslate2 takes one limit for all: the longest source + 50), an empty output allowed
 (CTranslate2 `min_decoding_length=0`; its default 1 renormalises the first step), batches of about
 --batch-tokens source tokens (CTranslate2: batch_type="tokens"), --workers batches searched at once
-(mtkit `--workers`, CTranslate2 `inter_threads`), each with --threads intra-op threads:
+(mtkit `--workers`: processes; CTranslate2 `inter_threads`), each with --threads intra-op threads (mtkit's
+workers run one thread each); a system's peak RSS adds up its worker processes' (shared weights counted
+in each):
 
     python bench/translate_speed.py --model M.pt --workers 2 --threads 1  # 2 cores as 2 workers, both systems
 Stopping: mtkit by `--early-stop` (default patience: once `beam` hypotheses have finished, as
@@ -66,18 +68,33 @@ def cpu_name() -> str:
         return platform.processor() or platform.machine()
 
 
-def peak_rss_mib() -> float:
-    """This process's own high-water mark of resident memory (VmHWM), in MiB."""
-    with open("/proc/self/status", encoding="ascii") as f:
+def peak_rss_mib(pid: str = "self") -> float:
+    """A process's own high-water mark of resident memory (VmHWM), in MiB: this one's by default."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
         for line in f:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
 
+def workers_peak_rss_mib() -> float:
+    """The VmHWM of this process's child processes (mtkit's --workers) added up, in MiB.
+
+    An upper bound: the weights a forked worker shares with its parent count in both.
+    """
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                total += peak_rss_mib(stat.parent.name)
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+    return total
+
+
 # --------------------------------------------------------------------------- children
-def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float]:
-    """(outputs, target tokens, seconds) of mtkit's Translator."""
+def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float]:
+    """(outputs, target tokens, seconds, the workers' peak RSS in MiB) of mtkit's Translator."""
     import torch
 
     sys.path.insert(0, str(ROOT))
@@ -100,7 +117,7 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     outputs = [t.text for t in translator.translate_stream(lines, config, job["batch_tokens"])]
     seconds = time.perf_counter() - start
     tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
-    return outputs, tokens, seconds
+    return outputs, tokens, seconds, workers_peak_rss_mib()
 
 
 def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, float]:
@@ -141,11 +158,13 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
 
 def child(system: str, job_path: str, out_path: str) -> None:
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+    workers = 0.0
     if system.startswith("mtkit"):
-        outputs, tokens, seconds = run_mtkit(job, system.split("-")[1])
+        outputs, tokens, seconds, workers = run_mtkit(job, system.split("-")[1])
     else:
         outputs, tokens, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
-    result = {"outputs": outputs, "tgt_tokens": tokens, "seconds": seconds, "peak_rss_mib": peak_rss_mib()}
+    peak = peak_rss_mib() + workers
+    result = {"outputs": outputs, "tgt_tokens": tokens, "seconds": seconds, "peak_rss_mib": peak}
     Path(out_path).write_text(json.dumps(result), encoding="utf-8")
 
 

@@ -195,14 +195,13 @@ def translate(
         help="fp32, bf16, fp16 (CUDA only), int8 (CPU only: dynamic int8 Linear layers; faster, BLEU within "
         "a few tenths), or auto (training's rule: bf16 where native and faster).",
     ),
-    threads: int = typer.Option(
-        0, min=0, help="CPU threads for PyTorch, per worker; 0: PyTorch's default shared among the workers."
-    ),
+    threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     workers: int = typer.Option(
         1,
         min=1,
-        help="Batches searched at once on the CPU, each on its own thread (CTranslate2's inter_threads); "
-        "on 2 cores, --workers 2 --threads 1 decodes 1.1-1.2x faster than one worker with 2 threads.",
+        help="Batches searched at once on the CPU, each by a process of its own with one thread (Marian's "
+        "--cpu-threads, CTranslate2's inter_threads): --workers 2 on 2 cores keeps both busy while Python "
+        "works out each step.",
     ),
     *,
     given: dict[str, Any],
@@ -233,13 +232,16 @@ def translate(
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
+    if workers > 1 and threads > 1:
+        raise MtkitError("each of --workers runs one thread: give --workers N for N cores, without --threads.")
     if threads or workers > 1:
-        torch.set_num_threads(threads or max(1, torch.get_num_threads() // workers))
+        torch.set_num_threads(threads or 1)  # with workers: the products are timed as a worker runs them
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_input(input))
         second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
         translator = Translator.load(model, device=device, precision=precision, workers=workers)
+        stack.callback(translator.close)
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)
         lines = read_lines_lenient(source, name=str(input or "input"))

@@ -2,8 +2,8 @@
 
 Input is read in chunks, so the first translations of a huge (or endless) stream come out
 before the end of it is read; within a chunk, sentences of similar length share a batch.
-With `workers` > 1 (CPU only), a chunk's batches are searched that many at a time, each on a
-thread of its own, as CTranslate2's `inter_threads` and Marian's `--cpu-threads` do.
+With `workers` > 1 (CPU only), a chunk's batches are searched that many at a time, each in a
+process of its own with one thread, as Marian's `--cpu-threads` and CTranslate2's `inter_threads` do.
 """
 
 from __future__ import annotations
@@ -12,11 +12,14 @@ import concurrent.futures
 import itertools
 import logging
 import math
+import multiprocessing
 import os
 import typing
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -52,6 +55,16 @@ DECODE_KERNEL_CACHE = 16
 
 Source = str | tuple[str, str]  # a source line, or (source line, target prefix)
 T = TypeVar("T")
+Job = tuple[str, tuple[Any, ...]]  # a Translator method's name and its arguments: one batch's work
+
+# In a worker process: the translator it was forked from (`Translator._start_workers`).
+_FORKED: Translator | None = None
+
+
+def _work(name: str, args: tuple[Any, ...]) -> Any:
+    """A job, run in a worker process by the translator it inherited."""
+    assert _FORKED is not None, "a worker runs only jobs of the translator it was forked from"
+    return getattr(_FORKED, name)(*args)
 
 
 @dataclass(frozen=True)
@@ -113,19 +126,24 @@ def pack_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
 
 
 def balanced_batches(lengths: Sequence[int], batch_tokens: int, workers: int) -> list[list[int]]:
-    """`pack_batches`, with the budget lowered until there are at least as many batches as the next multiple of
-    `workers` (where the sentences allow).
+    """`pack_batches` with a multiple of `workers` batches (where the sentences allow), all about equally full.
 
-    Batches of one budget cost about the same, so with 5 batches for 2 workers the fifth would run alone
-    and leave a worker idle; 6 smaller batches keep both busy to the end.
+    Batches of one budget cost about the same, so with 5 batches for 2 workers the fifth would run alone and
+    leave a worker idle. The budget is the smallest that still packs the sentences into the next multiple
+    of `workers` batches (a larger one would leave the last batch nearly empty).
     """
     batches = pack_batches(lengths, batch_tokens)
     target = math.ceil(len(batches) / workers) * workers
-    budget = batch_tokens
-    while len(batches) < target and budget > 1:
-        budget = min(budget - 1, int(budget * 0.95))
-        batches = pack_batches(lengths, budget)
-    return batches
+    if workers == 1 or len(batches) == target:
+        return batches
+    low, high = 1, batch_tokens  # pack_batches(high) fits in `target` batches; find the least budget that does
+    while low < high:
+        middle = (low + high) // 2
+        if len(pack_batches(lengths, middle)) <= target:
+            high = middle
+        else:
+            low = middle + 1
+    return pack_batches(lengths, high)
 
 
 class Translator:
@@ -150,9 +168,11 @@ class Translator:
         decode with and as large as the weights; validation during training passes False, as its model's weights
         change after every update and the copies would stay with it.
 
-        `workers`: batches searched at once, each on a thread of its own (CPU only). Python's per-step work
-        runs on one core at a time in a single search; two searches keep both cores of a 2-core CPU busy.
-        Give each worker its share of PyTorch's threads (torch.set_num_threads) before the first product.
+        `workers`: batches searched at once (CPU only, Linux), each in a process of its own that runs one thread,
+        forked from this one when first needed (the weights are shared, not copied). One search leaves one of
+        two cores idle while Python works out each step; two searches keep both busy. Threads would not: a
+        search holds Python's lock between its many small operations, and two threads wait for each other.
+        `close()` stops the workers.
         """
         models = [model] if isinstance(model, Transformer) else list(model)
         for cfg in (m.cfg for m in models):
@@ -168,8 +188,10 @@ class Translator:
             raise MtkitError("workers must be at least 1.")
         if workers > 1 and self.device.type != "cpu":
             raise MtkitError(f"several workers search at once on the CPU only; on {self.device} use one worker.")
+        if workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
+            raise MtkitError("several workers need processes started by fork (Linux); use one worker here.")
         self.workers = workers
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         cap_kernel_caches(DECODE_KERNEL_CACHE, DECODE_KERNEL_CACHE)  # no-op once the process has run a product
         if dtype == torch.float32:  # the faster fp32 CPU products, measured once per process
             name, why = use_best_backend(self.device, models[0].cfg.d_model, training=False)
@@ -227,30 +249,56 @@ class Translator:
         # the EOS appended to the source needs a position too
         return min(m.cfg.max_positions for m in self.models) - 1
 
-    def _run(self, jobs: Sequence[Callable[[], T]]) -> Iterator[T]:
-        """Each job's result: in order one after another here, or `workers` at a time, each as soon as it is done.
+    def _run(self, jobs: Sequence[Job]) -> Iterator[tuple[int, Any]]:
+        """(index, result) of each job: in order, here, with one worker; else as each is done, `workers` at a time.
 
         A consumer that stops early (an error, a closed stream) cancels the jobs not yet started.
         """
         if self.workers == 1 or len(jobs) < 2:
-            yield from (job() for job in jobs)
+            yield from ((k, getattr(self, name)(*args)) for k, (name, args) in enumerate(jobs))
             return
-        if self._pool is None:
-            # OpenMP's thread count is each thread's own: a new thread would run oneDNN's products on every core
-            # (twice as many threads as cores with two workers) unless it is told PyTorch's count itself.
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                self.workers,
-                thread_name_prefix="mtkit-search",
-                initializer=torch.set_num_threads,
-                initargs=(torch.get_num_threads(),),
-            )
-        futures = [self._pool.submit(job) for job in jobs]
+        pool = self._pool or self._start_workers()
+        futures = {pool.submit(_work, name, args): k for k, (name, args) in enumerate(jobs)}
         try:
             for future in concurrent.futures.as_completed(futures):
-                yield future.result()
+                yield futures[future], future.result()
+        except BrokenProcessPool as e:
+            self.close()
+            raise MtkitError(
+                "a decoding worker stopped before its batch was done (out of memory?); "
+                "try fewer --workers or a smaller --batch-tokens."
+            ) from e
         finally:
             for future in futures:
                 future.cancel()
+
+    def _start_workers(self) -> concurrent.futures.ProcessPoolExecutor:
+        """Fork the worker processes now, each with one PyTorch thread and a copy-on-write view of this translator.
+
+        One thread each, because GNU OpenMP cannot start threads in a process forked from one that ran
+        OpenMP threads of its own (it hangs); one thread runs no OpenMP at all.
+        """
+        global _FORKED
+        _FORKED = self
+        try:
+            pool = concurrent.futures.ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=torch.set_num_threads,
+                initargs=(1,),
+            )
+            pool.submit(int).result()  # every worker is forked at the first job, while _FORKED is this translator
+        finally:
+            _FORKED = None
+        self._pool = pool
+        weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+        return pool
+
+    def close(self) -> None:
+        """Stop the worker processes, if any were started (a later search starts them again)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def translate(
         self,
@@ -351,16 +399,16 @@ class Translator:
         empty = {i: Translation(first + i, [("", 0.0)]) for i, s in enumerate(ids) if not s and not prefixes[i]}
         todo = [i for i in range(len(ids)) if i not in empty]
 
-        def job(batch: list[int]) -> Callable[[], dict[int, Translation]]:
-            def run() -> dict[int, Translation]:
-                found = self._search([ids[i] for i in batch], [prefixes[i] for i in batch], config, sampling)
-                return {i: Translation(first + i, hypotheses) for i, hypotheses in zip(batch, found)}
-
-            return run
-
-        packed = balanced_batches([len(ids[i]) + 1 for i in todo], batch_tokens, self.workers)
-        jobs = [job([todo[j] for j in batch]) for batch in packed]
-        yield from in_order(itertools.chain([empty], self._run(jobs)))
+        packed = [
+            [todo[j] for j in batch]
+            for batch in balanced_batches([len(ids[i]) + 1 for i in todo], batch_tokens, self.workers)
+        ]
+        jobs = [("_search", ([ids[i] for i in b], [prefixes[i] for i in b], config, sampling)) for b in packed]
+        found = (
+            {i: Translation(first + i, hypotheses) for i, hypotheses in zip(packed[k], result)}
+            for k, result in self._run(jobs)
+        )
+        yield from in_order(itertools.chain([empty], found))
 
     def _search(
         self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
@@ -385,12 +433,13 @@ class Translator:
                     f"model's {self.max_source_tokens} positions allow."
                 )
 
-        def job(batch: list[int]) -> Callable[[], dict[int, PairScore]]:
-            def run() -> dict[int, PairScore]:
-                found = score_batch(self.decoder, [src[i] for i in batch], [tgt[i] for i in batch])
-                return {i: PairScore(first + i, logprob, n) for i, (logprob, n) in zip(batch, found)}
-
-            return run
-
         packed = balanced_batches([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], batch_tokens, self.workers)
-        yield from in_order(self._run([job(batch) for batch in packed]))
+        jobs = [("_score_batch", ([src[i] for i in b], [tgt[i] for i in b])) for b in packed]
+        found = (
+            {i: PairScore(first + i, logprob, n) for i, (logprob, n) in zip(packed[k], result)}
+            for k, result in self._run(jobs)
+        )
+        yield from in_order(found)
+
+    def _score_batch(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
+        return score_batch(self.decoder, src, tgt)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ctypes
-import threading
-from collections.abc import Callable
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
+import mtkit.decode.translator as translator_module
 from mtkit.config import DecodeConfig, SamplingConfig
 from mtkit.decode.translator import Translation, Translator, balanced_batches, pack_batches
 from mtkit.errors import MtkitError
@@ -18,8 +18,10 @@ FAST = DecodeConfig(beam=2, max_len_b=5)
 
 
 @pytest.fixture(scope="module")
-def translators(model_file) -> tuple[Translator, Translator]:
-    return Translator.load(model_file, device="cpu"), Translator.load(model_file, device="cpu", workers=2)
+def translators(model_file):
+    one, two = Translator.load(model_file, device="cpu"), Translator.load(model_file, device="cpu", workers=2)
+    yield one, two
+    two.close()
 
 
 def test_balanced_batches_give_each_worker_a_share_and_keep_every_sentence_within_the_budget():
@@ -33,22 +35,22 @@ def test_balanced_batches_give_each_worker_a_share_and_keep_every_sentence_withi
     assert balanced_batches([7], 100, 2) == [[0]]  # one sentence cannot be split
 
 
-def test_workers_translate_sample_and_score_as_one_worker_does(translators, multi30k_lines, monkeypatch):
+def same(a: list[Translation], b: list[Translation]) -> None:
+    """The same lines and texts; scores to 1e-5 (two workers split a chunk into other batches, and a batch's
+    padding changes the last bits of its sums)."""
+    assert [(t.line, [text for text, _ in t.hypotheses]) for t in a] == [
+        (t.line, [text for text, _ in t.hypotheses]) for t in b
+    ]
+    assert [s for t in a for _, s in t.hypotheses] == pytest.approx([s for t in b for _, s in t.hypotheses], abs=1e-5)
+
+
+def test_workers_translate_sample_and_score_as_one_worker_does(translators, multi30k_lines):
     one, two = translators
     lines = multi30k_lines["test_2016_flickr.en"][:24]
     lines[5:5] = [""]
-    names = set()
-    search = two._search
-
-    def recorded(*args, **kwargs):
-        names.add(threading.current_thread().name)
-        return search(*args, **kwargs)
-
-    monkeypatch.setattr(two, "_search", recorded)
     runs = [list(t.translate_stream(lines, FAST, batch_tokens=60, chunk_lines=10)) for t in (one, two)]
     same(runs[0], runs[1])
     assert [t.line for t in runs[1]] == list(range(1, len(lines) + 1))
-    assert len(names) == 2 and all(name.startswith("mtkit-search") for name in names)
     sampling = SamplingConfig(topk=5, seed=3, samples=2)
     samples = [list(t.translate_stream(lines, FAST, batch_tokens=60, sampling=sampling)) for t in (one, two)]
     same(samples[0], samples[1])
@@ -59,32 +61,76 @@ def test_workers_translate_sample_and_score_as_one_worker_does(translators, mult
     assert [s.logprob for s in scores[0]] == pytest.approx([s.logprob for s in scores[1]], abs=1e-4)
 
 
-def same(a: list[Translation], b: list[Translation]) -> None:
-    """The same lines and texts; scores to 1e-5 (two workers split a chunk into other batches, and a batch's
-    padding changes the last bits of its sums)."""
-    assert [(t.line, [text for text, _ in t.hypotheses]) for t in a] == [
-        (t.line, [text for text, _ in t.hypotheses]) for t in b
-    ]
-    assert [s for t in a for _, s in t.hypotheses] == pytest.approx([s for t in b for _, s in t.hypotheses], abs=1e-5)
+def openmp_threads() -> int:
+    """omp_get_max_threads of the OpenMP runtime PyTorch loaded: the thread count OpenMP gives this thread."""
+    torch_dir = str(Path(torch.__file__).parent)  # not another package's runtime (CTranslate2 brings its own)
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        paths = {line.split()[-1] for line in maps if "omp" in line and line.split()[-1].startswith(torch_dir)}
+    if not paths:
+        return -1
+    return int(ctypes.CDLL(sorted(paths)[0]).omp_get_max_threads())
 
 
-def test_a_failing_batch_ends_the_stream_with_its_error(translators, multi30k_lines, monkeypatch):
-    _, two = translators
+def test_the_batches_run_in_worker_processes_of_one_thread_each(model_file, tmp_path, monkeypatch):
+    """Other processes than this one, each with one PyTorch and one OpenMP thread (GNU OpenMP hangs when a
+    forked process starts threads), and the workers end with close()."""
+    log = tmp_path / "workers.log"
+    search = Translator._search
 
-    def broken(*args, **kwargs):
+    def recorded(self, *args, **kwargs):
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()} {torch.get_num_threads()} {openmp_threads()}\n")
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "_search", recorded)
+    two = Translator.load(model_file, device="cpu", workers=2)
+    try:
+        sentences = ["A dog runs.", "Two men talk.", "A cat sleeps.", "A girl reads.", "It rains."]
+        assert len(list(two.translate_stream(sentences, FAST, batch_tokens=8))) == 5
+        assert two._pool is not None
+        processes = list(two._pool._processes.values())  # type: ignore[attr-defined]
+    finally:
+        two.close()
+    rows = [line.split() for line in log.read_text().splitlines()]
+    assert len(rows) >= 2 and str(os.getpid()) not in {pid for pid, _, _ in rows}
+    assert {torch_threads for _, torch_threads, _ in rows} == {"1"}
+    assert {omp for _, _, omp in rows} <= {"1", "-1"}  # -1: no OpenMP runtime of PyTorch's own to ask
+    assert len(processes) == 2 and not any(p.is_alive() for p in processes)
+
+
+def test_a_failing_batch_ends_the_stream_with_its_error(model_file, multi30k_lines, monkeypatch):
+    def broken(self, *args, **kwargs):
         raise ValueError("this batch failed")
 
-    monkeypatch.setattr(two, "_search", broken)
-    with pytest.raises(ValueError, match="this batch failed"):
+    monkeypatch.setattr(Translator, "_search", broken)
+    two = Translator.load(model_file, device="cpu", workers=2)
+    try:
+        with pytest.raises(ValueError, match="this batch failed"):
+            list(two.translate_stream(multi30k_lines["test_2016_flickr.en"][:12], FAST, batch_tokens=40))
+    finally:
+        two.close()
+
+
+def test_a_worker_that_dies_is_one_clear_error(model_file, multi30k_lines, monkeypatch):
+    def killed(self, *args, **kwargs):
+        os._exit(9)  # as the kernel's out-of-memory killer would end it
+
+    monkeypatch.setattr(Translator, "_search", killed)
+    two = Translator.load(model_file, device="cpu", workers=2)
+    with pytest.raises(MtkitError, match="a decoding worker stopped before its batch was done"):
         list(two.translate_stream(multi30k_lines["test_2016_flickr.en"][:12], FAST, batch_tokens=40))
+    assert two._pool is None
 
 
-def test_workers_are_for_the_cpu_and_at_least_one(translators):
+def test_workers_are_for_the_cpu_and_at_least_one(translators, monkeypatch):
     one, _ = translators
     with pytest.raises(MtkitError, match="on the CPU only"):
         Translator(one.model, one.vocab, device="cuda", workers=2)
     with pytest.raises(MtkitError, match="at least 1"):
         Translator(one.model, one.vocab, device="cpu", workers=0)
+    monkeypatch.setattr(translator_module.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    with pytest.raises(MtkitError, match="fork"):
+        Translator(one.model, one.vocab, device="cpu", workers=2)
 
 
 @pytest.mark.slow
@@ -94,36 +140,6 @@ def test_the_cli_with_two_workers_writes_what_one_writes(cli, model_file, multi3
     outputs = [cli("translate", *options, *extra, input=text) for extra in ((), ("--workers", "2"))]
     assert all(done.returncode == 0 for done in outputs), outputs[1].stderr
     assert outputs[0].stdout == outputs[1].stdout and len(outputs[1].stdout.splitlines()) == 10
-    done = cli("translate", *options, "--workers", "0", input=text)
-    assert done.returncode == 2 and "--workers" in done.stderr and "Traceback" not in done.stderr
-
-
-def openmp_threads() -> Callable[[], int]:
-    """omp_get_max_threads of the OpenMP runtime PyTorch loaded: the count OpenMP gives the calling thread."""
-    torch_dir = str(Path(torch.__file__).parent)  # not another package's runtime (CTranslate2 brings its own)
-    with open("/proc/self/maps", encoding="utf-8") as maps:
-        paths = {line.split()[-1] for line in maps if "omp" in line and line.split()[-1].startswith(torch_dir)}
-    if not paths:
-        pytest.skip("this PyTorch loads no OpenMP runtime of its own that the test can ask")
-    return ctypes.CDLL(sorted(paths)[0]).omp_get_max_threads
-
-
-def test_each_worker_runs_with_the_threads_pytorch_had_when_the_workers_started(model_file, monkeypatch):
-    """OpenMP keeps a thread count per thread: a worker must set its own, or oneDNN would use every core."""
-    ask = openmp_threads()
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        two = Translator.load(model_file, device="cpu", workers=2)
-        counts = []
-        search = two._search
-
-        def recorded(*args, **kwargs):
-            counts.append(ask())
-            return search(*args, **kwargs)
-
-        monkeypatch.setattr(two, "_search", recorded)
-        list(two.translate_stream(["A dog runs.", "Two men talk.", "A cat sleeps."], FAST, batch_tokens=8))
-    finally:
-        torch.set_num_threads(before)
-    assert len(counts) >= 2 and set(counts) == {1}
+    for extra, message in ((("--workers", "0"), "--workers"), (("--workers", "2", "--threads", "2"), "one thread")):
+        done = cli("translate", *options, *extra, input=text)
+        assert done.returncode in (1, 2) and message in done.stderr and "Traceback" not in done.stderr
