@@ -169,10 +169,11 @@ class Translator:
         change after every update and the copies would stay with it.
 
         `workers`: batches searched at once (CPU only, Linux), each in a process of its own that runs one thread,
-        forked from this one when first needed (the weights are shared, not copied). One search leaves one of
-        two cores idle while Python works out each step; two searches keep both busy. Threads would not: a
-        search holds Python's lock between its many small operations, and two threads wait for each other.
-        `close()` stops the workers.
+        forked from this one as it is made, before a caller's threads exist (a fork copies only the thread that
+        makes it, and a lock another thread held would stay held); the weights are shared, not copied. One
+        search leaves one of two cores idle while Python works out each step; two searches keep both busy.
+        Threads would not: a search holds Python's lock between its many small operations, and two threads
+        wait for each other. `close()` stops the workers.
         """
         models = [model] if isinstance(model, Transformer) else list(model)
         for cfg in (m.cfg for m in models):
@@ -202,6 +203,8 @@ class Translator:
                 m.prepack()
         self.model = self.models[0]
         self.vocab = vocab
+        if workers > 1:
+            self._start_workers()
 
     @classmethod
     def load(
