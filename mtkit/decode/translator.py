@@ -9,11 +9,13 @@ process of its own with one thread, as Marian's `--cpu-threads` and CTranslate2'
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import itertools
 import logging
 import math
 import multiprocessing
 import os
+import signal
 import typing
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -57,8 +59,23 @@ Source = str | tuple[str, str]  # a source line, or (source line, target prefix)
 T = TypeVar("T")
 Job = tuple[str, tuple[Any, ...]]  # a Translator method's name and its arguments: one batch's work
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends (<linux/prctl.h>)
+
 # In a worker process: the translator it was forked from (`Translator._start_workers`).
 _FORKED: Translator | None = None
+
+
+def _start_worker(parent: int) -> None:
+    """A worker's first act: one PyTorch thread (see `Translator._start_workers`), and an end with its parent.
+
+    A worker blocks on its job queue, whose write end it inherited too, so a parent that is killed
+    (SIGTERM, SIGKILL) would leave it waiting forever: the kernel sends it SIGTERM when the parent ends
+    (Linux's PR_SET_PDEATHSIG), and one whose parent already ended before that took hold leaves at once.
+    """
+    torch.set_num_threads(1)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0 or os.getppid() != parent:
+        os._exit(1)
 
 
 def _work(name: str, args: tuple[Any, ...]) -> Any:
@@ -287,8 +304,8 @@ class Translator:
             pool = concurrent.futures.ProcessPoolExecutor(
                 self.workers,
                 mp_context=multiprocessing.get_context("fork"),
-                initializer=torch.set_num_threads,
-                initargs=(1,),
+                initializer=_start_worker,
+                initargs=(os.getpid(),),
             )
             pool.submit(int).result()  # every worker is forked at the first job, while _FORKED is this translator
         finally:
@@ -298,10 +315,18 @@ class Translator:
         return pool
 
     def close(self) -> None:
-        """Stop the worker processes, if any were started (a later search starts them again)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Stop the worker processes at once, if any were started, their batches unfinished (a later search
+        starts them again)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # Python before 3.14 has no public way to stop a job that has started: end the processes themselves.
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join()
 
     def translate(
         self,

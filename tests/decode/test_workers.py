@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +146,36 @@ def test_the_cli_with_two_workers_writes_what_one_writes(cli, model_file, multi3
     for extra, message in ((("--workers", "0"), "--workers"), (("--workers", "2", "--threads", "2"), "one thread")):
         done = cli("translate", *options, *extra, input=text)
         assert done.returncode in (1, 2) and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_workers_end_when_their_parent_is_killed(model_file):
+    """A worker waits on a queue whose write end it holds too: without PR_SET_PDEATHSIG it would wait forever."""
+    script = (
+        "import sys, time\n"
+        "from mtkit.decode.translator import Translator\n"
+        "t = Translator.load(sys.argv[1], device='cpu', workers=2)\n"
+        "print(' '.join(map(str, t._pool._processes)), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    parent = subprocess.Popen([sys.executable, "-c", script, str(model_file)], stdout=subprocess.PIPE, env=env)
+    try:
+        assert parent.stdout is not None
+        pids = [int(pid) for pid in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(Path(f"/proc/{pid}").exists() for pid in pids)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 30  # a liveness bound, not a speed check: they end within milliseconds
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in pids)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
