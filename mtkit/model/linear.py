@@ -129,12 +129,13 @@ class PackedWeight:
         return weight._version == self.version and weight.data_ptr() == self.address
 
 
-def pack(weight: Tensor, bias: bool = False) -> PackedWeight | None:
+def pack(weight: Tensor, bias: bool = False, relu: bool = False) -> PackedWeight | None:
     """`weight` packed for oneDNN where its inference products should read it so; None elsewhere.
 
     Packed: every fp32 CPU weight where products go through oneDNN, and, where MKL was chosen by
     measurement, each weight that measures faster packed (`packed_speedup`, with a bias where its
-    layer adds one: MKL adds it in a pass of its own, oneDNN as it writes). An inference tensor
+    layer adds one and a ReLU where one follows: MKL adds each in a pass of its own, oneDNN as it
+    writes). An inference tensor
     (made under torch.inference_mode) is not packed: it keeps no version counter, so a later change
     to it could not be noticed.
     """
@@ -144,7 +145,7 @@ def pack(weight: Tensor, bias: bool = False) -> PackedWeight | None:
         return PackedWeight(weight)
     if _measured_mkl:
         out_features, in_features = weight.shape
-        speedup = packed_speedup(in_features, out_features, bias)
+        speedup = packed_speedup(in_features, out_features, bias, relu)
         faster = speedup >= MIN_PACKED_SPEEDUP
         logger.debug("%d -> %d packed for oneDNN: %.2fx MKL, %s", in_features, out_features, speedup, faster)
         return PackedWeight(weight) if faster else None
@@ -152,8 +153,11 @@ def pack(weight: Tensor, bias: bool = False) -> PackedWeight | None:
 
 
 @functools.cache
-def packed_speedup(in_features: int, out_features: int, bias: bool, rows: tuple[int, ...] = DECODE_ROWS) -> float:
-    """MKL time / oneDNN time with a packed weight for (r x in_features) -> out_features, summed over r in `rows`.
+def packed_speedup(
+    in_features: int, out_features: int, bias: bool, relu: bool = False, rows: tuple[int, ...] = DECODE_ROWS
+) -> float:
+    """MKL time / oneDNN time with a packed weight for (r x in_features) -> out_features, summed over r in `rows`;
+    with `relu`, each followed by a ReLU (a pass of its own after MKL, fused into oneDNN's product).
 
     Each product's time is its best of 5; measured once per shape and process.
     """
@@ -165,8 +169,8 @@ def packed_speedup(in_features: int, out_features: int, bias: bool, rows: tuple[
     for r in rows:
         x = torch.randn(r, in_features, generator=generator)
         runs = {
-            "mkl": functools.partial(F.linear, x, weight, b),
-            "onednn": functools.partial(onednn_linear, x, packed, b),
+            "mkl": functools.partial(linear, x, weight, b, None, relu),  # MKL: no packed copy to read
+            "onednn": functools.partial(onednn_linear, x, packed, b, relu),
         }
         for run in runs.values():
             run()  # oneDNN compiles its kernel for the shape on the first call

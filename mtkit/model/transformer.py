@@ -532,9 +532,10 @@ class Transformer(nn.Module):
         Costs a second copy of those weights; a later change of a weight (training, `to`) makes
         its copy unused, not wrong.
         """
+        relu_after = {id(m.w_1) for m in self.modules() if isinstance(m, FeedForward)}  # Eq. (2)'s inner layer
         for module in self.modules():
             if isinstance(module, Linear):
-                module.packed = pack(module.weight, module.bias is not None)
+                module.packed = pack(module.weight, module.bias is not None, id(module) in relu_after)
         if self.output_proj is None:
             self.output_packed = pack(self.tgt_embed.table.weight)
 

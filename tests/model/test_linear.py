@@ -242,8 +242,8 @@ def test_where_measurement_keeps_mkl_each_weight_is_packed_only_if_it_measures_f
     monkeypatch.setattr(linear, "onednn_speedup", lambda d_model, training: 0.9)  # MKL kept for plain products
     timed = []
 
-    def speedup(in_features, out_features, bias):
-        timed.append((in_features, out_features, bias))
+    def speedup(in_features, out_features, bias, relu):
+        timed.append((in_features, out_features, bias, relu))
         return 1.3 if out_features == 40 else 1.02  # the output layer (d_model -> tiny()'s 40 words) gains, no other
 
     monkeypatch.setattr(linear, "packed_speedup", speedup)
@@ -252,7 +252,9 @@ def test_where_measurement_keeps_mkl_each_weight_is_packed_only_if_it_measures_f
     model.prepack()
     assert model.output_packed is not None
     assert all(m.packed is None for m in model.modules() if isinstance(m, linear.Linear))
-    assert (model.cfg.d_model, 40, False) in timed and (model.cfg.d_model, model.cfg.d_ff, True) in timed
+    d, d_ff = model.cfg.d_model, model.cfg.d_ff
+    assert (d, 40, False, False) in timed and (d, d_ff, True, True) in timed  # the first FFN layer: its ReLU too
+    assert {(inputs, out) for inputs, out, _, relu in timed if relu} == {(d, d_ff)}  # and no other layer
     src, tgt = torch.tensor([[5, 6, 7, EOS]]), torch.tensor([[BOS, 20, 21]])
     with torch.no_grad():
         packed = model(src, tgt)
@@ -272,4 +274,5 @@ def test_a_pinned_backend_packs_by_the_pin_and_never_measures(monkeypatch):
 
 @needs_onednn
 def test_the_packed_speedup_is_a_ratio_of_two_timings():
-    assert 0.0 < linear.packed_speedup(16, 24, True, rows=(2, 8)) < float("inf")
+    for relu in (False, True):
+        assert 0.0 < linear.packed_speedup(16, 24, True, relu, rows=(2, 8)) < float("inf")
