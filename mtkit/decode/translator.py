@@ -320,13 +320,11 @@ class Translator:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        # Python before 3.14 has no public way to stop a job that has started: end the processes themselves.
-        processes = list(getattr(pool, "_processes", {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
+        # Python before 3.14 has no public way to stop a job that has started: end the processes themselves,
+        # then let the pool's own thread see them gone and reap them (a second waiter could miss their end).
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
             process.terminate()
-        for process in processes:
-            process.join()
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def translate(
         self,

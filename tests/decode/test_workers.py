@@ -91,14 +91,14 @@ def test_the_batches_run_in_worker_processes_of_one_thread_each(model_file, tmp_
         sentences = ["A dog runs.", "Two men talk.", "A cat sleeps.", "A girl reads.", "It rains."]
         assert len(list(two.translate_stream(sentences, FAST, batch_tokens=8))) == 5
         assert two._pool is not None
-        processes = list(two._pool._processes.values())  # type: ignore[attr-defined]
+        pids = list(two._pool._processes)  # type: ignore[attr-defined]
     finally:
         two.close()
     rows = [line.split() for line in log.read_text().splitlines()]
     assert len(rows) >= 2 and str(os.getpid()) not in {pid for pid, _, _ in rows}
     assert {torch_threads for _, torch_threads, _ in rows} == {"1"}
     assert {omp for _, _, omp in rows} <= {"1", "-1"}  # -1: no OpenMP runtime of PyTorch's own to ask
-    assert len(processes) == 2 and not any(p.is_alive() for p in processes)
+    assert len(pids) == 2 and not any(alive(pid) for pid in pids)
 
 
 def test_a_failing_batch_ends_the_stream_with_its_error(model_file, multi30k_lines, monkeypatch):
