@@ -22,6 +22,7 @@ workers run one thread each); a system's peak RSS adds up its worker processes' 
 in each):
 
     python bench/translate_speed.py --model M.pt --workers 2 --threads 1  # 2 cores as 2 workers, both systems
+
 Stopping: mtkit by `--early-stop` (default patience: once `beam` hypotheses have finished, as
 CTranslate2's patience 1; `exact` runs until no live hypothesis can beat the best finished one).
 mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained model gives them next
