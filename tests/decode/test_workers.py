@@ -36,6 +36,10 @@ def test_balanced_batches_give_each_worker_a_share_and_keep_every_sentence_withi
     assert all(len(b) * 3 <= 12 for b in two)
     assert len(balanced_batches(lengths, 9, 2)) == 4  # already a multiple: unchanged
     assert balanced_batches([7], 100, 2) == [[0]]  # one sentence cannot be split
+    lengths = [5 + (7 * i) % 40 for i in range(1000)]  # 7 batches at 4,096: 8 for two workers
+    batches = balanced_batches(lengths, 4096, 2)
+    costs = [len(b) * max(lengths[i] for i in b) for b in batches]  # padded tokens
+    assert len(batches) == 8 and min(costs) > 0.9 * max(costs)  # no last batch of a few sentences
 
 
 def same(a: list[Translation], b: list[Translation]) -> None:
