@@ -16,6 +16,7 @@ import math
 import multiprocessing
 import os
 import signal
+import sys
 import typing
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -206,8 +207,8 @@ class Translator:
             raise MtkitError("workers must be at least 1.")
         if workers > 1 and self.device.type != "cpu":
             raise MtkitError(f"several workers search at once on the CPU only; on {self.device} use one worker.")
-        if workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
-            raise MtkitError("several workers need processes started by fork (Linux); use one worker here.")
+        if workers > 1 and not sys.platform.startswith("linux"):
+            raise MtkitError("several workers need Linux (forked processes that end with their parent); use one.")
         self.workers = workers
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         cap_kernel_caches(DECODE_KERNEL_CACHE, DECODE_KERNEL_CACHE)  # no-op once the process has run a product
