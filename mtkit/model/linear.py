@@ -135,9 +135,8 @@ def pack(weight: Tensor, bias: bool = False, relu: bool = False) -> PackedWeight
     Packed: every fp32 CPU weight where products go through oneDNN, and, where MKL was chosen by
     measurement, each weight that measures faster packed (`packed_speedup`, with a bias where its
     layer adds one and a ReLU where one follows: MKL adds each in a pass of its own, oneDNN as it
-    writes). An inference tensor
-    (made under torch.inference_mode) is not packed: it keeps no version counter, so a later change
-    to it could not be noticed.
+    writes). An inference tensor (made under torch.inference_mode) is not packed: it keeps no version
+    counter, so a later change to it could not be noticed.
     """
     if weight.device.type != "cpu" or weight.dtype != torch.float32 or weight.is_inference():
         return None
