@@ -57,8 +57,7 @@ def make_corpus(out: Path, sentences: int, vocab: int, seed: int) -> Path:
         tgt_len = np.clip(src_len * rng.uniform(0.8, 1.25, n), 1, 250).astype(int)
         for lang, lengths in (("en", src_len), ("de", tgt_len)):
             with BinaryWriter(out / "bin" / f"{split}.{lang}", vocab) as w:
-                for length in lengths:
-                    w.add(rng.integers(4, vocab, length))
+                w.add_many([rng.integers(4, vocab, length) for length in lengths])
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(["a b c d e f g h"] * 10),
@@ -305,6 +304,7 @@ def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, 
         f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak} "
         f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads, fp32 products: {r.get('fp32_matmul')}, "
         f"heap: {r.get('cpu_heap')})"
+        + (f", {r['gpu']}: peak GPU memory {r['peak_gpu_mem_mb']:,.0f} MB" if "gpu" in r else "")
     )
     return r
 
