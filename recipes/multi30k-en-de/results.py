@@ -40,6 +40,16 @@ def versions() -> str:
     return f"mtkit {mtkit.__version__}, torch {torch.__version__}, sacrebleu {sacrebleu.__version__}"
 
 
+def trained_on(start: dict) -> tuple[str, str]:
+    """(where, what) the run trained: "this CPU" and its cores, or "this GPU" and its name, from the log's start."""
+    cores = f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()})"
+    if not str(start.get("device", "cpu")).startswith("cuda"):
+        return "this CPU", cores
+    import torch
+
+    return "this GPU", f"{torch.cuda.get_device_name(torch.device(start['device']))}, {cores}"
+
+
 def decoding(commands: list[str]) -> str:
     """The search the recipe's translate steps ran, from their command lines (mtkit's defaults where not given)."""
     command = next((c for c in commands if "mtkit translate" in c), "")
@@ -73,15 +83,21 @@ def main(argv: list[str]) -> str:
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     minutes = minutes_axis(records)  # training wall-clock, resumes stitched: the x axis of curves.png
     done = [r for r in records if r["event"] == "done"][-1]
-    train = [r for r in records if r["event"] == "train"][-1]
+    trains = [r for r in records if r["event"] == "train"]
+    window = (
+        f"last log window {trains[-1]['tokens_per_s']:,.0f} tokens/s (source + target), "
+        f"{trains[-1]['s_per_update']:.3f} s/update"
+        if trains
+        else "no log window (fewer updates than --log-every)"
+    )
+    where, machine = trained_on([r for r in records if r["event"] == "start"][-1])  # the last resume's machine
     names = {"last": f"last checkpoint (update {done['step']})", "averaged": "average of the last checkpoints"}
 
     lines = [
-        f"# Multi30k En-De, small Transformer, {budget} minutes of training on this CPU",
+        f"# Multi30k En-De, small Transformer, {budget} minutes of training on {where}",
         "",
         f"Made by `recipes/multi30k-en-de/run.sh` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: "
-        f"{versions()}; Python {platform.python_version()}; {os.cpu_count()} CPU cores "
-        f"({platform.processor() or platform.machine()}).",
+        f"{versions()}; Python {platform.python_version()}; {machine}.",
         "",
         "| model | test_2016_flickr sacreBLEU | test chrF2 | dev sacreBLEU |",
         "|---|---|---|---|",
@@ -102,8 +118,7 @@ def main(argv: list[str]) -> str:
         f"- sacreBLEU signature: `{metric(scores[('test', best)], 'BLEU')['signature']}`",
         f"- chrF signature: `{metric(scores[('test', best)], 'chrF')['signature']}`",
         f"- training: {done['step']} updates, {done['epochs_done']} full epochs, stopped by "
-        f"`{done['stopped']}` after {done['hours'] * 60:.1f} minutes of training wall-clock; last log window "
-        f"{train['tokens_per_s']:,.0f} tokens/s (source + target), {train['s_per_update']:.3f} s/update",
+        f"`{done['stopped']}` after {done['hours'] * 60:.1f} minutes of training wall-clock; {window}",
         "",
         "## BLEU by time",
         "",
