@@ -29,6 +29,11 @@ mtkit never generates <pad> or <s>; CTranslate2 is left as deployed (a trained m
 to no probability; its `suppress_sequences` would renormalise the scores).
 
 mtkit int8 runs only where `mtkit translate --precision int8` exists (skipped with a note elsewhere).
+On a GPU (`--device cuda`) the mtkit rows can also be bf16 and fp16, each with its ratio to mtkit fp32, and
+each mtkit row adds its peak GPU memory (`torch.cuda.max_memory_allocated`):
+
+    python bench/translate_speed.py --model M.pt --device cuda --systems mtkit-fp32,mtkit-bf16,mtkit-fp16
+
 The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
 sentences/s over CTranslate2 fp32's (and mtkit int8 over CTranslate2 int8's). The last line
 printed is one JSON object with every figure.
@@ -50,7 +55,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "multi30k-en-de"
-SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8")
+SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8")  # the default; mtkit-bf16, mtkit-fp16 on request
 WARMUP = 8
 
 
@@ -94,8 +99,8 @@ def workers_peak_rss_mib() -> float:
 
 
 # --------------------------------------------------------------------------- children
-def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float]:
-    """(outputs, target tokens, seconds, the workers' peak RSS in MiB) of mtkit's Translator."""
+def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None]:
+    """(outputs, target tokens, seconds, the workers' peak RSS in MiB, peak GPU MiB) of mtkit's Translator."""
     import torch
 
     sys.path.insert(0, str(ROOT))
@@ -103,7 +108,7 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     from mtkit.decode.translator import Translator
 
     torch.set_num_threads(job["threads"])
-    translator = Translator.load(job["model"], device="cpu", precision=precision, workers=job["workers"])
+    translator = Translator.load(job["model"], device=job["device"], precision=precision, workers=job["workers"])
     config = DecodeConfig(
         beam=job["beam"],
         alpha=job["alpha"],
@@ -118,7 +123,8 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     outputs = [t.text for t in translator.translate_stream(lines, config, job["batch_tokens"])]
     seconds = time.perf_counter() - start
     tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
-    return outputs, tokens, seconds, workers_peak_rss_mib()
+    gpu = torch.cuda.max_memory_allocated() / 2**20 if job["device"].startswith("cuda") else None
+    return outputs, tokens, seconds, workers_peak_rss_mib(), gpu
 
 
 def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, float]:
@@ -129,7 +135,7 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
     sp = spm.SentencePieceProcessor(model_file=str(Path(job["ct2_dir"]) / "spm.model"))
     translator = ctranslate2.Translator(
         job["ct2_dir"],
-        device="cpu",
+        device="cuda" if job["device"].startswith("cuda") else "cpu",
         compute_type=compute_type,
         intra_threads=job["threads"],
         inter_threads=job["workers"],
@@ -159,19 +165,27 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
 
 def child(system: str, job_path: str, out_path: str) -> None:
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-    workers = 0.0
+    workers, gpu = 0.0, None
     if system.startswith("mtkit"):
-        outputs, tokens, seconds, workers = run_mtkit(job, system.split("-")[1])
+        outputs, tokens, seconds, workers, gpu = run_mtkit(job, system.split("-")[1])
     else:
         outputs, tokens, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
     peak = peak_rss_mib() + workers
-    result = {"outputs": outputs, "tgt_tokens": tokens, "seconds": seconds, "peak_rss_mib": peak}
+    result = {"outputs": outputs, "tgt_tokens": tokens, "seconds": seconds, "peak_rss_mib": peak, "peak_gpu_mib": gpu}
+    if gpu is not None:
+        import torch
+
+        result["gpu"] = torch.cuda.get_device_name()
     Path(out_path).write_text(json.dumps(result), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- parent
-def available(system: str) -> str | None:
+def available(system: str, device: str) -> str | None:
     """None when `system` can run here, else the note that says why not."""
+    if system not in (*SYSTEMS, "mtkit-bf16", "mtkit-fp16"):
+        return "skipped: no such system"
+    if system == "mtkit-fp16" and not device.startswith("cuda"):
+        return "skipped: fp16 decoding runs on CUDA only"
     if system == "mtkit-int8":
         sys.path.insert(0, str(ROOT))
         from mtkit.config import DECODE_PRECISION_CHOICES
@@ -221,6 +235,7 @@ def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) ->
         "tgt_tokens_per_s": round(r["tgt_tokens"] / r["seconds"], 1),
         "tgt_tokens": r["tgt_tokens"],
         "peak_rss_mib": round(r["peak_rss_mib"], 1),
+        **({"peak_gpu_mib": round(r["peak_gpu_mib"], 1), "gpu": r["gpu"]} if r.get("peak_gpu_mib") is not None else {}),
         "bleu": bleu(r["outputs"], refs),
     }
 
@@ -240,6 +255,7 @@ def keep_best(best: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any
 
 def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
     anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
+    anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32"}
     for system, anchor in anchors.items():
         if system in rows and anchor in rows:
             rows[system][f"vs_{anchor}"] = round(rows[system]["sentences_per_s"] / rows[anchor]["sentences_per_s"], 3)
@@ -249,6 +265,8 @@ def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
     print(f"{'system':<11} {'sent/s':>8} {'tok/s':>9} {'peak RSS MiB':>13} {'BLEU':>6}  ratio")
     for system, row in rows.items():
         ratios = ", ".join(f"{v:.2f}x {k[3:]}" for k, v in row.items() if k.startswith("vs_"))
+        if "peak_gpu_mib" in row:
+            ratios = ", ".join(filter(None, [ratios, f"peak GPU {row['peak_gpu_mib']:,.0f} MiB"]))
         print(
             f"{system:<11} {row['sentences_per_s']:>8.2f} {row['tgt_tokens_per_s']:>9.1f} "
             f"{row['peak_rss_mib']:>13.0f} {row['bleu'] if row['bleu'] is not None else '-':>6}  {ratios}"
@@ -270,6 +288,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--alpha", type=float, default=0.6, help="fairseq length normalisation exponent")
     parser.add_argument("--max-len-b", type=int, default=50, help="longest output = source tokens + this")
     parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument(
+        "--device", default="cpu", help="cpu or cuda[:N] (the mtkit rows; CTranslate2's too where installed)"
+    )
     parser.add_argument(
         "--early-stop",
         default="patience",
@@ -310,7 +331,7 @@ def main() -> None:
     lines = read_lines(args.input, args.limit)
     refs = read_lines(args.ref, args.limit) if args.ref else None
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    notes = {s: note for s in systems if (note := available(s))}
+    notes = {s: note for s in systems if (note := available(s, args.device))}
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="translate-speed-") as name:
         tmp = Path(name)
@@ -323,6 +344,7 @@ def main() -> None:
             "batch_tokens": args.batch_tokens,
             "threads": args.threads,
             "workers": args.workers,
+            "device": args.device,
             "early_stop": args.early_stop,
             "ct2_dir": export_model(args.model, tmp)
             if any(s.startswith("ct2") and s not in notes for s in systems)
@@ -353,6 +375,7 @@ def main() -> None:
                 "rounds": args.rounds,
                 "rows": list(rows.values()),
                 "notes": notes,
+                "device": args.device,
                 "cpu": cpu_name(),
                 "cpus": os.cpu_count(),
                 "load_average_1min": round(os.getloadavg()[0], 2),
