@@ -40,7 +40,8 @@ if compgen -G "$assets/whl/*.whl" >/dev/null; then
 fi
 shim=$(mktemp -d)
 printf '#!/bin/sh\nexec %s -m mtkit "$@"\n' "$python" >"$shim/mtkit"
-chmod +x "$shim/mtkit"
+printf '#!/bin/sh\nexec %s "$@"\n' "$python" >"$shim/python"  # the recipe calls `python`; some images have only python3
+chmod +x "$shim/mtkit" "$shim/python"
 export PATH=$shim:$PATH
 
 bench=("$python" "$root/bench/train_throughput.py" --device "$device" --steps "$steps" --warmup-steps 10)
