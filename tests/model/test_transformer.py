@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import mtkit
 from mtkit.config import BOS, EOS, PAD
 from mtkit.errors import MtkitError
-from mtkit.model.transformer import attention_math, math_attention_is_faster, softmax
+from mtkit.model.transformer import attention_math, fused_attention, math_attention_is_faster, softmax
 
 
 def n_params(model: torch.nn.Module) -> int:
@@ -276,3 +276,43 @@ def test_the_short_row_softmax_equals_torchs(dtype):
         assert got.dtype == torch.float32 and got.shape == scores.shape
         assert torch.allclose(got, scores.float().softmax(-1), atol=1e-6)
         assert torch.allclose(got.sum(-1), torch.ones(3, 2, 5))
+
+
+class OnCuda:
+    """Stands in for a CUDA tensor where only its device is read (this machine may have no GPU)."""
+
+    device = torch.device("cuda")
+
+    def __init__(self, fail: bool = False):
+        self.fail = fail
+
+
+def test_cuda_attention_runs_without_cudnns_kernel_and_leaves_the_switch_as_it_was(monkeypatch):
+    """cuDNN's kernel plans anew for every shape (bench/cuda_attention.py: ~130 ms a decoding step on an H200):
+    off for the call on CUDA, back on after it, even when the call fails; a caller's own 'off' is kept."""
+    seen = []
+
+    def fused(q, k, v, **kwargs):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        if getattr(q, "fail", False):
+            raise RuntimeError("out of memory")
+        return q
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", fused)
+    q = OnCuda()
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    assert fused_attention(q, q, q, None, False, 0.0) is q
+    assert seen == [False] and torch.backends.cuda.cudnn_sdp_enabled()
+    failing = OnCuda(fail=True)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        fused_attention(failing, failing, failing, None, False, 0.0)
+    assert seen[-1] is False and torch.backends.cuda.cudnn_sdp_enabled()
+    cpu = torch.randn(1, 2, 3, 4)
+    assert fused_attention(cpu, cpu, cpu, None, False, 0.0) is cpu
+    assert seen[-1] is True  # the CPU: the switch is not touched
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        fused_attention(q, q, q, None, False, 0.0)
+        assert seen[-1] is False and not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
