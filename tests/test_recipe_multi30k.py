@@ -3,6 +3,7 @@ averaging window agree, and nothing is created. (The recipe's real run is the RE
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -94,16 +95,47 @@ def test_bad_arguments_are_one_clear_line(args, message, tmp_path: Path) -> None
     assert done.stderr.count("\n") == 1 and done.stdout == ""
 
 
-def test_results_md_names_the_search_the_translate_steps_ran() -> None:
+def load_results_script():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("m30k_results", ROOT / "recipes" / "multi30k-en-de" / "results.py")
     assert spec is not None and spec.loader is not None
     results = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(results)
+    return results
+
+
+def test_results_md_names_the_search_the_translate_steps_ran() -> None:
+    results = load_results_script()
     full = ["mtkit train d --out r", "mtkit translate --model m.pt --input x --beam 4 --alpha 1.4 --early-stop exact"]
     assert results.decoding(full) == "Beam 4, GNMT length penalty alpha 1.4, exact stop"
     assert (
         results.decoding(["mtkit translate --model m.pt --beam 5"])
         == "Beam 5, GNMT length penalty alpha 0.6, patience stop"
     )
+
+
+def test_results_md_of_a_run_shorter_than_one_log_window_says_so_and_names_the_machine(tmp_path: Path) -> None:
+    """A run stopped before its first training log line (a short --minutes on a slow machine) still gets its
+    results.md and model.pt; the title says which device trained (the log's last start record)."""
+    results = load_results_script()
+    out, run = tmp_path / "out", tmp_path / "out" / "run"
+    run.mkdir(parents=True)
+    (run / "checkpoint_last.pt").write_bytes(b"last")
+    records = [
+        {"event": "start", "time": 0.0, "device": "cpu"},
+        {"event": "valid", "time": 30.0, "step": 21, "epoch": 1, "loss": 8.0, "ppl": 2581.2, "bleu": 0.01},
+        {"event": "done", "time": 31.0, "step": 21, "epochs_done": 0, "stopped": "max_minutes", "hours": 0.0082},
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    scores = {
+        "scores": [
+            {"name": "BLEU", "score": 0.01, "signature": "nrefs:1"},
+            {"name": "chrF2", "score": 5.0, "signature": "nc:6"},
+        ]
+    }
+    (out / "scores.test.last.json").write_text(json.dumps(scores))
+    text = results.main([str(out), str(run), "0.3", "mtkit translate --model m.pt", "--", "| train | 0:00:31 |"])
+    assert text.startswith("# Multi30k En-De, small Transformer, 0.3 minutes of training on this CPU\n")
+    assert "stopped by `max_minutes` after 0.5 minutes of training wall-clock; no log window" in text
+    assert (out / "model.pt").read_bytes() == b"last"
