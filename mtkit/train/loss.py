@@ -26,6 +26,12 @@ CHUNK_ELEMENTS = 1 << 24
 # on Multi30k) took 150-164 ms with 64 MB chunks (79k page faults a call) and 90-120 ms with 16 MB (25-31k) on a
 # 2-core Zen 4 EPYC. float32 logits have no such temporary and keep the larger chunks (77-80 ms against 81-95).
 TEMPORARY_CHUNK_ELEMENTS = 1 << 22
+# Other devices (a GPU): neither reason holds there (no parallel regions to pay for, no glibc heap), and each
+# chunk is another dozen kernel launches where launches already bound a small update (on an H200 `base` trained
+# slower in bf16 than in fp32 at 4,096 tokens an update: README, "On a GPU"). One chunk of up to 1 GiB of float32
+# instead: a 4,096-token batch of a 37k vocabulary is 151M elements, one chunk (bf16 logits took 37, fp32 10).
+# Not yet timed on a GPU.
+DEVICE_CHUNK_ELEMENTS = 1 << 28
 
 
 class LossSums(NamedTuple):
@@ -62,8 +68,11 @@ def label_smoothed_sums(logits: Tensor, target: Tensor, smoothing: float) -> tup
     return loss, nll
 
 
-def _chunk_rows(vocab: int, dtype: torch.dtype) -> int:
-    elements = CHUNK_ELEMENTS if dtype == torch.float32 else min(CHUNK_ELEMENTS, TEMPORARY_CHUNK_ELEMENTS)
+def _chunk_rows(vocab: int, dtype: torch.dtype, device: torch.device) -> int:
+    if device.type != "cpu":
+        elements = DEVICE_CHUNK_ELEMENTS
+    else:
+        elements = CHUNK_ELEMENTS if dtype == torch.float32 else min(CHUNK_ELEMENTS, TEMPORARY_CHUNK_ELEMENTS)
     return max(1, elements // max(vocab, 1))
 
 
@@ -76,7 +85,7 @@ def _chunked_sums(logits: Tensor, target: Tensor, smoothing: float, grad_out: Te
     """
     loss = logits.new_zeros((), dtype=torch.float32)
     nll_sum = logits.new_zeros((), dtype=torch.float32)
-    step = _chunk_rows(logits.size(1), logits.dtype)
+    step = _chunk_rows(logits.size(1), logits.dtype, logits.device)
     for lo in range(0, logits.size(0), step):
         x, y = logits[lo : lo + step], target[lo : lo + step]  # (c, V), (c,)
         lprobs = _log_softmax_fp32(x, grad_out[lo : lo + step] if grad_out is not None else None)  # (c, V)
@@ -107,10 +116,24 @@ def _softmax_minus_target(lprobs: Tensor, y: Tensor, real: Tensor, smoothing: fl
 
 
 def _zero_rows(t: Tensor, real: Tensor) -> None:
-    """Zero the padding rows only: an index fill touches those rows, a masked fill would read every row."""
+    """Zero the padding rows of t (rows, V): on the CPU by index (`_zero_rows_by_index`), elsewhere by mask."""
+    if t.device.type == "cpu":
+        _zero_rows_by_index(t, real)
+    else:
+        _zero_rows_by_mask(t, real)
+
+
+def _zero_rows_by_index(t: Tensor, real: Tensor) -> None:
+    """An index fill touches the padding rows alone, where a masked fill reads every row. Finding those rows
+    (`nonzero`) must know how many there are, which on a GPU waits for its queue to drain: once per chunk."""
     pad = real.logical_not().nonzero().squeeze(1)
     if pad.numel():
         t.index_fill_(0, pad, 0.0)
+
+
+def _zero_rows_by_mask(t: Tensor, real: Tensor) -> None:
+    """A masked fill: every row read, nothing waited for (GPUs)."""
+    t.masked_fill_(real.logical_not().unsqueeze(1), 0.0)
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):

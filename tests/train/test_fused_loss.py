@@ -97,8 +97,9 @@ def test_bf16_logits_give_a_float32_loss_and_a_bf16_gradient():
 
 def test_bf16_logits_take_chunks_whose_float32_temporary_stays_below_the_mmap_threshold(monkeypatch):
     """bf16 logits: chunks of at most 16 MB of float32 (8k vocabulary: 524 rows, not fp32's 2,097), same sums."""
-    assert loss_module._chunk_rows(8000, torch.bfloat16) * 8000 * 4 <= 16 << 20
-    assert loss_module._chunk_rows(8000, torch.float32) == (1 << 24) // 8000
+    cpu = torch.device("cpu")
+    assert loss_module._chunk_rows(8000, torch.bfloat16, cpu) * 8000 * 4 <= 16 << 20
+    assert loss_module._chunk_rows(8000, torch.float32, cpu) == (1 << 24) // 8000
     logits, target = batch(seed=7)
     results = []
     for elements in (1 << 22, 2 * 53):  # one chunk; two rows at a time
@@ -109,3 +110,20 @@ def test_bf16_logits_take_chunks_whose_float32_temporary_stays_below_the_mmap_th
         results.append((loss.detach(), nll, x.grad))
     for one, chunked in zip(*results):
         torch.testing.assert_close(chunked, one, rtol=1e-6, atol=1e-5)
+
+
+def test_on_a_gpu_a_batch_is_one_chunk_and_padding_is_zeroed_without_waiting_for_the_device():
+    """No CPU heap to spare there, and each chunk is more kernel launches: a 4,096-token batch of the paper's
+    37k vocabulary is one chunk in bf16 and fp32. Padding rows are zeroed by a mask there (a `nonzero` would
+    wait for the GPU once per chunk), with the same result as the CPU's index fill."""
+    cuda = torch.device("cuda")
+    for dtype in (torch.bfloat16, torch.float32):
+        assert loss_module._chunk_rows(37000, dtype, cuda) >= 4096
+    g = torch.Generator().manual_seed(8)
+    real = torch.rand(9, generator=g) > 0.4
+    real[0], real[1] = True, False
+    by_index, by_mask = (torch.randn(9, 5, generator=torch.Generator().manual_seed(9)) for _ in range(2))
+    loss_module._zero_rows_by_index(by_index, real)
+    loss_module._zero_rows_by_mask(by_mask, real)
+    torch.testing.assert_close(by_mask, by_index, rtol=0, atol=0)
+    assert by_mask[~real].abs().max() == 0 and by_mask[real].abs().min() > 0
