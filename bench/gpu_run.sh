@@ -2,8 +2,9 @@
 # Issue 9's GPU checks in one pass, for a lent GPU machine whose time is short: the attention kernels at
 # translation's changing shapes, training throughput (base and big, bf16 and fp32, and bf16 at a larger batch),
 # the Multi30k recipe trained, averaged, decoded and scored on the GPU, and decoding speed by precision.
-# About 7 minutes on an H200, the machine's start not counted. Every part has its own time limit and the script goes on
-# after a part fails, so that one call gives every figure it can; each part's output is also kept in $OUT.
+# About 7 minutes on an H200, the machine's start not counted. Every part has its own time limit and the script
+# goes on after a part fails, so that one call gives every figure it can; each part's output is also kept in
+# $OUT, 7 files (the device tool brings back 8: room for the whole log, `... | tee $OUT/all.txt`).
 #
 #   ASSETS=DIR OUT=DIR bash bench/gpu_run.sh
 #
@@ -54,7 +55,6 @@ recipe=$(mktemp -d)/multi30k
 part recipe 240 bash "$root/recipes/multi30k-en-de/run.sh" --minutes "$minutes" --mirror "$assets/multi30k" \
     --out "$recipe"
 cp "$recipe/results.md" "$out/recipe-results.md" 2>/dev/null
-tail -n 5 "$recipe/run/metrics.jsonl" >"$out/recipe-metrics-tail.jsonl" 2>/dev/null
 
 speed=("$python" "$root/bench/translate_speed.py" --model "$assets/model.pt" --device "$device"
     --input "$assets/multi30k/test_2016_flickr.en.gz" --ref "$assets/multi30k/test_2016_flickr.de.gz")
