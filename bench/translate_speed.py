@@ -100,11 +100,15 @@ def workers_peak_rss_mib() -> float:
 
 
 # --------------------------------------------------------------------------- children
+def on_gpu(job: dict[str, Any]) -> bool:
+    return str(job["device"]).startswith("cuda")
+
+
 def warmup_lines(job: dict[str, Any]) -> list[str]:
     """What a child translates before the clock starts: the first WARMUP lines; on a GPU all of them, as every
     new shape costs a kernel choice there the first time (an H200: 1.1-1.4 s for a first pass over the 1,000
     test sentences, 0.6-0.8 s for the next ones) and a deployed translator has met them."""
-    return job["lines"] if job["device"].startswith("cuda") else job["lines"][:WARMUP]
+    return job["lines"] if on_gpu(job) else job["lines"][:WARMUP]
 
 
 def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None]:
@@ -131,7 +135,7 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     outputs = [t.text for t in translator.translate_stream(lines, config, job["batch_tokens"])]
     seconds = time.perf_counter() - start
     tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
-    gpu = torch.cuda.max_memory_allocated() / 2**20 if job["device"].startswith("cuda") else None
+    gpu = torch.cuda.max_memory_allocated() / 2**20 if on_gpu(job) else None
     return outputs, tokens, seconds, workers_peak_rss_mib(), gpu
 
 
@@ -143,7 +147,7 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
     sp = spm.SentencePieceProcessor(model_file=str(Path(job["ct2_dir"]) / "spm.model"))
     translator = ctranslate2.Translator(
         job["ct2_dir"],
-        device="cuda" if job["device"].startswith("cuda") else "cpu",
+        device="cuda" if on_gpu(job) else "cpu",
         compute_type=compute_type,
         intra_threads=job["threads"],
         inter_threads=job["workers"],

@@ -1,11 +1,14 @@
 """Helpers for the recipe tests: run a recipe's run.sh, and parse the commands its dry run prints
-with mtkit's own parsers (the typer app's click command, torchrun's argument parser), running nothing."""
+with mtkit's own parsers (the typer app's click command, torchrun's argument parser), running nothing;
+and load a script of the repository (a recipe's results.py, a bench) as a module."""
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import typer
 
@@ -20,6 +23,16 @@ def run_recipe(recipe: str, *args: str, cwd: Path) -> subprocess.CompletedProces
     return subprocess.run(
         ["bash", str(ROOT / "recipes" / recipe / "run.sh"), *args], capture_output=True, text=True, cwd=cwd, timeout=60
     )
+
+
+def load_script(relative: str) -> ModuleType:
+    """The Python script at ROOT / `relative` (not a package module), imported as a module of its own."""
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tree(path: Path) -> set[str]:

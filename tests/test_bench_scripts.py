@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from recipe_tools import load_script
 
 from mtkit.data.dataset import open_data
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_train_throughputs_synthetic_corpus_is_data_that_training_reads(tmp_path: Path) -> None:
-    data = open_data(load("train_throughput").make_corpus(tmp_path / "data", 50, 1000, seed=1))
+    data = open_data(load_script("bench/train_throughput.py").make_corpus(tmp_path / "data", 50, 1000, seed=1))
     assert data.vocab_size == 1000 and (data.src_lang, data.tgt_lang) == ("en", "de")
     train, valid = data.split("train"), data.split("valid")
     assert (len(train), len(valid)) == (50, 64)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from recipe_tools import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
+from recipe_tools import ROOT, decode_config, load_script, parse_line, parse_mtkit, run_recipe, tree
 
 ORDER = ["prepare", "bpe", "train", "plot", "average"] + ["translate", "score"] * 4
 # --quick translates only what its result needs: the test set with the last checkpoint, nothing averaged.
@@ -95,18 +95,8 @@ def test_bad_arguments_are_one_clear_line(args, message, tmp_path: Path) -> None
     assert done.stderr.count("\n") == 1 and done.stdout == ""
 
 
-def load_results_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("m30k_results", ROOT / "recipes" / "multi30k-en-de" / "results.py")
-    assert spec is not None and spec.loader is not None
-    results = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(results)
-    return results
-
-
 def test_results_md_names_the_search_the_translate_steps_ran() -> None:
-    results = load_results_script()
+    results = load_script("recipes/multi30k-en-de/results.py")
     full = ["mtkit train d --out r", "mtkit translate --model m.pt --input x --beam 4 --alpha 1.4 --early-stop exact"]
     assert results.decoding(full) == "Beam 4, GNMT length penalty alpha 1.4, exact stop"
     assert (
@@ -118,7 +108,7 @@ def test_results_md_names_the_search_the_translate_steps_ran() -> None:
 def test_results_md_of_a_run_shorter_than_one_log_window_says_so_and_names_the_machine(tmp_path: Path) -> None:
     """A run stopped before its first training log line (a short --minutes on a slow machine) still gets its
     results.md and model.pt; the title says which device trained (the log's last start record)."""
-    results = load_results_script()
+    results = load_script("recipes/multi30k-en-de/results.py")
     out, run = tmp_path / "out", tmp_path / "out" / "run"
     run.mkdir(parents=True)
     (run / "checkpoint_last.pt").write_bytes(b"last")
