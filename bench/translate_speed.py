@@ -18,8 +18,10 @@ end token too: the tests hold the scores equal), longest output = source tokens 
 (CTranslate2 `min_decoding_length=0`; its default 1 renormalises the first step), batches of about
 --batch-tokens source tokens (CTranslate2: batch_type="tokens"), --workers batches searched at once
 (mtkit `--workers`: processes; CTranslate2 `inter_threads`), each with --threads intra-op threads (mtkit's
-workers run one thread each); a system's peak RSS adds up its worker processes' (shared weights counted
-in each):
+workers run one thread each). A system's peak RSS adds up its worker processes' VmHWM, an upper bound that
+counts the pages a forked worker shares with its parent (weights, libraries) in each; so with several
+workers an mtkit row also gives its peak PSS, the memory its processes hold together (sampled every 0.05 s
+in a second, untimed pass: sampling slows a translation down):
 
     python bench/translate_speed.py --model M.pt --workers 2 --threads 1  # 2 cores as 2 workers, both systems
 
@@ -50,6 +52,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -84,19 +87,65 @@ def peak_rss_mib(pid: str = "self") -> float:
     return float("nan")
 
 
+def child_pids() -> list[str]:
+    """The process ids of this process's children (mtkit's --workers)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                pids.append(stat.parent.name)
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+    return pids
+
+
 def workers_peak_rss_mib() -> float:
     """The VmHWM of this process's child processes (mtkit's --workers) added up, in MiB.
 
     An upper bound: the weights a forked worker shares with its parent count in both.
     """
+    return sum(peak_rss_mib(pid) for pid in child_pids())
+
+
+def pss_mib(pids: list[str]) -> float:
+    """The memory these processes hold together now, in MiB: the sum of their PSS (proportional set size), in
+    which a page that n processes share counts 1/n in each, so pages a forked worker still shares with its
+    parent (weights, libraries) count once in the sum. A process that ended meanwhile counts 0."""
     total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for pid in pids:
         try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
-                total += peak_rss_mib(stat.parent.name)
-        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0) / 1024
+        except OSError:
             continue
     return total
+
+
+class PeakPss:
+    """The highest `pss_mib` of this process and its children, sampled every `interval` seconds on a thread.
+
+    The kernel keeps no high-water mark of PSS, so this one is sampled: a peak that lasts less than the
+    interval can be missed. Reading smaps_rollup walks a process's page tables, which takes time from the
+    translation, so the bench samples in a pass of its own, after the timed one."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval, self.peak = interval, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, pss_mib(["self", *child_pids()]))
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> PeakPss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 # --------------------------------------------------------------------------- children
@@ -111,8 +160,9 @@ def warmup_lines(job: dict[str, Any]) -> list[str]:
     return job["lines"] if on_gpu(job) else job["lines"][:WARMUP]
 
 
-def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None]:
-    """(outputs, target tokens, seconds, the workers' peak RSS in MiB, peak GPU MiB) of mtkit's Translator."""
+def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None, float | None]:
+    """(outputs, target tokens, seconds, the workers' peak RSS in MiB, peak GPU MiB, peak PSS MiB) of mtkit's
+    Translator; the PSS only with several workers, from a second, untimed pass (`PeakPss`)."""
     import torch
 
     sys.path.insert(0, str(ROOT))
@@ -136,7 +186,12 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     seconds = time.perf_counter() - start
     tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
     gpu = torch.cuda.max_memory_allocated() / 2**20 if on_gpu(job) else None
-    return outputs, tokens, seconds, workers_peak_rss_mib(), gpu
+    pss = None
+    if job["workers"] > 1:
+        with PeakPss() as peak:
+            list(translator.translate_stream(lines, config, job["batch_tokens"]))
+        pss = peak.peak
+    return outputs, tokens, seconds, workers_peak_rss_mib(), gpu, pss
 
 
 def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, float]:
@@ -177,13 +232,14 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
 
 def child(system: str, job_path: str, out_path: str) -> None:
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-    workers, gpu = 0.0, None
+    workers, gpu, pss = 0.0, None, None
     if system.startswith("mtkit"):
-        outputs, tokens, seconds, workers, gpu = run_mtkit(job, system.split("-")[1])
+        outputs, tokens, seconds, workers, gpu, pss = run_mtkit(job, system.split("-")[1])
     else:
         outputs, tokens, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
     peak = peak_rss_mib() + workers
     result = {"outputs": outputs, "tgt_tokens": tokens, "seconds": seconds, "peak_rss_mib": peak, "peak_gpu_mib": gpu}
+    result["peak_pss_mib"] = pss
     if gpu is not None:
         import torch
 
@@ -248,12 +304,13 @@ def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) ->
         "tgt_tokens": r["tgt_tokens"],
         "peak_rss_mib": round(r["peak_rss_mib"], 1),
         **({"peak_gpu_mib": round(r["peak_gpu_mib"], 1), "gpu": r["gpu"]} if r.get("peak_gpu_mib") is not None else {}),
+        **({"peak_pss_mib": round(r["peak_pss_mib"], 1)} if r.get("peak_pss_mib") is not None else {}),
         "bleu": bleu(r["outputs"], refs),
     }
 
 
 def keep_best(best: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any]:
-    """The faster of two rounds' rows, with every round's sentences/s and the highest peak RSS of them all.
+    """The faster of two rounds' rows, with every round's sentences/s and the highest peak RSS (and PSS) of them all.
 
     Best speed: a shared machine only ever slows a round down. Highest memory: the peak is what a user must
     provision for, and it varies between identical runs.
@@ -262,7 +319,10 @@ def keep_best(best: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any
         return {**row, "rounds_sentences_per_s": [row["sentences_per_s"]]}
     rounds = [*best["rounds_sentences_per_s"], row["sentences_per_s"]]
     faster = row if row["sentences_per_s"] > best["sentences_per_s"] else best
-    return {**faster, "rounds_sentences_per_s": rounds, "peak_rss_mib": max(best["peak_rss_mib"], row["peak_rss_mib"])}
+    kept = {**faster, "rounds_sentences_per_s": rounds, "peak_rss_mib": max(best["peak_rss_mib"], row["peak_rss_mib"])}
+    if "peak_pss_mib" in row:
+        kept["peak_pss_mib"] = max(best.get("peak_pss_mib", 0.0), row["peak_pss_mib"])
+    return kept
 
 
 def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
@@ -279,6 +339,10 @@ def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
         ratios = ", ".join(f"{v:.2f}x {k[3:]}" for k, v in row.items() if k.startswith("vs_"))
         if "peak_gpu_mib" in row:
             ratios = ", ".join(filter(None, [ratios, f"peak GPU {row['peak_gpu_mib']:,.0f} MiB"]))
+        if "peak_pss_mib" in row:
+            ratios = ", ".join(
+                filter(None, [ratios, f"peak PSS {row['peak_pss_mib']:,.0f} MiB (the workers together)"])
+            )
         print(
             f"{system:<11} {row['sentences_per_s']:>8.2f} {row['tgt_tokens_per_s']:>9.1f} "
             f"{row['peak_rss_mib']:>13.0f} {row['bleu'] if row['bleu'] is not None else '-':>6}  {ratios}"
