@@ -15,15 +15,18 @@ QUICK_ORDER = ["prepare", "bpe", "train", "plot", "translate", "score"]
 
 
 @pytest.mark.parametrize(
-    "args, minutes, last, out_name",
+    "args, minutes, save_every, last, out_name",
     [
-        ([], 25, 5, "out"),
-        (["--quick"], 3, 3, "out-quick"),
-        (["--minutes", "40"], 40, 5, "out"),
-        (["--seed", "7"], 25, 5, "out"),
+        ([], 25, 1, 5, "out"),
+        (["--quick"], 3, 0.5, 3, "out-quick"),
+        (["--minutes", "40"], 40, 1.6, 5, "out"),
+        (["--minutes", "1.5"], 1.5, 0.06, 5, "out"),  # a GPU's budget: still 5 checkpoints in the last fifth
+        (["--seed", "7"], 25, 1, 5, "out"),
     ],
 )
-def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, last, out_name, tmp_path: Path) -> None:
+def test_dry_run_commands_parse_and_keep_the_recipes_promises(
+    args, minutes, save_every, last, out_name, tmp_path: Path
+) -> None:
     folder = ROOT / "recipes" / "multi30k-en-de"
     before = tree(folder)
     mirror = tmp_path / "mir ror"
@@ -51,6 +54,8 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     assert train["lr_cooldown"] == 0.2 and train["max_steps"] > 100_000, "the cooldown ends with the minutes"
     assert train["seed"] == (int(args[args.index("--seed") + 1]) if "--seed" in args else 1)
     assert train["keep_last"] == last
+    # The averaged checkpoints are the last `last` saved: with one every budget / 25 they span the last fifth.
+    assert train["save_every_minutes"] == pytest.approx(save_every) and train["save_every_steps"] == 0
     # --quick: smaller batches and a longer warmup for its few hundred updates (run.sh says why).
     assert (train["max_tokens"], train["warmup"]) == ((768, 600) if quick else (2048, 400))
     if not quick:
@@ -85,6 +90,7 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, minutes, las
     [
         (["--minutes"], "--minutes needs a value"),
         (["--minutes", "soon"], "--minutes must be a number"),
+        (["--minutes", "0.0"], "--minutes must be above 0"),
         (["--fast"], "unknown argument '--fast'"),
         (["--seed", "one"], "--seed must be a whole number"),
     ],

@@ -14,7 +14,8 @@ usage() {
 usage: run.sh [--quick] [--minutes M] [--seed N] [--out DIR] [--mirror DIR] [--dry-run]
 
 Prepares Multi30k (29,000 training pairs), learns an 8,000-piece joint BPE, trains the 'small'
-Transformer for a wall-clock budget with a checkpoint every minute, averages the last ones,
+Transformer for a wall-clock budget with a checkpoint every 1/25 of it (a minute of the default
+25), averages the last 5 (the last fifth, where the learning rate cools down to 0),
 translates test_2016_flickr with beam 4, scores it with sacreBLEU and chrF, and writes
 OUT/results.md with the BLEU-by-time table and OUT/curves.png (mtkit plot; needs
 pip install 'mtkit[plot]'). OUT/model.pt is the final model (mtkit translate -m).
@@ -51,7 +52,8 @@ while (($#)); do
     shift
 done
 
-# The full recipe: a checkpoint every minute, the last 5 averaged (the last 5 minutes: averaging
+# The full recipe: a checkpoint every 1/25 of the budget (every minute of the default 25), the last 5
+# averaged (the last fifth of the budget, the learning rate's cooldown: averaging
 # early checkpoints drags the average down), greedy dev BLEU on 500 sentences every 200 updates,
 # then dev and test translated with the last and the averaged checkpoint (model.pt: the better on dev).
 # --quick translates only what its result needs: the test set, with the last checkpoint. An undertrained
@@ -68,7 +70,7 @@ done
 # tokens, 309-349 updates, 10.3 with warmup 400, 4.3 with 200, 13.8 with 600 (seed 2: 12.4), 9.2 with 900;
 # 768 tokens, 394-401 updates, 13.4 with warmup 400, 13.9 with 600 (seed 2: 13.3).
 batch=(--max-tokens 2048 --warmup 400)
-save_every=1 last=5 valid_every=200 valid_bleu=500 models=(last averaged) splits=(valid test)
+save_every="" last=5 valid_every=200 valid_bleu=500 models=(last averaged) splits=(valid test)
 decode=(--beam 4 --alpha 1.4 --early-stop exact)
 if ((quick)); then
     minutes=${minutes:-3} out=${out:-$here/out-quick}
@@ -79,7 +81,11 @@ fi
 minutes=${minutes:-25}
 out=${out:-$here/out}
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
+awk -v m="$minutes" 'BEGIN { exit !(m > 0) }' || die "--minutes must be above 0 (0 would mean no budget at all), got '$minutes'"
 [[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
+# A budget of 1.5 minutes on a GPU with a checkpoint a minute averaged one from minute 1 with the last
+# (29.09 test BLEU against 37.69 for the last alone): the cadence follows the budget, not the clock.
+save_every=${save_every:-$(awk -v m="$minutes" 'BEGIN { printf "%g", m / 25 }')}
 mirror_opt=()
 [[ -z $mirror ]] || mirror_opt=(--mirror "$mirror")
 data=$out/data run=$out/run
