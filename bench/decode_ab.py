@@ -8,12 +8,20 @@ A variant is NAME=CODE_DIR[:key=value,...]: CODE_DIR is a checkout of mtkit (e.g
 are environment variables for that variant's process (`.:ONEDNN_PRIMITIVE_CACHE_CAPACITY=16`); `threads`
 overrides --threads and `workers` sets `Translator(workers=N)` (`.:workers=2,threads=1`: the worker processes'
 CPU seconds and peak RSS are added to the variant's, their shared weights counted in each). Rounds
-alternate the variants (A B A B) so that a shared machine's load falls on all of them; the best
-round counts. CPU seconds (process time) are reported beside wall seconds: on a machine shared
-with other work, sentences per CPU-second with --threads 1 is the steadier figure. Each child
-reports its own peak RSS (VmHWM), and whether its output equals the
-first variant's is printed. Without --model a random `small` model decodes (its output is noise,
-lengths capped at the source length). The last line printed is one JSON object.
+take turns (A B, then B A, ...) so that a shared machine's load falls on all of them. Each variant's
+process loads its model once and translates the input once per round, when its turn comes (the
+others wait, idle): a round costs the translations only, not each process's start (importing torch,
+loading the model, warming up).
+
+Two figures per variant against the first: the ratio of their best rounds, and the median over
+rounds of the ratio within a round ("paired"). On a machine whose speed drifts by 15-20% from one
+minute to the next (a shared 2-core VM), variants that run back to back see nearly the same machine,
+so the paired median is the steadier figure: two identical variants, 12 rounds of 300 sentences on a
+2-core Zen 3 EPYC, came out 0.95x by their best rounds and 1.02x paired (rounds 0.84-1.13x). CPU
+seconds (process time) are reported beside wall seconds. Each child reports its own peak RSS
+(VmHWM), and whether its output equals the first variant's is printed. Without --model a random
+`small` model decodes (its output is noise, lengths capped at the source length). The last line
+printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import gzip
 import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,17 +77,19 @@ def children():
         except (OSError, ValueError, StopIteration):
             continue
     return found
-before = children()
-start, cpu_start = time.perf_counter(), time.process_time()
-out = [t.text for t in tr.translate_stream(lines, config, batch_tokens)]
-seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-after = children()
-cpu_seconds += sum(cpu - before.get(pid, (0.0, 0.0))[0] for pid, (cpu, _) in after.items())
-hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
-hwm += sum(rss for _, rss in after.values())
-tokens = sum(len(i) for i in tr.vocab.encode_batch(out))
-print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens, "peak_rss_mib": hwm,
-                  "outputs": out}))
+print("ready", flush=True)
+for command in sys.stdin:  # one translation of the whole input per "run", until the parent closes stdin
+    before = children()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    out = [t.text for t in tr.translate_stream(lines, config, batch_tokens)]
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    after = children()
+    cpu_seconds += sum(cpu - before.get(pid, (0.0, 0.0))[0] for pid, (cpu, _) in after.items())
+    hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
+    hwm += sum(rss for _, rss in after.values())
+    tokens = sum(len(i) for i in tr.vocab.encode_batch(out))
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens, "peak_rss_mib": hwm,
+                      "outputs": out}), flush=True)
 '''
 
 
@@ -120,6 +131,57 @@ def spm_for_random_model(tmp: Path, data: Path) -> str:
     return str(tmp / "spm.model")
 
 
+def start_child(
+    args: argparse.Namespace, tmp: Path, spm_path: str, code: str, options: dict, variables: dict
+) -> subprocess.Popen:
+    """A variant's process: it loads its model, warms up, prints "ready", then translates once per line it reads."""
+    options = {"max_len_b": 50 if args.model else 0, **options}
+    child = {
+        "input": str(tmp / "input.txt"),
+        "model": args.model,
+        "spm": spm_path,
+        "threads": int(options.pop("threads", args.threads)),
+        "workers": int(options.pop("workers", 1)),
+        "options": options,
+        "precision": options.get("precision", "fp32"),
+    }
+    env = {**os.environ, **variables, "PYTHONPATH": code}
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, json.dumps(child)],
+        env=env,
+        cwd=code,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_ready(name: str, child: subprocess.Popen) -> None:
+    line = child.stdout.readline()  # type: ignore[union-attr]
+    if line.strip() != "ready":
+        raise SystemExit(f"variant {name} failed to start (exit status {child.wait()}); its errors are above.")
+
+
+def run_once(name: str, child: subprocess.Popen) -> dict:
+    """One translation of the input by a variant's process, which waits idle between its turns."""
+    child.stdin.write("run\n")  # type: ignore[union-attr]
+    child.stdin.flush()  # type: ignore[union-attr]
+    line = child.stdout.readline()  # type: ignore[union-attr]
+    if not line:
+        raise SystemExit(f"variant {name} stopped (exit status {child.wait()}); its errors are above.")
+    result: dict = json.loads(line)
+    return result
+
+
+def paired_speedups(seconds: dict[str, list[float]], first: str) -> dict[str, tuple[float, float, float]]:
+    """Per variant, (median, lowest, highest) over rounds of first's seconds / its seconds in the same round."""
+    out = {}
+    for name, times in seconds.items():
+        ratios = [a / b for a, b in zip(seconds[first], times)]
+        out[name] = (statistics.median(ratios), min(ratios), max(ratios))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="", help="a trained mtkit model (default: a random small model)")
@@ -141,36 +203,31 @@ def main() -> None:
     (tmp / "input.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     spm_path = "" if args.model else spm_for_random_model(tmp, Path(args.input).parent)
     variants = [parse_variant(v) for v in args.variant]
+    children = {
+        name: start_child(args, tmp, spm_path, code, options, variables) for name, code, options, variables in variants
+    }
     best: dict[str, dict] = {}
-    for _ in range(args.rounds):
-        for name, code, options, variables in variants:
-            options = {"max_len_b": 50 if args.model else 0, **options}
-            child = {
-                "input": str(tmp / "input.txt"),
-                "model": args.model,
-                "spm": spm_path,
-                "threads": int(options.pop("threads", args.threads)),
-                "workers": int(options.pop("workers", 1)),
-                "options": options,
-                "precision": options.get("precision", "fp32"),
-            }
-            env = {**os.environ, **variables, "PYTHONPATH": code}
-            run = subprocess.run(
-                [sys.executable, "-c", CHILD, json.dumps(child)],
-                env=env,
-                cwd=code,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            result = json.loads(run.stdout.strip().splitlines()[-1])
-            print(
-                f"  {name}: {len(lines) / result['seconds']:.1f} sent/s, {len(lines) / result['cpu_seconds']:.1f} "
-                f"sent/CPU-s, {result['peak_rss_mib']:.0f} MiB",
-                flush=True,
-            )
-            if name not in best or result["cpu_seconds"] < best[name]["cpu_seconds"]:
-                best[name] = result
+    seconds: dict[str, list[float]] = {name: [] for name in children}
+    try:
+        for name, child in children.items():  # every model loaded and warmed up before the first round
+            wait_ready(name, child)
+        for turn in range(args.rounds):
+            for name, _, _, _ in variants if turn % 2 == 0 else variants[::-1]:
+                result = run_once(name, children[name])
+                seconds[name].append(result["seconds"])
+                print(
+                    f"  {name}: {len(lines) / result['seconds']:.1f} sent/s, "
+                    f"{len(lines) / result['cpu_seconds']:.1f} sent/CPU-s, {result['peak_rss_mib']:.0f} MiB",
+                    flush=True,
+                )
+                if name not in best or result["cpu_seconds"] < best[name]["cpu_seconds"]:
+                    best[name] = result
+    finally:
+        for child in children.values():
+            child.stdin.close()  # type: ignore[union-attr]  # the child's loop ends; it exits
+        for child in children.values():
+            child.wait()
+    paired = paired_speedups(seconds, variants[0][0])
     reference = best[variants[0][0]]
     refs = None
     if args.model and args.ref:
@@ -190,6 +247,9 @@ def main() -> None:
             "peak_rss_mib": round(r["peak_rss_mib"], 1),
             "same_output_as_first": same,
             "speedup_vs_first": round(reference["seconds"] / r["seconds"], 3),
+            "paired_speedup_vs_first": round(paired[name][0], 3),
+            "paired_speedup_range": [round(x, 3) for x in paired[name][1:]],
+            "rounds_seconds": [round(x, 3) for x in seconds[name]],
         }
         if refs is not None:
             import sacrebleu
@@ -198,7 +258,8 @@ def main() -> None:
         print(
             f"{name:>16}: {summary[name]['sentences_per_s']:8.1f} sent/s {summary[name]['tgt_tokens_per_s']:9.1f} "
             f"tok/s  {summary[name]['sentences_per_cpu_s']:8.1f} sent/CPU-s  peak RSS {r['peak_rss_mib']:6.0f} MiB  "
-            f"x{summary[name]['speedup_vs_first']:.2f} wall x{summary[name]['cpu_speedup_vs_first']:.2f} CPU  "
+            f"x{summary[name]['speedup_vs_first']:.2f} wall (paired x{paired[name][0]:.3f}, "
+            f"{paired[name][1]:.3f}-{paired[name][2]:.3f}) x{summary[name]['cpu_speedup_vs_first']:.2f} CPU  "
             f"same output {same}/{len(lines)}  BLEU {summary[name].get('bleu', '-')}"
         )
     print(

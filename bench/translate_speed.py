@@ -2,14 +2,16 @@
 
     python bench/translate_speed.py --model /work/models/m30k/model.pt          # Multi30k test_2016_flickr
     python bench/translate_speed.py --model runs/small/averaged.pt --limit 200  # a quick check
-    python bench/translate_speed.py --model M.pt --rounds 3  # a shared machine: A B A B A B, each one's best
+    python bench/translate_speed.py --model M.pt --rounds 5  # a shared machine: A B, B A, ...; best and paired ratios
 
 Every system translates the same sentences in a child process of its own (one after the
 other, never at once), so that each peak RSS is its own: the child reads VmHWM from
 /proc/self/status (`ru_maxrss` of a child would include what the parent had when it forked).
 The mtkit children import torch, the CTranslate2 children do not. Each child translates the
 first 8 sentences once before the clock starts. With --rounds N the systems run in turn N times
-and each keeps its fastest round (a busy machine only slows a round down) and its highest peak RSS.
+(A B, then B A, ...) and each keeps its fastest round (a busy machine only slows a round down) and its
+highest peak RSS; a ratio is then given twice, best round over best round and the median over rounds of
+the ratio within a round ("paired", the steadier on a machine whose speed drifts: see `add_ratios`).
 
 Settings, the same for every system: beam 4, fairseq's length normalisation score / |Y|^0.6
 (mtkit `--lenpen fairseq --alpha 0.6`; CTranslate2 `length_penalty=0.6`, where |Y| counts the
@@ -49,6 +51,7 @@ import gzip
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -326,17 +329,32 @@ def keep_best(best: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any
 
 
 def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
+    """Each system's speed over its anchor's: best round over best round (vs_ANCHOR) and, with several rounds,
+    the median over rounds of the two systems' ratio within a round (paired_vs_ANCHOR).
+
+    The two systems of a round run back to back, so they see nearly the same machine: on a shared 2-core VM
+    whose speed drifts by 15-20% from one minute to the next the paired median is the steadier figure
+    (bench/decode_ab.py: two identical variants came out 0.95x by their best rounds, 1.02x paired).
+    """
     anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
     anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32"}
     for system, anchor in anchors.items():
         if system in rows and anchor in rows:
-            rows[system][f"vs_{anchor}"] = round(rows[system]["sentences_per_s"] / rows[anchor]["sentences_per_s"], 3)
+            row, other = rows[system], rows[anchor]
+            row[f"vs_{anchor}"] = round(row["sentences_per_s"] / other["sentences_per_s"], 3)
+            pairs = list(zip(row["rounds_sentences_per_s"], other["rounds_sentences_per_s"]))
+            if len(pairs) > 1:
+                row[f"paired_vs_{anchor}"] = round(statistics.median(a / b for a, b in pairs), 3)
 
 
 def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
     print(f"{'system':<11} {'sent/s':>8} {'tok/s':>9} {'peak RSS MiB':>13} {'BLEU':>6}  ratio")
     for system, row in rows.items():
-        ratios = ", ".join(f"{v:.2f}x {k[3:]}" for k, v in row.items() if k.startswith("vs_"))
+        ratios = ", ".join(
+            f"{v:.2f}x {k[3:]}" + (f" (paired {row['paired_' + k]:.2f}x)" if "paired_" + k in row else "")
+            for k, v in row.items()
+            if k.startswith("vs_")
+        )
         if "peak_gpu_mib" in row:
             ratios = ", ".join(filter(None, [ratios, f"peak GPU {row['peak_gpu_mib']:,.0f} MiB"]))
         if "peak_pss_mib" in row:
@@ -381,8 +399,9 @@ def parse_args() -> argparse.Namespace:
         "--rounds",
         type=int,
         default=1,
-        help="run the systems in turn this many times (A B A B) and keep each one's best speed and highest RSS: "
-        "on a shared machine a slow spell then cannot fall on one system alone",
+        help="run the systems in turn this many times (A B, B A, ...) and keep each one's best speed and highest "
+        "RSS, and give each ratio paired too (the median of the rounds' ratios): on a shared machine a slow spell "
+        "then cannot fall on one system alone",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
@@ -428,8 +447,8 @@ def main() -> None:
         }
         job_path = tmp / "job.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")
-        for _ in range(args.rounds):
-            for system in (s for s in systems if s not in notes):
+        for turn in range(args.rounds):  # A B, then B A: neither system always runs first
+            for system in (s for s in (systems if turn % 2 == 0 else systems[::-1]) if s not in notes):
                 row = summarise(system, run_child(system, job_path, tmp), len(lines), refs)
                 print(f"{system}: {row['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
                 rows[system] = keep_best(rows.get(system), row)

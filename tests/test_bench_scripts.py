@@ -19,6 +19,35 @@ def test_train_throughputs_synthetic_corpus_is_data_that_training_reads(tmp_path
     assert train.max_id() < 1000 and train.src_sizes.min() >= 1 and 10 < train.src_sizes.mean() < 50
 
 
+def test_decode_abs_paired_speedup_compares_rounds_run_back_to_back() -> None:
+    """A variant 10% slower than the first within every round is 0.91x paired, however the machine's speed
+    moved from one round to the next; the median, lowest and highest of the rounds' ratios come back."""
+    paired = load_script("bench/decode_ab.py").paired_speedups
+    seconds = {"a": [10.0, 8.0, 12.0], "b": [11.0, 8.8, 13.2], "c": [5.0, 8.0, 24.0]}
+    result = paired(seconds, "a")
+    assert result["a"] == (1.0, 1.0, 1.0)
+    assert result["b"] == pytest.approx((1 / 1.1, 1 / 1.1, 1 / 1.1))
+    assert result["c"] == pytest.approx((1.0, 0.5, 2.0))  # median, lowest, highest
+    assert paired({"a": [1.0, 1.0], "b": [1.0, 0.5]}, "a")["b"] == pytest.approx(
+        (1.5, 1.0, 2.0)
+    )  # even: the mean of two
+
+
+def test_translate_speeds_ratios_come_best_of_and_paired() -> None:
+    """mtkit's best round over CTranslate2's, and the median of the rounds' own ratios; one round: no paired one."""
+    add_ratios = load_script("bench/translate_speed.py").add_ratios
+    rows = {
+        "mtkit-fp32": {"sentences_per_s": 120.0, "rounds_sentences_per_s": [120.0, 80.0, 90.0]},
+        "ct2-fp32": {"sentences_per_s": 150.0, "rounds_sentences_per_s": [150.0, 80.0, 100.0]},
+    }
+    add_ratios(rows)
+    assert rows["mtkit-fp32"]["vs_ct2-fp32"] == 0.8
+    assert rows["mtkit-fp32"]["paired_vs_ct2-fp32"] == 0.9  # rounds: 0.8, 1.0, 0.9
+    single = {name: {"sentences_per_s": 1.0, "rounds_sentences_per_s": [1.0]} for name in ("mtkit-int8", "ct2-int8")}
+    add_ratios(single)
+    assert single["mtkit-int8"]["vs_ct2-int8"] == 1.0 and "paired_vs_ct2-int8" not in single["mtkit-int8"]
+
+
 def resident_mib(pid: str) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
