@@ -18,8 +18,9 @@ rounds of the ratio within a round ("paired"). On a machine whose speed drifts b
 minute to the next (a shared 2-core VM), variants that run back to back see nearly the same machine,
 so the paired median is the steadier figure: two identical variants, 12 rounds of 300 sentences on a
 2-core Zen 3 EPYC, came out 0.95x by their best rounds and 1.02x paired (rounds 0.84-1.13x). CPU
-seconds (process time) are reported beside wall seconds. Each child reports its own peak RSS
-(VmHWM), and whether its output equals the first variant's is printed. Without --model a random
+seconds are reported beside wall seconds, with the part spent in the kernel and the minor page faults
+(first touches of fresh memory: a fresh buffer costs one per 4 KiB written); each child reports its own
+peak RSS (VmHWM), and whether its output equals the first variant's is printed. Without --model a random
 `small` model decodes (its output is noise, lengths capped at the source length). The last line
 printed is one JSON object.
 """
@@ -27,6 +28,7 @@ printed is one JSON object.
 from __future__ import annotations
 
 import argparse
+import glob
 import gzip
 import itertools
 import json
@@ -42,6 +44,8 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k-en-de
 CHILD = r'''
 import json, sys, time, torch
 args = json.loads(sys.argv[1])
+sys.path.insert(0, args["bench"])
+from decode_ab import counters, totals
 torch.set_num_threads(args["threads"])
 from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translator
@@ -63,34 +67,68 @@ fields = {k: v for k, v in args["options"].items() if k in DecodeConfig.__datacl
 config = DecodeConfig(**fields)
 batch_tokens = int(args["options"].get("batch_tokens", 4096))
 list(tr.translate_stream(lines[:8], config, batch_tokens))  # warm-up
-def children():
-    """This process's child processes (the workers): {pid: (CPU seconds so far, peak RSS MiB)}."""
-    import glob, os
-    found = {}
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            fields = open(stat).read().rsplit(")", 1)[1].split()
-            if int(fields[1]) == os.getpid():
-                pid = stat.split("/")[2]
-                hwm = next(int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith("VmHWM"))
-                found[pid] = ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), hwm / 1024)
-        except (OSError, ValueError, StopIteration):
-            continue
-    return found
 print("ready", flush=True)
 for command in sys.stdin:  # one translation of the whole input per "run", until the parent closes stdin
-    before = children()
-    start, cpu_start = time.perf_counter(), time.process_time()
+    before = counters()
+    start = time.perf_counter()
     out = [t.text for t in tr.translate_stream(lines, config, batch_tokens)]
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    after = children()
-    cpu_seconds += sum(cpu - before.get(pid, (0.0, 0.0))[0] for pid, (cpu, _) in after.items())
-    hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
-    hwm += sum(rss for _, rss in after.values())
+    seconds = time.perf_counter() - start
+    used = totals(before, counters())
     tokens = sum(len(i) for i in tr.vocab.encode_batch(out))
-    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens, "peak_rss_mib": hwm,
+    print(json.dumps({"seconds": seconds, **used, "tokens": tokens,
                       "outputs": out}), flush=True)
 '''
+
+
+def counters() -> dict[str, tuple[float, float, int, float]]:
+    """This process's and its children's (the workers') counters so far, from /proc:
+    {pid: (CPU seconds, of them in the kernel, minor page faults, peak RSS MiB)}.
+
+    A minor page fault is the kernel mapping (and zeroing) a page on its first touch: a fresh buffer
+    costs one per 4 KiB written, in system CPU time.
+    """
+    pids = ["self"]
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            if int(read_stat(stat)[1]) == os.getpid():
+                pids.append(stat.split("/")[2])
+        except (OSError, ValueError):
+            continue  # gone, or not ours to read
+    found = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = read_stat(f"/proc/{pid}/stat")
+            with open(f"/proc/{pid}/status", encoding="ascii") as f:
+                hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
+        except (OSError, ValueError, StopIteration):
+            continue
+        found[str(os.getpid()) if pid == "self" else pid] = (
+            (int(fields[11]) + int(fields[12])) / tick,
+            int(fields[12]) / tick,
+            int(fields[7]),
+            hwm / 1024,
+        )
+    return found
+
+
+def read_stat(path: str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first): the name may hold spaces."""
+    with open(path, encoding="ascii", errors="replace") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def totals(
+    before: dict[str, tuple[float, float, int, float]], after: dict[str, tuple[float, float, int, float]]
+) -> dict:
+    """What the processes of `after` used since `before` (`counters`), added up; peak RSS: their peaks added up."""
+    zero = (0.0, 0.0, 0, 0.0)
+    return {
+        "cpu_seconds": sum(a[0] - before.get(pid, zero)[0] for pid, a in after.items()),
+        "system_cpu_seconds": sum(a[1] - before.get(pid, zero)[1] for pid, a in after.items()),
+        "minor_faults": sum(a[2] - before.get(pid, zero)[2] for pid, a in after.items()),
+        "peak_rss_mib": sum(a[3] for a in after.values()),
+    }
 
 
 def parse_variant(text: str) -> tuple[str, str, dict, dict]:
@@ -144,6 +182,7 @@ def start_child(
         "workers": int(options.pop("workers", 1)),
         "options": options,
         "precision": options.get("precision", "fp32"),
+        "bench": str(Path(__file__).resolve().parent),  # where the child imports `counters` from
     }
     env = {**os.environ, **variables, "PYTHONPATH": code}
     return subprocess.Popen(
@@ -217,7 +256,8 @@ def main() -> None:
                 seconds[name].append(result["seconds"])
                 print(
                     f"  {name}: {len(lines) / result['seconds']:.1f} sent/s, "
-                    f"{len(lines) / result['cpu_seconds']:.1f} sent/CPU-s, {result['peak_rss_mib']:.0f} MiB",
+                    f"{len(lines) / result['cpu_seconds']:.1f} sent/CPU-s ({result['system_cpu_seconds']:.2f} s in "
+                    f"the kernel, {result['minor_faults']} minor page faults), {result['peak_rss_mib']:.0f} MiB",
                     flush=True,
                 )
                 if name not in best or result["cpu_seconds"] < best[name]["cpu_seconds"]:
@@ -244,6 +284,8 @@ def main() -> None:
             "tgt_tokens_per_s": round(r["tokens"] / r["seconds"], 1),
             "sentences_per_cpu_s": round(len(lines) / r["cpu_seconds"], 2),
             "cpu_speedup_vs_first": round(reference["cpu_seconds"] / r["cpu_seconds"], 3),
+            "system_cpu_s": round(r["system_cpu_seconds"], 2),
+            "minor_faults": r["minor_faults"],
             "peak_rss_mib": round(r["peak_rss_mib"], 1),
             "same_output_as_first": same,
             "speedup_vs_first": round(reference["seconds"] / r["seconds"], 3),
@@ -257,7 +299,8 @@ def main() -> None:
             summary[name]["bleu"] = round(sacrebleu.corpus_bleu(r["outputs"], [refs]).score, 2)
         print(
             f"{name:>16}: {summary[name]['sentences_per_s']:8.1f} sent/s {summary[name]['tgt_tokens_per_s']:9.1f} "
-            f"tok/s  {summary[name]['sentences_per_cpu_s']:8.1f} sent/CPU-s  peak RSS {r['peak_rss_mib']:6.0f} MiB  "
+            f"tok/s  {summary[name]['sentences_per_cpu_s']:8.1f} sent/CPU-s  {r['minor_faults'] / 1000:6.1f}k faults  "
+            f"peak RSS {r['peak_rss_mib']:6.0f} MiB  "
             f"x{summary[name]['speedup_vs_first']:.2f} wall (paired x{paired[name][0]:.3f}, "
             f"{paired[name][1]:.3f}-{paired[name][2]:.3f}) x{summary[name]['cpu_speedup_vs_first']:.2f} CPU  "
             f"same output {same}/{len(lines)}  BLEU {summary[name].get('bleu', '-')}"

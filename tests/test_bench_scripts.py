@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,39 @@ def test_decode_abs_paired_speedup_compares_rounds_run_back_to_back() -> None:
     assert result["c"] == pytest.approx((1.0, 0.5, 2.0))  # median, lowest, highest
     even = paired({"a": [1.0, 1.0], "b": [1.0, 0.5]}, "a")["b"]
     assert even == pytest.approx((1.5, 1.0, 2.0))  # an even number of rounds: the middle two's mean
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc/PID/stat")
+def test_decode_abs_counters_see_a_fresh_buffers_page_faults_and_a_childs_cpu() -> None:
+    """Writing 64 MiB of fresh memory costs this process at least one minor page fault per 4 KiB page;
+    a child's CPU time counts toward the total as the workers' does."""
+    bench = load_script("bench/decode_ab.py")
+    go, burnt = os.pipe(), os.pipe()
+    before = bench.counters()
+    pid = os.fork()
+    if pid == 0:  # the child: burns 0.3 s of CPU, says so, and waits until the parent has measured
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        os.write(burnt[1], b"x")
+        os.read(go[0], 1)
+        os._exit(0)
+    try:
+        fresh = bytearray(64 * 2**20)  # calloc'd: its pages are mapped as they are first written
+        fresh[::4096] = b"\1" * (len(fresh) // 4096)
+        os.read(burnt[0], 1)
+        after = bench.counters()
+    finally:
+        os.write(go[1], b"x")
+        os.waitpid(pid, 0)
+        for fd in (*go, *burnt):
+            os.close(fd)
+    used = bench.totals(before, after)
+    assert str(pid) in after and str(os.getpid()) in after
+    assert used["minor_faults"] >= 64 * 2**20 // 4096
+    assert 0.2 <= used["cpu_seconds"] and 0 <= used["system_cpu_seconds"] <= used["cpu_seconds"]
+    assert used["peak_rss_mib"] >= after[str(os.getpid())][3] > 64
+    del fresh
 
 
 def test_translate_speeds_ratios_come_best_of_and_paired() -> None:
