@@ -28,7 +28,6 @@ printed is one JSON object.
 from __future__ import annotations
 
 import argparse
-import glob
 import gzip
 import itertools
 import json
@@ -45,7 +44,7 @@ CHILD = r'''
 import json, sys, time, torch
 args = json.loads(sys.argv[1])
 sys.path.insert(0, args["bench"])
-from decode_ab import counters, totals
+from procstat import counters, totals
 torch.set_num_threads(args["threads"])
 from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translator
@@ -78,57 +77,6 @@ for command in sys.stdin:  # one translation of the whole input per "run", until
     print(json.dumps({"seconds": seconds, **used, "tokens": tokens,
                       "outputs": out}), flush=True)
 '''
-
-
-def counters() -> dict[str, tuple[float, float, int, float]]:
-    """This process's and its children's (the workers') counters so far, from /proc:
-    {pid: (CPU seconds, of them in the kernel, minor page faults, peak RSS MiB)}.
-
-    A minor page fault is the kernel mapping (and zeroing) a page on its first touch: a fresh buffer
-    costs one per 4 KiB written, in system CPU time.
-    """
-    pids = ["self"]
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            if int(read_stat(stat)[1]) == os.getpid():
-                pids.append(stat.split("/")[2])
-        except (OSError, ValueError):
-            continue  # gone, or not ours to read
-    found = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        try:
-            fields = read_stat(f"/proc/{pid}/stat")
-            with open(f"/proc/{pid}/status", encoding="ascii") as f:
-                hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
-        except (OSError, ValueError, StopIteration):
-            continue
-        found[str(os.getpid()) if pid == "self" else pid] = (
-            (int(fields[11]) + int(fields[12])) / tick,
-            int(fields[12]) / tick,
-            int(fields[7]),
-            hwm / 1024,
-        )
-    return found
-
-
-def read_stat(path: str) -> list[str]:
-    """The fields of /proc/PID/stat after the command name (state first): the name may hold spaces."""
-    with open(path, encoding="ascii", errors="replace") as f:
-        return f.read().rsplit(")", 1)[1].split()
-
-
-def totals(
-    before: dict[str, tuple[float, float, int, float]], after: dict[str, tuple[float, float, int, float]]
-) -> dict:
-    """What the processes of `after` used since `before` (`counters`), added up; peak RSS: their peaks added up."""
-    zero = (0.0, 0.0, 0, 0.0)
-    return {
-        "cpu_seconds": sum(a[0] - before.get(pid, zero)[0] for pid, a in after.items()),
-        "system_cpu_seconds": sum(a[1] - before.get(pid, zero)[1] for pid, a in after.items()),
-        "minor_faults": sum(a[2] - before.get(pid, zero)[2] for pid, a in after.items()),
-        "peak_rss_mib": sum(a[3] for a in after.values()),
-    }
 
 
 def parse_variant(text: str) -> tuple[str, str, dict, dict]:
@@ -182,7 +130,7 @@ def start_child(
         "workers": int(options.pop("workers", 1)),
         "options": options,
         "precision": options.get("precision", "fp32"),
-        "bench": str(Path(__file__).resolve().parent),  # where the child imports `counters` from
+        "bench": str(Path(__file__).resolve().parent),  # where the child imports procstat from
     }
     env = {**os.environ, **variables, "PYTHONPATH": code}
     return subprocess.Popen(

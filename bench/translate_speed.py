@@ -60,6 +60,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from procstat import child_pids, peak_rss_mib  # bench/procstat.py: a script's directory is on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "multi30k-en-de"
 SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8")  # the default; mtkit-bf16, mtkit-fp16 on request
@@ -79,27 +81,6 @@ def cpu_name() -> str:
             return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
     except OSError:
         return platform.processor() or platform.machine()
-
-
-def peak_rss_mib(pid: str = "self") -> float:
-    """A process's own high-water mark of resident memory (VmHWM), in MiB: this one's by default."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def child_pids() -> list[str]:
-    """The process ids of this process's children (mtkit's --workers)."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
-                pids.append(stat.parent.name)
-        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
-            continue
-    return pids
 
 
 def workers_peak_rss_mib() -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -26,8 +27,11 @@ def run_recipe(recipe: str, *args: str, cwd: Path) -> subprocess.CompletedProces
 
 
 def load_script(relative: str) -> ModuleType:
-    """The Python script at ROOT / `relative` (not a package module), imported as a module of its own."""
+    """The Python script at ROOT / `relative` (not a package module), imported as a module of its own, with its
+    directory on sys.path as when it runs (bench/ scripts import bench/procstat.py)."""
     path = ROOT / relative
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -34,10 +34,10 @@ def test_decode_abs_paired_speedup_compares_rounds_run_back_to_back() -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc/PID/stat")
-def test_decode_abs_counters_see_a_fresh_buffers_page_faults_and_a_childs_cpu() -> None:
+def test_procstat_counters_see_a_fresh_buffers_page_faults_and_a_childs_cpu() -> None:
     """Writing 64 MiB of fresh memory costs this process at least one minor page fault per 4 KiB page;
-    a child's CPU time counts toward the total as the workers' does."""
-    bench = load_script("bench/decode_ab.py")
+    a child's CPU time counts toward the total as the workers' does (`bench/decode_ab.py`'s figures)."""
+    bench = load_script("bench/procstat.py")
     go, burnt = os.pipe(), os.pipe()
     before = bench.counters()
     pid = os.fork()
