@@ -36,6 +36,8 @@ EARLY_STOP_CHOICES = ("exact", "patience", "none")
 
 DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
 DEFAULT_CHUNK_LINES = 1000  # decoding: lines read ahead and sorted together (`--buffer-size`)
+EXPORT_FORMATS = ("ctranslate2",)
+EXPORT_QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
 
 
 @dataclass(frozen=True)
@@ -370,3 +372,18 @@ class SamplingConfig:
             self.temperature,
         )
         _check(isinstance(self.seed, int) and self.seed >= 0, type(self), "seed", "an integer >= 0", self.seed)
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """What `mtkit export` writes (mtkit/export.py): the target format and how the weights are stored.
+
+    Here, not in mtkit/export.py, so that the command line can declare its options without importing torch.
+    """
+
+    format: str = option("ctranslate2", "Target format.", EXPORT_FORMATS)
+    quantization: str = option(
+        "float32",
+        "Weight type in the exported model (CTranslate2 converts on load if a device cannot run it).",
+        EXPORT_QUANTIZATIONS,
+    )

@@ -27,14 +27,13 @@ import logging
 import os
 import shutil
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from mtkit import __version__, checkpoint
-from mtkit.config import BOS, EOS, UNK, option
+from mtkit.config import BOS, EOS, UNK, ExportConfig
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.files import work_dir
@@ -42,23 +41,9 @@ from mtkit.model.transformer import MultiHeadAttention, Transformer
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("ctranslate2",)
-QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
 RECORD = "mtkit-export.json"  # the mark of a directory mtkit wrote (and may replace)
 SPM_NAME = "spm.model"
 MISSING_EXTRA = "exporting to CTranslate2 needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
-
-
-@dataclass(frozen=True)
-class ExportConfig:
-    """What `mtkit export` writes: the target format and how the weights are stored."""
-
-    format: str = option("ctranslate2", "Target format.", FORMATS)
-    quantization: str = option(
-        "float32",
-        "Weight type in the exported model (CTranslate2 converts on load if a device cannot run it).",
-        QUANTIZATIONS,
-    )
 
 
 def import_ctranslate2() -> Any:

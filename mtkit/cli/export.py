@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import build, config_options
-from mtkit.export import ExportConfig
+from mtkit.config import ExportConfig
 
 
 @app.command()
