@@ -1,5 +1,6 @@
 """The command line's shape: every subcommand with help and an example; the README and CI agree."""
 
+import os
 import re
 import subprocess
 import sys
@@ -46,7 +47,12 @@ def test_help_and_score_answer_without_importing_torch(tmp_path):
     runs = [["--help"], *([command, "--help"] for command in COMMANDS), ["score", "hyp.txt", "--ref", "ref.txt"]]
     for args in runs:
         done = subprocess.run(
-            [sys.executable, "-c", WITHOUT_TORCH, *args], capture_output=True, text=True, cwd=tmp_path, timeout=120
+            [sys.executable, "-c", WITHOUT_TORCH, *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout, as tests/conftest.py's run_cli
+            timeout=120,
         )
         assert done.stderr.splitlines()[-1] == "torch imported: False", (args, done.stderr)
     assert "BLEU" in done.stdout
