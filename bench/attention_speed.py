@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from translate_speed import cpu_name  # a sibling script: python puts bench/ on the path
+from procstat import cpu_name  # a sibling script: python puts bench/ on the path
 
 from mtkit.model.transformer import attention_math
 

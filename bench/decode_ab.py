@@ -32,11 +32,12 @@ import gzip
 import itertools
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from rounds import paired_ratio  # bench/rounds.py: a script's directory is on sys.path
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k-en-de"
 
@@ -162,11 +163,7 @@ def run_once(name: str, child: subprocess.Popen) -> dict:
 
 def paired_speedups(seconds: dict[str, list[float]], first: str) -> dict[str, tuple[float, float, float]]:
     """Per variant, (median, lowest, highest) over rounds of first's seconds / its seconds in the same round."""
-    out = {}
-    for name, times in seconds.items():
-        ratios = [a / b for a, b in zip(seconds[first], times)]
-        out[name] = (statistics.median(ratios), min(ratios), max(ratios))
-    return out
+    return {name: paired_ratio(seconds[first], times) for name, times in seconds.items()}
 
 
 def main() -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import glob
 import os
+import platform
+import threading
 
 Counters = dict[str, tuple[float, float, int, float]]  # {pid: (CPU s, of them in the kernel, minor faults, VmHWM MiB)}
 
@@ -66,3 +68,60 @@ def totals(before: Counters, after: Counters) -> dict[str, float]:
         "minor_faults": sum(a[2] - before.get(pid, zero)[2] for pid, a in after.items()),
         "peak_rss_mib": sum(a[3] for a in after.values()),
     }
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+def workers_peak_rss_mib() -> float:
+    """The VmHWM of this process's child processes (mtkit's --workers) added up, in MiB.
+
+    An upper bound: the weights a forked worker shares with its parent count in both.
+    """
+    return sum(peak_rss_mib(pid) for pid in child_pids())
+
+
+def pss_mib(pids: list[str]) -> float:
+    """The memory these processes hold together now, in MiB: the sum of their PSS (proportional set size), in
+    which a page that n processes share counts 1/n in each, so pages a forked worker still shares with its
+    parent (weights, libraries) count once in the sum. A process that ended meanwhile counts 0."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0) / 1024
+        except OSError:
+            continue
+    return total
+
+
+class PeakPss:
+    """The highest `pss_mib` of this process and its children, sampled every `interval` seconds on a thread.
+
+    The kernel keeps no high-water mark of PSS, so this one is sampled: a peak that lasts less than the
+    interval can be missed. Reading smaps_rollup walks a process's page tables, which takes time from the
+    translation, so the bench samples in a pass of its own, after the timed one."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval, self.peak = interval, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, pss_mib(["self", *child_pids()]))
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> PeakPss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -51,16 +51,15 @@ import gzip
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from procstat import child_pids, peak_rss_mib  # bench/procstat.py: a script's directory is on sys.path
+from procstat import PeakPss, cpu_name, peak_rss_mib, workers_peak_rss_mib  # bench/ is a script's sys.path[0]
+from rounds import keep_best, paired_ratio
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "multi30k-en-de"
@@ -73,63 +72,6 @@ def read_lines(path: str, limit: int | None) -> list[str]:
     with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
         lines = [line.rstrip("\n") for line in f]
     return lines[:limit] if limit else lines
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        return platform.processor() or platform.machine()
-
-
-def workers_peak_rss_mib() -> float:
-    """The VmHWM of this process's child processes (mtkit's --workers) added up, in MiB.
-
-    An upper bound: the weights a forked worker shares with its parent count in both.
-    """
-    return sum(peak_rss_mib(pid) for pid in child_pids())
-
-
-def pss_mib(pids: list[str]) -> float:
-    """The memory these processes hold together now, in MiB: the sum of their PSS (proportional set size), in
-    which a page that n processes share counts 1/n in each, so pages a forked worker still shares with its
-    parent (weights, libraries) count once in the sum. A process that ended meanwhile counts 0."""
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
-                total += next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0) / 1024
-        except OSError:
-            continue
-    return total
-
-
-class PeakPss:
-    """The highest `pss_mib` of this process and its children, sampled every `interval` seconds on a thread.
-
-    The kernel keeps no high-water mark of PSS, so this one is sampled: a peak that lasts less than the
-    interval can be missed. Reading smaps_rollup walks a process's page tables, which takes time from the
-    translation, so the bench samples in a pass of its own, after the timed one."""
-
-    def __init__(self, interval: float = 0.05):
-        self.interval, self.peak = interval, 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while True:
-            self.peak = max(self.peak, pss_mib(["self", *child_pids()]))
-            if self._stop.wait(self.interval):
-                return
-
-    def __enter__(self) -> PeakPss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 # --------------------------------------------------------------------------- children
@@ -293,29 +235,11 @@ def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) ->
     }
 
 
-def keep_best(best: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any]:
-    """The faster of two rounds' rows, with every round's sentences/s and the highest peak RSS (and PSS) of them all.
-
-    Best speed: a shared machine only ever slows a round down. Highest memory: the peak is what a user must
-    provision for, and it varies between identical runs.
-    """
-    if best is None:
-        return {**row, "rounds_sentences_per_s": [row["sentences_per_s"]]}
-    rounds = [*best["rounds_sentences_per_s"], row["sentences_per_s"]]
-    faster = row if row["sentences_per_s"] > best["sentences_per_s"] else best
-    kept = {**faster, "rounds_sentences_per_s": rounds, "peak_rss_mib": max(best["peak_rss_mib"], row["peak_rss_mib"])}
-    if "peak_pss_mib" in row:
-        kept["peak_pss_mib"] = max(best.get("peak_pss_mib", 0.0), row["peak_pss_mib"])
-    return kept
-
-
 def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
     """Each system's speed over its anchor's: best round over best round (vs_ANCHOR) and, with several rounds,
     the median over rounds of the two systems' ratio within a round (paired_vs_ANCHOR).
 
-    The two systems of a round run back to back, so they see nearly the same machine: on a shared 2-core VM
-    whose speed drifts by 15-20% from one minute to the next the paired median is the steadier figure
-    (bench/decode_ab.py: two identical variants came out 0.95x by their best rounds, 1.02x paired).
+    The paired median is the steadier figure on a shared machine (bench/rounds.py says why).
     """
     anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
     anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32"}
@@ -323,9 +247,9 @@ def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
         if system in rows and anchor in rows:
             row, other = rows[system], rows[anchor]
             row[f"vs_{anchor}"] = round(row["sentences_per_s"] / other["sentences_per_s"], 3)
-            pairs = list(zip(row["rounds_sentences_per_s"], other["rounds_sentences_per_s"]))
-            if len(pairs) > 1:
-                row[f"paired_vs_{anchor}"] = round(statistics.median(a / b for a, b in pairs), 3)
+            if len(row["rounds_sentences_per_s"]) > 1:
+                median = paired_ratio(row["rounds_sentences_per_s"], other["rounds_sentences_per_s"])[0]
+                row[f"paired_vs_{anchor}"] = round(median, 3)
 
 
 def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:

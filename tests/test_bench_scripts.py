@@ -90,7 +90,7 @@ def resident_mib(pid: str) -> float:
 def test_translate_speeds_pss_counts_what_a_forked_worker_shares_once() -> None:
     """`--workers` memory: 64 MiB written before a fork, then shared by parent and child, is 64 MiB in the PSS
     sum, where adding up the two processes' resident sizes counts it twice."""
-    bench = load_script("bench/translate_speed.py")
+    bench = load_script("bench/procstat.py")
     shared = b"\1" * (64 * 2**20)  # written, so resident in the parent before the fork
     read, write = os.pipe()
     pid = os.fork()
@@ -111,3 +111,10 @@ def test_translate_speeds_pss_counts_what_a_forked_worker_shares_once() -> None:
     assert resident - both > 48  # the 64 MiB count once, not twice
     assert 64 < both < resident
     assert peak.peak > 0 and bench.pss_mib(["no-such-process"]) == 0.0
+
+
+def test_the_paired_ratio_is_the_median_of_each_rounds_own_ratio_and_needs_matching_rounds() -> None:
+    paired_ratio = load_script("bench/rounds.py").paired_ratio
+    assert paired_ratio([2.0, 3.0, 9.0], [1.0, 3.0, 3.0]) == (2.0, 1.0, 3.0)
+    with pytest.raises(ValueError, match="same number"):
+        paired_ratio([1.0, 2.0], [1.0])
