@@ -177,7 +177,9 @@ def test_pickle_weights_are_never_opened(exported, tmp_path):
 
 
 # --------------------------------------------------------------------------- other architectures and options
-@pytest.mark.parametrize("overrides", [{"share_embeddings": "decoder", "vocab_size": 140}, {"share_embeddings": "none"}])
+@pytest.mark.parametrize(
+    "overrides", [{"share_embeddings": "decoder", "vocab_size": 140}, {"share_embeddings": "none"}]
+)
 def test_other_sharing_computes_alike_and_reads_back(overrides, tmp_path, toy_sentences):
     """An untied source table (larger than the SentencePiece model: placeholder pieces) or an untied output
     projection: logits still equal, on a random model, and the directory reads back to the same weights."""
