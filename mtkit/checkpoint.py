@@ -171,6 +171,10 @@ def load(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
     (an optimizer state, when only weights are needed) cost no memory.
     """
     path = Path(path)
+    if path.is_dir():  # a Hugging Face Marian directory (`mtkit export --format huggingface`), or one sentence
+        from mtkit.marian import load_marian_dir
+
+        return load_marian_dir(path)
     if not path.is_file():
         raise MtkitError(f"model file {path} does not exist.")
     try:

@@ -36,7 +36,7 @@ EARLY_STOP_CHOICES = ("exact", "patience", "none")
 
 DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
 DEFAULT_CHUNK_LINES = 1000  # decoding: lines read ahead and sorted together (`--buffer-size`)
-EXPORT_FORMATS = ("ctranslate2",)
+EXPORT_FORMATS = ("ctranslate2", "huggingface")
 EXPORT_QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
 
 
@@ -376,14 +376,15 @@ class SamplingConfig:
 
 @dataclass(frozen=True)
 class ExportConfig:
-    """What `mtkit export` writes (mtkit/export.py): the target format and how the weights are stored.
+    """What `mtkit export` writes (mtkit/export/): the target format and how the weights are stored.
 
-    Here, not in mtkit/export.py, so that the command line can declare its options without importing torch.
+    Here, not in mtkit/export/, so that the command line can declare its options without importing torch.
     """
 
     format: str = option("ctranslate2", "Target format.", EXPORT_FORMATS)
     quantization: str = option(
         "float32",
-        "Weight type in the exported model (CTranslate2 converts on load if a device cannot run it).",
+        "Weight type in the exported model (ctranslate2: any, converted on load if a device cannot run it; "
+        "huggingface: float32 or float16).",
         EXPORT_QUANTIZATIONS,
     )

@@ -65,7 +65,7 @@ def describe_file(path: Path) -> dict[str, Any]:
     data, progress = ckpt.get("data") or {}, ckpt.get("progress") or {}
     return {
         "path": str(path),
-        "bytes": path.stat().st_size,
+        "bytes": sum(p.stat().st_size for p in path.iterdir()) if path.is_dir() else path.stat().st_size,
         "kind": ckpt.get("kind"),
         "format_version": ckpt["version"],
         "architecture": architecture(config),
@@ -178,7 +178,9 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise MtkitError(f"{path} does not exist; give a model or checkpoint file, or a run directory.")
-    return describe_run(path) if path.is_dir() else describe_file(path)
+    from mtkit.marian import is_hf_dir
+
+    return describe_run(path) if path.is_dir() and not is_hf_dir(path) else describe_file(path)
 
 
 # ---- as text ----------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""`mtkit export`: a trained model in another engine's format (CTranslate2)."""
+"""`mtkit export`: a trained model in another engine's format (CTranslate2, Hugging Face Transformers)."""
 
 from __future__ import annotations
 
@@ -22,16 +22,21 @@ def export(
         "--output",
         "-o",
         show_default=False,
-        help="The directory to write; an existing one is replaced only if mtkit wrote it.",
+        help="The directory to write: a new or empty one, or an earlier export (its files are replaced, "
+        "files you added are kept).",
     ),
     *,
     given: dict[str, Any],
 ) -> None:
-    """Export a model to CTranslate2 (needs the extra: pip install 'mtkit\\[ct2]').
+    """Export a model to CTranslate2 (pip install 'mtkit\\[ct2]') or Transformers (pip install 'mtkit\\[hf]').
 
     Example: mtkit export runs/small/averaged.pt --format ctranslate2 --quantization int8 -o runs/small/ct2
 
-    Tokenize with DIR/spm.model into pieces; ctranslate2.Translator(DIR) appends EOS and starts from <s> itself.
+    Example: mtkit export runs/small/averaged.pt --format huggingface -o runs/small/hf
+
+    CTranslate2: tokenize with DIR/spm.model into pieces; ctranslate2.Translator(DIR) appends EOS and starts from
+    <s> itself. Hugging Face: AutoTokenizer and AutoModelForSeq2SeqLM.from_pretrained(DIR); DIR/README.md is
+    the model card, generation_config.json holds mtkit's beam settings.
     """
     import logging
 

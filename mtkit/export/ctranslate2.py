@@ -1,4 +1,4 @@
-"""`mtkit export`: an mtkit model as a CTranslate2 model directory (the CPU engine people deploy with).
+"""`mtkit export --format ctranslate2`: an mtkit model as a CTranslate2 directory (the CPU engine people deploy with).
 
 The model is declared with CTranslate2's own `TransformerSpec` (its converters for fairseq and
 OpenNMT-py do the same), so CTranslate2 checks that every weight is set and does the
@@ -15,38 +15,40 @@ quantization itself. What has to be right for CTranslate2 to compute what mtkit 
   token index is mtkit's id; the source gets EOS appended and the decoder starts from BOS.
   The SentencePiece model is copied beside the weights as `spm.model` to tokenize with.
 
-The directory appears whole or not at all: it is written in a temporary directory beside
-it and renamed. An existing non-empty directory is replaced only if mtkit wrote it
-(`mtkit-export.json` says so); anything else is refused.
+The directory itself is written by mtkit/export/target.py.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import shutil
 import typing
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from mtkit import __version__, checkpoint
+from mtkit import checkpoint
 from mtkit.config import BOS, EOS, UNK, ExportConfig
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
-from mtkit.files import work_dir
 from mtkit.model.transformer import MultiHeadAttention, Transformer
 
 logger = logging.getLogger(__name__)
 
-RECORD = "mtkit-export.json"  # the mark of a directory mtkit wrote (and may replace)
 SPM_NAME = "spm.model"
+# Every name this format may write (checked against a user's files in the target before any work).
+FILES = (
+    "model.bin",
+    "config.json",
+    "shared_vocabulary.json",
+    "source_vocabulary.json",
+    "target_vocabulary.json",
+    SPM_NAME,
+)
 MISSING_EXTRA = "exporting to CTranslate2 needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
 
 
-def import_ctranslate2() -> Any:
+def import_extra() -> Any:
     """The optional `ct2` extra, or one sentence that says how to install it."""
     try:
         import ctranslate2  # type: ignore[import-untyped]
@@ -56,28 +58,23 @@ def import_ctranslate2() -> Any:
     return ctranslate2
 
 
-def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: ExportConfig = ExportConfig()) -> Path:
-    """Write `model_path` (an mtkit model or checkpoint) to `out_dir` in `config.format`; returns the directory."""
-    out = Path(out_dir)
-    check_target(out)
-    import_ctranslate2()
-    ckpt = checkpoint.load(model_path, mmap=True)  # a checkpoint's optimizer state is never read
-    if not ckpt.get("vocab"):
-        raise MtkitError(f"{model_path} holds no SentencePiece vocabulary; an exported model needs one.")
+def check(config: ExportConfig) -> None:
+    """Every quantization CTranslate2 offers is accepted."""
+
+
+def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -> None:
+    """The CTranslate2 model of `ckpt` (validated, quantized) and its SentencePiece model, saved in `tmp`."""
     model = typing.cast(Transformer, checkpoint.build_from(ckpt).float().eval())
     vocab = Vocab.from_bytes(ckpt["vocab"])
     spec = ctranslate2_spec(model, vocab)
-    record = {
-        "format": config.format,
-        "quantization": config.quantization,
-        "source": str(model_path),
-        "step": int(ckpt.get("step", 0)),
-        "mtkit": __version__,
-    }
-    del ckpt
-    write_directory(spec, vocab, record, out)
-    logger.info("wrote %s (CTranslate2, %s)", out, config.quantization)
-    return out
+    try:
+        spec.validate()
+        spec.optimize(quantization=config.quantization)
+    except ValueError as exc:  # CTranslate2 lists every unset or unsupported weight in one message
+        raise MtkitError(f"CTranslate2 refused the model: {' '.join(str(exc).split())}") from None
+    spec.save(str(tmp))
+    (tmp / SPM_NAME).write_bytes(vocab.proto)
+    logger.info("converted to CTranslate2 (%s)", config.quantization)
 
 
 # --------------------------------------------------------------------------- the spec
@@ -172,54 +169,3 @@ def set_decoder(spec: Any, model: Transformer) -> None:
         set_ffn(layer_spec.ffn, layer)
     if model.cfg.pre_norm:
         set_layer_norm(spec.layer_norm, model.decoder_norm)
-
-
-# --------------------------------------------------------------------------- the directory
-def check_target(out: Path) -> None:
-    """Refuse, before any work, a path that is a file or a non-empty directory mtkit did not write."""
-    if out.exists() and not out.is_dir():
-        raise MtkitError(f"{out} exists and is not a directory; choose another --output.")
-    if out.is_dir() and any(out.iterdir()) and not (out / RECORD).is_file():
-        raise MtkitError(
-            f"{out} is a non-empty directory that `mtkit export` did not write (no {RECORD}); "
-            f"move it away or choose another --output."
-        )
-
-
-def write_directory(spec: Any, vocab: Vocab, record: dict[str, Any], out: Path) -> None:
-    """Validate, quantize and save `spec` in a temporary directory beside `out`, then rename it to `out`."""
-    try:
-        spec.validate()
-        spec.optimize(quantization=record["quantization"])
-    except ValueError as exc:  # CTranslate2 lists every unset or unsupported weight in one message
-        raise MtkitError(f"CTranslate2 refused the model: {' '.join(str(exc).split())}") from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with work_dir(out.parent, f".{out.name}.export-") as tmp:
-        spec.save(str(tmp))
-        (tmp / SPM_NAME).write_bytes(vocab.proto)
-        record["files"] = sorted(p.name for p in tmp.iterdir()) + [RECORD]
-        (tmp / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would hide the model from other users
-        replace_directory(tmp, out)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def replace_directory(new: Path, out: Path) -> None:
-    """Put directory `new` at `out`. A directory cannot be renamed over a non-empty one, so an old
-    export is first renamed aside and removed after; a crash in between leaves the old one aside, whole."""
-    if not out.exists():
-        os.replace(new, out)
-        return
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    os.replace(out, old)
-    try:
-        os.replace(new, out)
-    except OSError:
-        os.replace(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,57 @@
+"""`mtkit export`: a trained model in another engine's format, one module per format.
+
+- ctranslate2.py: a CTranslate2 model directory (the `ct2` extra).
+- huggingface.py: a Hugging Face Transformers `MarianMTModel` directory with its tokenizer,
+  generation settings and model card (the `hf` extra); card.py writes the card.
+- target.py: the output directory, checked before any work and filled without losing a user's file.
+
+A format module offers FILES (the names it may write), `check(config)` (options it refuses),
+`import_extra()` and `write(ckpt, tmp, config)`, which writes the files into a temporary directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+
+from mtkit import __version__, checkpoint
+from mtkit.config import ExportConfig
+from mtkit.errors import MtkitError
+from mtkit.export import ctranslate2, huggingface
+from mtkit.export.target import RECORD, check_target, write_export
+
+logger = logging.getLogger(__name__)
+
+FORMATS: dict[str, ModuleType] = {"ctranslate2": ctranslate2, "huggingface": huggingface}
+
+
+def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: ExportConfig = ExportConfig()) -> Path:
+    """Write `model_path` (an mtkit model or checkpoint) to `out_dir` in `config.format`; returns the directory.
+
+    Everything that can be refused (the options, the target directory, the missing extra, the model
+    file) is refused before the model is converted.
+    """
+    out = Path(out_dir)
+    fmt = FORMATS[config.format]
+    fmt.check(config)
+    check_target(out, fmt.FILES)
+    fmt.import_extra()
+    ckpt = checkpoint.load(model_path, mmap=True)  # a checkpoint's optimizer state is never read
+    if not ckpt.get("vocab"):
+        raise MtkitError(f"{model_path} holds no SentencePiece vocabulary; an exported model needs one.")
+    record = {
+        "format": config.format,
+        "quantization": config.quantization,
+        "source": str(model_path),
+        "step": int(ckpt.get("step", 0)),
+        "mtkit": __version__,
+        "provenance": ckpt.get("provenance"),  # read back by `mtkit info DIR` (mtkit/marian.py)
+    }
+    write_export(out, lambda tmp: fmt.write(ckpt, Path(model_path), tmp, config), record)
+    logger.info("wrote %s (%s, %s)", out, config.format, config.quantization)
+    return out
+
+
+__all__ = ["FORMATS", "RECORD", "ExportConfig", "export"]
