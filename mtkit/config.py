@@ -26,7 +26,7 @@ from mtkit.config_fields import (  # noqa: F401
 )
 from mtkit.errors import MtkitError
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3  # fixed SentencePiece ids (DESIGN.md, "Data on disk")
+PAD, UNK, BOS, EOS = 0, 1, 2, 3  # fixed SentencePiece ids (docs/architecture.md, "Conventions")
 
 SHARE_CHOICES = ("all", "decoder", "none")
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")

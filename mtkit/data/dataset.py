@@ -3,7 +3,7 @@
 The on-disk contract: `DIR/bpe.json` names the languages and the vocabulary size,
 `DIR/spm.model` is the joint SentencePiece model, `DIR/bin/{split}.{lang}.bin|.idx` hold
 ids without BOS/EOS. The model sees source = ids + [EOS], decoder input = [BOS] + ids and
-decoder target = ids + [EOS], right-padded with PAD (DESIGN.md, "Data on disk").
+decoder target = ids + [EOS], right-padded with PAD (docs/architecture.md, "Conventions").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The joint SentencePiece vocabulary: ids pad 0, unk 1, bos 2, eos 3 (DESIGN.md).
+"""The joint SentencePiece vocabulary: ids pad 0, unk 1, bos 2, eos 3 (docs/architecture.md).
 
 How the model is learned (`train_bpe`), and why:
 
