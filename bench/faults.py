@@ -2,6 +2,7 @@
 
     python bench/faults.py                 # all of tests/faults/
     python bench/faults.py -k train        # only the training faults
+    python bench/faults.py -k serve        # only the server's (issue 37 rows 1-4: Origin, Host, key, bodies, hook)
 
 Each test drives the real `mtkit` command (`python -m mtkit` with this interpreter, the same
 code the installed console script runs) with tiny models, signals sent by the test, damaged
@@ -24,6 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ROOT / "tests" / "faults"
+sys.path.insert(0, str(ROOT))  # the tests import `tests.*`; a script's sys.path[0] is bench/, not the checkout
 DOCSTRING = re.compile(r"fault:\s*(?P<fault>.+?);\s*expected:\s*(?P<expected>.+?)\.?\s*$", re.S)
 
 

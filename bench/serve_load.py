@@ -1,4 +1,5 @@
-"""Load test of `mtkit serve` on loopback, against `mtkit translate` on the same sentences as one batch.
+"""Load test of `mtkit serve` on loopback, against `mtkit translate` on the same sentences as one batch,
+and with bad requests mixed in.
 
     python bench/serve_load.py --model runs/small/averaged.pt
     python bench/serve_load.py --model M.pt --clients 16,64 --requests 4 --max-len-b 0   # a quick run
@@ -11,7 +12,15 @@ or answered with the wrong number of lines), answers that differ from the batch'
 translation, and how many sentences the server decoded together on average. The baseline is
 `mtkit translate` on the same sentences, timed in-process (model load excluded) with the same
 --max-tokens: all at once, and (unless --no-chunks) CLIENTS x LINES sentences at a time, the
-largest batch those clients can form. The last line printed is one JSON object.
+largest batch those clients can form.
+
+Then (unless --bad-clients 0) each client count runs again with --bad-clients more clients
+sending bad requests at --bad-per-s in all until the good ones are done: a foreign Origin, a
+foreign Host, no API key (the server runs with one), text/plain, broken JSON, nesting past the
+recursion limit, a 5000-digit number, alpha 1e308. Reported: the good clients' figures beside
+those of the run without bad traffic, each bad kind's answers (and any that were not the
+expected status), and whether the server's log holds a traceback. The last line printed is
+one JSON object.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import json
 import os
 import platform
 import re
+import secrets
 import signal
 import statistics
 import subprocess
@@ -35,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from procstat import read_stat  # bench/procstat.py: a script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,6 +56,29 @@ def read(path: str, limit: int) -> list[str]:
     opener: Any = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         return [line.rstrip("\n") for line in itertools.islice(f, limit)]
+
+
+API_KEY = secrets.token_urlsafe(24)  # the server needs it (bad clients "without a key" show that it does)
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+JSON = {**AUTH, "Content-Type": "application/json"}
+# kind -> (expected status, headers, body): refused before any decoding, each in its own way. Sent as raw bytes
+# on a kept-alive socket, so that the load generator itself (sharing the CPUs) costs as little as it can.
+BAD: dict[str, tuple[int, dict[str, str], bytes]] = {
+    "foreign_origin": (403, {**JSON, "Origin": "https://evil.example"}, b'{"text": ["a"]}'),
+    "foreign_host": (400, {**JSON, "Host": "evil.example"}, b'{"text": ["a"]}'),
+    "no_api_key": (401, {"Content-Type": "application/json"}, b'{"text": ["a"]}'),
+    "text_plain": (415, {**AUTH, "Content-Type": "text/plain"}, b'{"text": ["a"]}'),
+    "broken_json": (400, JSON, b'{"text": ["a"'),
+    "deep_nesting": (422, JSON, b'{"text": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"),
+    "huge_number": (422, JSON, b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}"),
+    "huge_alpha": (422, JSON, b'{"text": ["a"], "alpha": 1e308}'),
+}
+
+
+def raw_request(kind: str, host: str) -> bytes:
+    _, headers, body = BAD[kind]
+    head = {"Host": host, **headers, "Content-Length": str(len(body))}
+    return ("POST /translate HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n").encode() + body
 
 
 def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str]:
@@ -73,7 +107,7 @@ def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen,
     ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MTKIT_SERVE_API_KEY": API_KEY}
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f, env=env)
     deadline = time.monotonic() + 300
@@ -103,7 +137,7 @@ async def client(
     for picked in work:
         start = time.perf_counter()
         try:
-            answer = await http.post(url + "/translate", json={"text": [lines[i] for i in picked]})
+            answer = await http.post(url + "/translate", json={"text": [lines[i] for i in picked]}, headers=AUTH)
         except httpx.HTTPError as exc:
             out["errors"][type(exc).__name__] += 1
             continue
@@ -120,6 +154,12 @@ async def client(
         out["differ"] += sum(g != reference[i] for g, i in zip(got, picked))
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds the server process has used so far (user + system, all its threads)."""
+    fields = read_stat(f"/proc/{pid}/stat")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def log_tail(path: Path, n: int = 20) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
 
@@ -128,19 +168,69 @@ def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
+async def bad_client(url: str, kinds: list[str], gap_s: float, stop: asyncio.Event, out: dict[str, Counter]) -> None:
+    """Send bad requests of each kind in turn, one every `gap_s` seconds, until `stop` is set; count the statuses."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    requests = {kind: raw_request(kind, f"{host}:{port}") for kind in kinds}
+    conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+    for kind in itertools.cycle(kinds):
+        if stop.is_set():
+            break
+        start = time.perf_counter()
+        try:
+            if conn is None:
+                conn = await asyncio.open_connection(host.strip("[]"), int(port))
+            reader, writer = conn
+            writer.write(requests[kind])
+            await writer.drain()
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+            length = re.search(r"content-length: *(\d+)", head)
+            await reader.readexactly(int(length.group(1)) if length else 0)
+            out[kind][head.split(" ", 2)[1]] += 1
+            if "connection: close" in head:
+                writer.close()
+                conn = None
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+            out[kind][type(exc).__name__] += 1
+            conn = None
+        left = gap_s - (time.perf_counter() - start)
+        if left > 0:
+            try:
+                await asyncio.wait_for(stop.wait(), left)
+            except asyncio.TimeoutError:
+                pass
+    if conn is not None:
+        conn[1].close()
+
+
 async def load(
-    url: str, clients: int, args: argparse.Namespace, lines: list[str], reference: list[str]
+    url: str,
+    pid: int,
+    clients: int,
+    args: argparse.Namespace,
+    lines: list[str],
+    reference: list[str],
+    bad_clients: int = 0,
 ) -> dict[str, Any]:
-    """`clients` concurrent clients, each --requests requests of --lines sentences (distinct per request)."""
+    """`clients` concurrent clients, each --requests requests of --lines sentences (distinct per request),
+    with `bad_clients` more sending bad requests (--bad-per-s in all) for as long as the good ones run."""
     out: dict[str, Any] = {"latency": [], "errors": Counter(), "lost": 0, "answered": 0, "sentences": 0, "differ": 0}
+    bad: dict[str, Counter] = {kind: Counter() for kind in BAD}
     order = itertools.cycle(range(len(lines)))
     work = [[[next(order) for _ in range(args.lines)] for _ in range(args.requests)] for _ in range(clients)]
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    limits = httpx.Limits(max_connections=clients + bad_clients, max_keepalive_connections=clients + bad_clients)
+    kinds = list(BAD)
+    gap_s = bad_clients / args.bad_per_s if args.bad_per_s > 0 else 0.0
     async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as http:
         before = (await http.get(url + "/health")).json()["decoded"]
-        start = time.perf_counter()
+        stop = asyncio.Event()
+        rotated = [kinds[i % len(kinds) :] + kinds[: i % len(kinds)] for i in range(bad_clients)]
+        spoilers = [asyncio.ensure_future(bad_client(url, k, gap_s, stop, bad)) for k in rotated]
+        start, cpu = time.perf_counter(), cpu_s(pid)
         await asyncio.gather(*(client(http, url, w, lines, reference, out) for w in work))
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, cpu_s(pid) - cpu
+        stop.set()
+        await asyncio.gather(*spoilers)
         after = (await http.get(url + "/health")).json()["decoded"]
     batches = after["batches"] - before["batches"]
     sent = clients * args.requests
@@ -160,7 +250,39 @@ async def load(
         "differ_from_batch": out["differ"],
         "server_batches": batches,
         "sentences_per_batch": round((after["sentences"] - before["sentences"]) / max(batches, 1), 2),
+        "server_cpu_s": round(cpu, 2),
+        **({"bad_clients": bad_clients, "bad": bad_summary(bad, wall)} if bad_clients else {}),
     }
+
+
+def bad_summary(bad: dict[str, Counter], wall: float) -> dict[str, Any]:
+    """How many bad requests were sent, per second, and each kind's answers; `unexpected`: not its status."""
+    sent = sum(sum(c.values()) for c in bad.values())
+    unexpected = {
+        kind: {k: v for k, v in answers.items() if k != str(BAD[kind][0])}
+        for kind, answers in bad.items()
+        if set(answers) - {str(BAD[kind][0])}
+    }
+    return {
+        "sent": sent,
+        "per_s": round(sent / wall, 1),
+        "answers": {kind: dict(c) for kind, c in bad.items()},
+        "unexpected": unexpected,
+    }
+
+
+def compare(clean: dict[str, Any], mixed: dict[str, Any]) -> dict[str, Any]:
+    """The good clients' figures with bad traffic over those without (1.0 is unaffected), and what the bad
+    requests cost the server: its extra CPU time, per bad request (the good work is the same in both runs)."""
+    ratio: dict[str, Any] = {}
+    for key in ("sentences_per_s", "p50_ms", "p95_ms"):
+        if clean.get(key) and mixed.get(key) is not None:
+            ratio[key] = round(mixed[key] / clean[key], 3)
+    sent = mixed["bad"]["sent"]
+    ratio["server_cpu_ms_per_bad_request"] = (
+        round(1000 * (mixed["server_cpu_s"] - clean["server_cpu_s"]) / sent, 2) if sent else None
+    )
+    return ratio
 
 
 def batch_baseline(args: argparse.Namespace, lines: list[str], chunks: list[int]) -> tuple[list[str], dict[str, Any]]:
@@ -213,6 +335,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: PyTorch's default)")
     parser.add_argument("--no-chunks", action="store_true", help="time the batch baseline on all sentences only")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one request may take")
+    parser.add_argument("--bad-clients", type=int, default=8, help="clients sending bad requests (0: no mixed run)")
+    parser.add_argument("--bad-per-s", type=float, default=200, help="bad requests a second, all together (0: flood)")
     args = parser.parse_args()
 
     counts = [int(c) for c in args.clients.split(",")]
@@ -221,15 +345,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_server(args, Path(tmp) / "serve.log")
         try:
-            runs = []
+            runs, mixed, effect = [], [], []
             for clients in counts:
-                runs.append(asyncio.run(load(url, clients, args, lines, reference)))
+                runs.append(asyncio.run(load(url, proc.pid, clients, args, lines, reference)))
                 print(f"serve, {clients} clients: {runs[-1]}", flush=True)
                 if runs[-1]["errors"]:
                     print("server log (last lines):\n" + "\n".join(log_tail(Path(tmp) / "serve.log")), flush=True)
+                if args.bad_clients:
+                    mixed.append(asyncio.run(load(url, proc.pid, clients, args, lines, reference, args.bad_clients)))
+                    effect.append({"clients": clients, **compare(runs[-1], mixed[-1])})
+                    print(f"serve, {clients} clients + {args.bad_clients} bad: {mixed[-1]}", flush=True)
+                    print(f"  good clients with bad traffic / without (1.0 = unaffected): {effect[-1]}", flush=True)
         finally:
             proc.send_signal(signal.SIGTERM)
             exit_code = proc.wait(timeout=300)
+            log = (Path(tmp) / "serve.log").read_text(encoding="utf-8", errors="replace")
     print(
         json.dumps(
             {
@@ -245,6 +375,12 @@ def main() -> None:
                 "max_tokens": args.max_tokens,
                 "batch": baseline,
                 "serve": runs,
+                "serve_with_bad": mixed,
+                "good_with_bad_over_without": effect,
+                "server_log_tracebacks": log.count("Traceback"),
+                "server_log_errors": sum(
+                    " ERROR " in line or "error" in line.split(":", 1)[0] for line in log.splitlines()
+                ),
                 "server_exit_code": exit_code,
             }
         )

@@ -33,8 +33,34 @@ def serve(
         metavar="FILE",
         help="An mtkit model or checkpoint file (e.g. averaged.pt).",
     ),
-    host: str = typer.Option("127.0.0.1", help="Address to listen on; 0.0.0.0 opens the server to the network."),
+    host: str = typer.Option(
+        "127.0.0.1", help="Address to listen on; 0.0.0.0 opens the server to the network (set an API key)."
+    ),
     port: int = typer.Option(5000, min=0, max=65535, help="TCP port; 0 picks a free one (said in the log)."),
+    allow_origin: list[str] = typer.Option(
+        [],
+        metavar="ORIGIN",
+        help="A web page origin (https://app.example.org) allowed to call the server, with CORS; repeatable. "
+        "Requests from any other page get 403; requests without an Origin (curl, scripts) are not affected.",
+    ),
+    allow_host: list[str] = typer.Option(
+        [],
+        metavar="NAME",
+        help="A name clients may use in the Host header besides localhost, 127.0.0.1, [::1] and --host "
+        "(the proxy's or the machine's name; * for any); repeatable. Other names get 400.",
+    ),
+    api_key_file: str | None = typer.Option(
+        None,
+        metavar="FILE",
+        help="A file whose first line is the API key every request but /health must send "
+        "('Authorization: Bearer KEY' or 'X-API-Key: KEY'; 401 without). Default: $MTKIT_SERVE_API_KEY, else none.",
+    ),
+    drain_timeout: float = typer.Option(
+        20.0,
+        min=0.0,
+        help="Seconds after SIGTERM to answer the requests in flight and queued; the rest then get 503 and "
+        "the server exits (below the 30 s that Kubernetes and SLURM wait before SIGKILL).",
+    ),
     max_tokens: int = typer.Option(
         DEFAULT_BATCH_TOKENS,
         "--max-tokens",
@@ -66,17 +92,21 @@ def serve(
 
     from mtkit.decode.translator import resolve_dtype
     from mtkit.device import pick_device
+    from mtkit.serve.guard import Access, load_api_key
     from mtkit.serve.payload import Limits
     from mtkit.serve.server import serve as run_server
     from mtkit.serve.service import ServeSettings, check_models
 
     setup_logging(logging.INFO)
+    access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
     check_models(tuple(model))
     resolve_dtype(precision, pick_device(device))  # a bad --device or --precision is said before serving
     if threads:
         torch.set_num_threads(threads)
     settings = ServeSettings(
         models=tuple(model),
+        access=access,
+        drain_timeout_s=drain_timeout,
         decode=build(DecodeConfig(), given),
         limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
         max_tokens=max_tokens,

@@ -1,11 +1,15 @@
 """The HTTP endpoints of `mtkit serve` (FastAPI): /translate, OpenNMT-py's /translator/translate, /health, /info.
 
-Bodies are read with a size cap and parsed by mtkit/serve/payload.py, so every refusal is a
-JSON object `{"error": "one sentence."}` with its status; the work itself is the Service's.
+Before a request reaches an endpoint, mtkit/serve/guard.py checks its Host, Origin and API key
+(with CORS headers for the web pages allowed). Bodies must say `Content-Type: application/json`
+(a cross-site form or text/plain POST cannot), are read with a size cap and parsed by
+mtkit/serve/payload.py, so every refusal is a JSON object `{"error": "one sentence."}` with its
+status; the work itself is the Service's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -14,8 +18,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 
 from mtkit.decode.translator import Translation
+from mtkit.serve.guard import Access, ApiKey, CatchAll, HostAndOrigin
 from mtkit.serve.payload import RequestError, parse_json, parse_opennmt, parse_translate
 from mtkit.serve.service import Service
 
@@ -27,17 +34,32 @@ def error_response(status: int, message: str, retry_after: int | None = None) ->
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+def check_content_type(request: Request) -> None:
+    """JSON only (415 otherwise): a web page can send a form or text/plain cross-site without asking first."""
+    media, *params = request.headers.get("content-type", "").split(";")
+    given = [p.split("=", 1)[1].strip().strip('"').lower() for p in params if p.strip().lower().startswith("charset=")]
+    charset = given[0] if given else "utf-8"
+    if media.strip().lower() != "application/json" or charset not in ("utf-8", "utf8"):
+        shown = media.strip()[:60] or "none"
+        raise RequestError(415, f"the request body must be Content-Type: application/json (UTF-8), not {shown}.")
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refused with 413 as soon as it grows past `limit` bytes (before it is all read)."""
+    """The whole JSON body, refused with 413 as soon as it grows past `limit` bytes (before it is all read)."""
+    check_content_type(request)
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit:
-        raise RequestError(413, f"the request body has {length} bytes; the limit is {limit}.")
+    if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > limit):
+        raise RequestError(413, f"the request body has {length[:20]} bytes; the limit is {limit}.")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"the request body is over the limit of {limit} bytes.")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"the request body is over the limit of {limit} bytes.")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        logger.info("a client went away after sending %d bytes of its request body.", size)
+        raise RequestError(400, "the request body ended early (the client disconnected).") from None
     return b"".join(chunks)
 
 
@@ -63,17 +85,33 @@ def opennmt_answer(sources: list[str], translations: list[Translation], nbest: i
     ]
 
 
+def guard(app: FastAPI, access: Access) -> None:
+    """The checks around the endpoints, outermost last: errors, Host and Origin, CORS, the API key."""
+    app.add_middleware(ApiKey, access=access)
+    if access.origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(access.origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "Authorization", "X-API-Key"],
+            max_age=600,
+        )
+    app.add_middleware(HostAndOrigin, access=access)
+    app.add_middleware(CatchAll)
+
+
 def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> FastAPI:
-    """The FastAPI app; loading starts with the server, and shutdown drains the queue."""
+    """The FastAPI app; loading starts with the server, and shutdown drains the queue (within the drain time)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.start_loading(on_load_failure or (lambda: None))
         yield
         logger.info("shutting down: finishing %d queued request(s).", service.batcher.queued if service.batcher else 0)
-        service.close()
+        await asyncio.to_thread(service.close)
 
     app = FastAPI(title="mtkit serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    guard(app, service.settings.access)
     limits, default = service.settings.limits, service.settings.decode
 
     @app.exception_handler(RequestError)
@@ -100,16 +138,8 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        if service.batcher is not None:
-            return JSONResponse(
-                {
-                    "status": "ready",
-                    "model": service.settings.name,
-                    "queued": service.batcher.queued,
-                    "decoded": dict(service.batcher.done),
-                }
-            )
-        return JSONResponse({"status": "loading", "model": service.settings.name}, status_code=503)
+        status, body = service.health()
+        return JSONResponse(body, status_code=status)
 
     @app.get("/info")
     async def info() -> dict[str, Any]:

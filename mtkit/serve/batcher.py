@@ -4,7 +4,9 @@ Decoding is CPU-bound (and holds the GIL in stretches), so one thread decodes wh
 event loop only parses requests and hands answers back. The first waiting request opens a
 batch; others with the same decoding settings join it for up to `wait_s` or until the
 batch holds `max_tokens` source tokens. Each request carries a `concurrent.futures.Future`
-that gets its own translations (in its own order) or the batch's error.
+that gets its own translations (in its own order) or the batch's error. The batcher counts
+the batches that failed in a row, for /health; `abandon` fails every job at once when a
+shutdown's drain time is up.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
+from typing import Any
 
 from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translation
@@ -63,6 +66,10 @@ class Batcher:
         self._cond = threading.Condition()
         self._closed = False
         self.done = {"batches": 0, "requests": 0, "sentences": 0}  # decoded so far (for /health and benchmarks)
+        self.failed_in_a_row = 0  # batches whose decoding raised, since the last that did not
+        self.last_failure = 0.0  # time.monotonic() of the latest failed batch
+        self.last_error = ""
+        self._running: list[Job] = []
         self._thread = threading.Thread(target=self._work, name="mtkit-serve-decoder", daemon=True)
         self._thread.start()
 
@@ -84,16 +91,31 @@ class Batcher:
             self._cond.notify()
         return job.future
 
-    def close(self, timeout: float | None = None) -> None:
-        """Take no new jobs, decode every queued one, then stop the worker."""
+    def close(self, timeout: float | None = None) -> bool:
+        """Take no new jobs, decode every queued one, then stop the worker; False if `timeout` came first."""
         with self._cond:
             self._closed = True
             self._cond.notify()
         self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def abandon(self) -> int:
+        """Take no new jobs and fail every queued and running one with Closed now; how many were failed.
+
+        The batch being decoded runs on (a decode call cannot be interrupted), but its answers are dropped.
+        """
+        with self._cond:
+            self._closed = True
+            jobs = [*self._queue, *self._running]
+            self._queue.clear()
+            self._cond.notify()
+        return sum(_settle(job.future, error=Closed()) for job in jobs)
 
     def _work(self) -> None:
         while (batch := self._take_batch()) is not None:
             self._run(batch)
+            with self._cond:
+                self._running = []
         logger.info("decoder thread: queue drained, stopping.")
 
     def _take_batch(self) -> list[Job] | None:
@@ -111,7 +133,8 @@ class Batcher:
                 if self._closed or left <= 0 or sum(j.tokens for j in batch) >= self.max_tokens:
                     break
                 self._cond.wait(left)
-        return [job for job in batch if job.future.set_running_or_notify_cancel()]  # callers gone: skip
+            self._running = [job for job in batch if job.future.set_running_or_notify_cancel()]  # callers gone: skip
+            return self._running
 
     def _gather(self, batch: list[Job]) -> None:
         """Move queued jobs with the batch's settings into it, in arrival order, while the tokens fit."""
@@ -132,14 +155,31 @@ class Batcher:
             if len(translations) != len(lines):
                 raise RuntimeError(f"the decoder returned {len(translations)} translations for {len(lines)} lines")
         except Exception as exc:  # noqa: BLE001 - any failure belongs to this batch's callers, not to the server
-            logger.error("decoding a batch of %d request(s), %d line(s) failed: %s", len(batch), len(lines), exc)
+            self.failed_in_a_row += 1
+            self.last_failure, self.last_error = time.monotonic(), " ".join(f"{type(exc).__name__}: {exc}".split())
+            logger.error(
+                "decoding a batch of %d request(s), %d line(s) failed: %s", len(batch), len(lines), self.last_error
+            )
             for job in batch:
-                job.future.set_exception(exc)
+                _settle(job.future, error=exc)
             return
+        self.failed_in_a_row = 0
         self.done["batches"] += 1
         self.done["requests"] += len(batch)
         self.done["sentences"] += len(lines)
         start = 0
         for job in batch:
-            job.future.set_result(translations[start : start + len(job.lines)])
+            _settle(job.future, result=translations[start : start + len(job.lines)])
             start += len(job.lines)
+
+
+def _settle(future: Future[Any], result: object = None, error: BaseException | None = None) -> bool:
+    """Give the future its answer unless it has one already (abandoned at shutdown, or cancelled)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        return False
+    return True

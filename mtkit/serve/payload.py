@@ -17,6 +17,11 @@ from mtkit.config import ConfigError, DecodeConfig
 
 # The decoding settings a request may choose for itself (the rest stay the server's).
 REQUEST_OPTIONS = ("beam", "alpha", "lenpen", "max_len_a", "max_len_b", "nbest")
+# The most a request may ask of each numeric setting (beam and nbest: Limits.max_beam); the server's own
+# value is always allowed. Unbounded, alpha = 1e308 overflows the length penalty and max_len_b = 10**30
+# the length tensor (a 500), and a large max_len_a x source length keeps one request decoding for hours.
+OPTION_MAX: dict[str, float] = {"alpha": 10.0, "max_len_a": 4.0, "max_len_b": 512}
+SHOWN_CHARS = 40  # a value quoted back in an error message is cut to this
 
 
 class RequestError(Exception):
@@ -41,8 +46,21 @@ class Limits:
         return 6 * self.max_chars + 256 * self.max_lines + 4096
 
 
+def cut(text: str) -> str:
+    """Text quoted back in an error message, cut short: a client's 100 kB string is not echoed back."""
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+
+def show(value: Any) -> str:
+    """A value as JSON for an error message, cut short."""
+    try:
+        return cut(json.dumps(value))
+    except (ValueError, RecursionError):
+        return type(value).__name__
+
+
 def parse_json(body: bytes) -> Any:
-    """The request body as JSON, or 400 with why not."""
+    """The request body as JSON, or 400 with why not (422 for JSON nested or numbered past Python's limits)."""
     if not body.strip():
         raise RequestError(400, "the request body is empty; send a JSON document.")
     try:
@@ -55,6 +73,10 @@ def parse_json(body: bytes) -> Any:
         raise RequestError(
             400, f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
         ) from None
+    except RecursionError:
+        raise RequestError(422, "the request body nests arrays or objects too deeply to read.") from None
+    except ValueError:  # Python reads integers of up to 4300 digits (sys.get_int_max_str_digits)
+        raise RequestError(422, "the request body holds a number too long to read (over 4300 digits).") from None
 
 
 def check_lines(lines: Any, name: str, limits: Limits) -> list[str]:
@@ -89,7 +111,10 @@ def request_config(options: dict[str, Any], default: DecodeConfig, limits: Limit
     hints = typing.get_type_hints(DecodeConfig)
     for name, value in options.items():
         if not _type_ok(value, hints[name]):
-            raise RequestError(422, f"{name} must be of type {hints[name].__name__}, got {json.dumps(value)}.")
+            raise RequestError(422, f"{name} must be of type {hints[name].__name__}, got {show(value)}.")
+        if name in OPTION_MAX and not value <= max(OPTION_MAX[name], getattr(default, name)):
+            bound = max(OPTION_MAX[name], getattr(default, name))
+            raise RequestError(422, f"{name} must be at most {bound:g} on this server, got {show(value)}.")
     if options.get("beam", 0) > max(limits.max_beam, default.beam):
         raise RequestError(
             422, f"beam {options['beam']} is more than this server allows ({max(limits.max_beam, default.beam)})."
@@ -97,7 +122,7 @@ def request_config(options: dict[str, Any], default: DecodeConfig, limits: Limit
     try:
         return dataclasses.replace(default, **options)
     except ConfigError as exc:
-        raise RequestError(422, f"{exc.name} must be {exc.expected}, got {json.dumps(exc.value)}.") from None
+        raise RequestError(422, f"{exc.name} must be {exc.expected}, got {show(exc.value)}.") from None
 
 
 def parse_translate(data: Any, default: DecodeConfig, limits: Limits) -> tuple[list[str], DecodeConfig]:
@@ -106,7 +131,8 @@ def parse_translate(data: Any, default: DecodeConfig, limits: Limits) -> tuple[l
         raise RequestError(422, 'the request must be a JSON object like {"text": ["A sentence."]}.')
     unknown = sorted(set(data) - {"text", *REQUEST_OPTIONS})
     if unknown:
-        raise RequestError(422, f"unknown field(s) {', '.join(unknown)}; known: text, {', '.join(REQUEST_OPTIONS)}.")
+        named = ", ".join(cut(name) for name in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise RequestError(422, f"unknown field(s) {named}; known: text, {', '.join(REQUEST_OPTIONS)}.")
     if "text" not in data:
         raise RequestError(422, 'the request has no "text" field (a list of sentences).')
     lines = check_lines(data["text"], "text", limits)
@@ -126,7 +152,7 @@ def parse_opennmt(data: Any, limits: Limits) -> list[str]:
         if "src" not in item:
             raise RequestError(422, f'item {i} has no "src" field.')
         if "id" in item and (isinstance(item["id"], bool) or not isinstance(item["id"], int)):
-            raise RequestError(422, f'item {i}: "id" must be an integer (a model id), got {json.dumps(item["id"])}.')
+            raise RequestError(422, f'item {i}: "id" must be an integer (a model id), got {show(item["id"])}.')
     sources = [item["src"] for item in data]
     if not all(isinstance(s, str) for s in sources):
         raise RequestError(422, 'every "src" must be a string.')

@@ -5,16 +5,20 @@ can be said in the log line "listening on http://HOST:PORT", and so that a port 
 one clear sentence. uvicorn drains on SIGTERM (no new connections, requests in flight
 answered, then the app's shutdown finishes the queue) and then raises the signal again to
 die by it; a handler installed here takes that second SIGTERM, so the process exits 0.
+The drain is bounded by --drain-timeout: past it, what is still waiting is answered 503
+(mtkit/serve/service.py), so the process is gone before the scheduler's SIGKILL.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import socket
 from types import FrameType
 
 from mtkit.errors import MtkitError
+from mtkit.serve.guard import API_KEY_ENV, is_loopback
 from mtkit.serve.service import ServeSettings, Service
 
 logger = logging.getLogger(__name__)
@@ -23,6 +27,8 @@ logger = logging.getLogger(__name__)
 # httpx (and others) stop reusing one: a request sent on it as the server closes it fails with a
 # read error. Keeping connections longer than clients do leaves that race to the client's side.
 KEEP_ALIVE_S = 65
+# After the drain time, requests are answered 503 (service.py); uvicorn cancels what is left this much later.
+ANSWER_S = 2.0
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -48,16 +54,21 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
     from mtkit.serve.app import create_app
 
     sock = bind(host, port)
-    port = sock.getsockname()[1]
+    address, port = sock.getsockname()[:2]
     service = Service(settings)
     server: uvicorn.Server | None = None
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            service.begin_drain()  # the clock starts at SIGTERM, not when the connections are closed
+            await super().shutdown(sockets)
 
     def stop() -> None:
         if server is not None:
             server.should_exit = True
 
     app = create_app(service, on_load_failure=stop)
-    server = uvicorn.Server(
+    server = Server(
         uvicorn.Config(
             app,
             host=host,
@@ -65,11 +76,18 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
             log_config=None,
             access_log=False,
             timeout_keep_alive=KEEP_ALIVE_S,
-            timeout_graceful_shutdown=None,
+            timeout_graceful_shutdown=math.ceil(settings.drain_timeout_s + ANSWER_S),
         )
     )
     where = f"[{host}]" if ":" in host else host
     logger.info("listening on http://%s:%d (loading %s)", where, port, settings.name)
+    if settings.access.api_key is None and not is_loopback(address):
+        logger.warning(
+            "%s is reachable from other machines and no API key is set: anyone who can reach it can use "
+            "its CPU; set one with --api-key-file or $%s.",
+            where,
+            API_KEY_ENV,
+        )
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         server.run(sockets=[sock])

@@ -1,18 +1,17 @@
 """The served model: loaded in the background, described for /info, and fed through one Batcher.
 
 The HTTP layer (mtkit/serve/app.py) sees only `Service`: ready or not, translate these lines
-with these settings, describe the model. Models are loaded with the Translator's public API,
-so decoding internals can change beneath the server.
+with these settings, describe the model, healthy or not, drain for shutdown. Models are loaded
+with the Translator's public API, so decoding internals can change beneath the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import logging
-import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +21,17 @@ from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
-from mtkit.serve.payload import Limits, RequestError
+from mtkit.serve.guard import Access
+from mtkit.serve.payload import OPTION_MAX, Limits, RequestError
 
 logger = logging.getLogger(__name__)
 
-# "module:function" that wraps the decode function, `function(decode) -> decode`: for tests and fault
-# drills (a slow or failing decoder in a real server process). Unset in normal use.
-DECODE_HOOK_ENV = "MTKIT_SERVE_DECODE_HOOK"
 RETRY_AFTER_S = 1
+# /health says "failing" (503) once this many batches in a row failed, the last within FAILING_FOR_S: a probe
+# then restarts the server or takes it out of rotation, and after FAILING_FOR_S without a failure it says
+# "ready" again, so that a server taken out of rotation (and so sent nothing) can come back.
+FAILING_AFTER = 3
+FAILING_FOR_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class ServeSettings:
     queue_size: int = 64
     device: str = "auto"
     precision: str = "fp32"
+    access: Access = Access()
+    drain_timeout_s: float = 20.0  # after SIGTERM, below the 30 s Kubernetes and SLURM give before SIGKILL
 
     @property
     def name(self) -> str:
@@ -81,17 +85,6 @@ def model_info(path: str, translator: Translator) -> dict[str, Any]:
     }
 
 
-def decode_hook(decode: Decode) -> Decode:
-    """The decode function, wrapped by $MTKIT_SERVE_DECODE_HOOK when that names one."""
-    spec = os.environ.get(DECODE_HOOK_ENV)
-    if not spec:
-        return decode
-    module, _, name = spec.partition(":")
-    wrap: Callable[[Decode], Decode] = getattr(importlib.import_module(module), name)
-    logger.warning("%s=%s wraps the decoder (a test or fault drill).", DECODE_HOOK_ENV, spec)
-    return wrap(decode)
-
-
 class Service:
     """A model being loaded or loaded, its Batcher, and the one sentence said when loading failed."""
 
@@ -101,6 +94,8 @@ class Service:
         self.error: str | None = None
         self.batcher: Batcher | None = None
         self._loader: threading.Thread | None = None
+        self._drain_deadline: float | None = None
+        self._drain_timer: threading.Timer | None = None
 
     @property
     def ready(self) -> bool:
@@ -132,16 +127,16 @@ class Service:
             "max_tokens": s.max_tokens,
             "batch_wait_ms": s.batch_wait_ms,
             "queue_size": s.queue_size,
+            "option_max": OPTION_MAX,
+            "api_key": s.access.api_key is not None,
+            "allowed_origins": list(s.access.origins),
         }
-
-        def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
-            return list(translator.translate_stream(lines, config, s.max_tokens))
 
         def count_tokens(lines: Sequence[str]) -> int:
             return sum(len(ids) + 1 for ids in translator.vocab.encode_batch(lines))  # + EOS, as decoded
 
         self.batcher = Batcher(
-            decode_hook(decode),
+            self.decoder(translator),
             count_tokens,
             max_tokens=s.max_tokens,
             wait_s=s.batch_wait_ms / 1000,
@@ -153,6 +148,32 @@ class Service:
             self.info["models"][0]["parameters"],
             translator.device,
         )
+
+    def decoder(self, translator: Translator) -> Decode:
+        """What the Batcher calls on each batch (tests wrap it, by monkeypatching, to hold or fail batches)."""
+        max_tokens = self.settings.max_tokens
+
+        def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
+            return list(translator.translate_stream(lines, config, max_tokens))
+
+        return decode
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """The status code and body of /health: loading (503), ready (200), or failing (503)."""
+        if self.batcher is None:
+            return 503, {"status": "loading", "model": self.settings.name}
+        b = self.batcher
+        failing = b.failed_in_a_row >= FAILING_AFTER and time.monotonic() - b.last_failure < FAILING_FOR_S
+        body: dict[str, Any] = {
+            "status": "failing" if failing else "ready",
+            "model": self.settings.name,
+            "queued": b.queued,
+            "decoded": dict(b.done),
+            "failed_in_a_row": b.failed_in_a_row,
+        }
+        if failing:
+            body["last_error"] = b.last_error[:300]
+        return (503 if failing else 200), body
 
     async def translate(self, lines: list[str], config: DecodeConfig) -> list[Translation]:
         """The translations of `lines`, decoded in whatever batch the worker puts them in."""
@@ -167,14 +188,44 @@ class Service:
                 retry_after=RETRY_AFTER_S,
             ) from None
         except Closed:
-            raise RequestError(503, "the server is shutting down.") from None
+            raise RequestError(503, "the server is shutting down; retry.", retry_after=RETRY_AFTER_S) from None
         try:
             return await asyncio.wrap_future(future)
+        except Closed:
+            raise RequestError(
+                503,
+                f"the server stopped before decoding this request ({self.settings.drain_timeout_s:g} s drain "
+                "time after SIGTERM ran out); retry elsewhere.",
+                retry_after=RETRY_AFTER_S,
+            ) from None
         except Exception as exc:  # noqa: BLE001 - the batch failed; the server goes on
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())
             raise RequestError(500, f"decoding this request's batch failed ({reason}).") from None
 
+    def begin_drain(self) -> None:
+        """Shutdown starts (SIGTERM): requests have `drain_timeout_s` to be answered, then are failed with 503."""
+        if self._drain_deadline is not None:
+            return
+        timeout = self.settings.drain_timeout_s
+        self._drain_deadline = time.monotonic() + timeout
+        self._drain_timer = threading.Timer(timeout, self._drain_expired)
+        self._drain_timer.daemon = True
+        self._drain_timer.start()
+
+    def _drain_expired(self) -> None:
+        if self.batcher is not None and (failed := self.batcher.abandon()):
+            logger.warning(
+                "drain time (%g s) is up: %d request(s) not decoded were answered 503.",
+                self.settings.drain_timeout_s,
+                failed,
+            )
+
     def close(self) -> None:
-        """Finish every queued request, then stop the decoder thread."""
+        """Finish the queued requests within the drain time, then stop the decoder thread (or leave it behind)."""
+        self.begin_drain()
+        assert self._drain_deadline is not None
         if self.batcher is not None:
-            self.batcher.close()
+            if not self.batcher.close(max(0.0, self._drain_deadline - time.monotonic())):
+                self._drain_expired()
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()

@@ -25,12 +25,21 @@ START_S = 120  # importing torch on a busy CI machine can take a while
 class Server:
     """`python -m mtkit serve ...`; its stderr goes to a file, read for the port and at the end."""
 
-    def __init__(self, model: Path, tmp: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.model, self.log = model, tmp / "serve.log"
+    def __init__(
+        self,
+        model: Path,
+        tmp: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        module: str = "mtkit",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """`module`: tests.serve.gated for a gated decoder; `headers`: sent with every request (an API key)."""
+        self.model, self.log, self.headers = model, tmp / "serve.log", headers or {}
         full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mtkit", "serve", "-m", str(model), "--port", "0", "--threads", "1", *args],
+                [sys.executable, "-m", module, "serve", "-m", str(model), "--port", "0", "--threads", "1", *args],
                 stdout=subprocess.DEVNULL,
                 stderr=log,
                 env=full_env,
@@ -59,15 +68,15 @@ class Server:
     def stderr(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, **kwargs: Any) -> Any:
         import httpx
 
-        return httpx.get(self.url + path, timeout=60)
+        return httpx.get(self.url + path, timeout=60, **{"headers": self.headers, **kwargs})
 
     def post(self, path: str, **kwargs: Any) -> Any:
         import httpx
 
-        return httpx.post(self.url + path, timeout=60, **kwargs)
+        return httpx.post(self.url + path, timeout=60, **{"headers": self.headers, **kwargs})
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -110,6 +119,6 @@ def gated_server(model: Path, tmp: Path, *args: str) -> tuple[Server, Gate]:
     gate = Gate(tmp / "gate")
     gate.path.mkdir()
     gate.open()  # open while starting up
-    env = {"MTKIT_SERVE_DECODE_HOOK": "tests.serve.hooks:gated", GATE_ENV: str(gate.path)}
-    srv = Server(model, tmp, "--queue-size", "1", "--batch-wait-ms", "0", *args, env=env)
+    env = {GATE_ENV: str(gate.path)}
+    srv = Server(model, tmp, "--queue-size", "1", "--batch-wait-ms", "0", *args, env=env, module="tests.serve.gated")
     return srv, gate

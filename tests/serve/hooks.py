@@ -1,4 +1,4 @@
-"""Decode hooks for the server tests ($MTKIT_SERVE_DECODE_HOOK=tests.serve.hooks:gated).
+"""A decoder wrapper for the server tests, put in place by tests/serve/gated.py (a monkeypatch, no hook in mtkit).
 
 `gated` makes the real server's decoder deterministic to test against: each batch drops a
 `started-*` file in $MTKIT_TEST_GATE, then waits until the file `open` is there; a batch

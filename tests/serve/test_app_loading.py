@@ -14,6 +14,7 @@ from mtkit.decode.translator import Translation  # noqa: E402
 from mtkit.serve.app import create_app  # noqa: E402
 from mtkit.serve.batcher import Batcher  # noqa: E402
 from mtkit.serve.service import ServeSettings, Service  # noqa: E402
+from tests.serve.fakes import BASE_URL  # noqa: E402
 from tests.serve.hooks import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
@@ -40,7 +41,7 @@ def test_not_ready_until_the_model_is_loaded():
     from fastapi.testclient import TestClient
 
     service = SlowLoading()
-    with TestClient(create_app(service)) as client:
+    with TestClient(create_app(service), base_url=BASE_URL) as client:
         health = client.get("/health")
         assert health.status_code == 503 and health.json()["status"] == "loading"
         early = client.post("/translate", json={"text": ["abc"]})

@@ -1,7 +1,8 @@
 """`mtkit serve` under overload, decoding errors and SIGTERM, made deterministic by a gated decoder.
 
-The server runs with $MTKIT_SERVE_DECODE_HOOK=tests.serve.hooks:gated: a batch that starts
-decoding waits for the test to open the gate, so "one request decoding, one queued" is a
+The server runs as `python -m tests.serve.gated serve ...` (its decoder wrapped by
+tests.serve.hooks:gated, a monkeypatch in that process): a batch that starts decoding waits
+for the test to open the gate, so "one request decoding, one queued" is a
 state the test can reach and check through /health before it sends the next request.
 """
 
@@ -93,6 +94,21 @@ def test_sigterm_drains_the_queue_and_exits_0(cli_model, tmp_path):
     assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
     assert server.proc.wait(timeout=60) == 0, server.stderr()
     assert "queue drained" in server.stderr()
+
+
+def test_sigterm_past_the_drain_timeout_answers_503_and_exits_0(cli_model, tmp_path):
+    """A decoder that never finishes: after --drain-timeout, both waiting clients get 503 and the server exits."""
+    server, gate = gated_server(cli_model, tmp_path, "--drain-timeout", "1")
+    answers: list[Any] = []
+    threads = fill(server, gate, answers)
+    server.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(60)
+    assert server.proc.wait(timeout=60) == 0, server.stderr()  # the gate never opened
+    assert [a.status_code for a in answers] == [503, 503], [a.text for a in answers]
+    assert all("drain" in a.json()["error"] and a.headers["Retry-After"] == "1" for a in answers)
+    log = server.stderr()
+    assert "drain time (1 s) is up: 2 request(s)" in log and "Traceback" not in log
 
 
 def test_missing_extra_is_one_sentence(cli_model, tmp_path):

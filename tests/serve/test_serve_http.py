@@ -108,7 +108,7 @@ BAD = [
 
 @pytest.mark.parametrize("body,status,says", BAD, ids=[f"{s}-{m}" for _, s, m in BAD])
 def test_bad_requests_get_one_sentence(server, body, status, says):
-    answer = server.post("/translate", content=body)
+    answer = server.post("/translate", content=body, headers={"Content-Type": "application/json"})
     assert answer.status_code == status, answer.text
     error = answer.json()["error"]
     assert says in error and error.endswith(".") and "\n" not in error

@@ -1,0 +1,229 @@
+"""Who may talk to `mtkit serve`: the Host and Origin headers, the API key, and one JSON line for any failure.
+
+A server on 127.0.0.1 is still reachable from every web page the user's browser opens: a
+page can POST to it (a form or a text/plain fetch needs no preflight), and a DNS-rebinding
+page (its own name re-pointed at 127.0.0.1) can even read the answers. So, as Starlette's
+TrustedHostMiddleware and Django's ALLOWED_HOSTS do, a request whose Host is not a name this
+server answers to gets 400 (a rebinding page always sends its own name); one sent from a web
+page whose Origin was not allowed with --allow-origin gets 403; and with an API key, a request
+without it gets 401. The checks are plain ASGI middleware, so they run before any body is read.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mtkit.errors import MtkitError
+
+logger = logging.getLogger(__name__)
+
+API_KEY_ENV = "MTKIT_SERVE_API_KEY"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+WILDCARD_BINDS = ("0.0.0.0", "::", "")
+# Open without a key: probes (a load balancer, Kubernetes) call it, and it says only ready / loading / failing.
+OPEN_PATHS = ("/health",)
+ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]+$")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def _bracketed(name: str) -> str:
+    """IPv6 addresses as a Host header writes them: [::1]."""
+    return f"[{name}]" if ":" in name and not name.startswith("[") else name
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header, without its port: "[::1]:5000" -> "[::1]", "Example.org:80" -> "example.org"."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[: header.find("]") + 1] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listening address (not a name to resolve) reaches this machine only."""
+    ip = _ip(host)
+    return host.lower() == "localhost" or (ip is not None and ip.is_loopback)
+
+
+@dataclass(frozen=True)
+class Access:
+    """The server's rules for who may call it; the key never appears in a repr or in /info."""
+
+    bind: str = "127.0.0.1"  # --host
+    hosts: tuple[str, ...] = ()  # --allow-host: more names for the Host header; "*" takes any
+    origins: tuple[str, ...] = ()  # --allow-origin: web pages that may call the server; "*" any
+    api_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        origins = tuple(o.strip().lower().rstrip("/") for o in self.origins)
+        for given, origin in zip(self.origins, origins):
+            if origin not in ("*", "null") and not ORIGIN.match(origin):
+                raise MtkitError(
+                    f"--allow-origin {given!r} is not an origin; write it as a browser sends it, "
+                    "like https://app.example.org or http://localhost:8080 (no path)."
+                )
+        object.__setattr__(self, "origins", origins)
+        object.__setattr__(self, "hosts", tuple(host_name(_bracketed(h)) for h in self.hosts))
+
+    def host_allowed(self, header: str) -> bool:
+        """Loopback names, --host, --allow-host; any IP address when listening on all of them.
+
+        An IP address in Host cannot come from DNS rebinding (the browser sends the attacker's
+        name), so a server bound to 0.0.0.0 answers clients that address it by any of its IPs.
+        """
+        name = host_name(header)
+        if "*" in self.hosts:
+            return True
+        if not name:
+            return False
+        if name in LOOPBACK_NAMES or name in self.hosts or name == host_name(_bracketed(self.bind)):
+            return True
+        ip = _ip(name)
+        return ip is not None and (ip.is_loopback or self.bind in WILDCARD_BINDS)
+
+    def origin_allowed(self, origin: str) -> bool:
+        return "*" in self.origins or origin.lower().rstrip("/") in self.origins
+
+    def key_given(self, headers: dict[bytes, bytes]) -> bool:
+        """`Authorization: Bearer KEY` or `X-API-Key: KEY`, compared in constant time."""
+        assert self.api_key is not None
+        scheme, _, token = headers.get(b"authorization", b"").strip().partition(b" ")
+        given = token.strip() if scheme.lower() == b"bearer" else headers.get(b"x-api-key", b"").strip()
+        return hmac.compare_digest(given, self.api_key.encode("utf-8"))
+
+
+def load_api_key(path: str | None) -> str | None:
+    """The key from --api-key-file (which wins) or $MTKIT_SERVE_API_KEY; None when neither is set.
+
+    Not a command-line value: `ps` shows every process's arguments to every user of the host.
+    """
+    if path is None:
+        key = os.environ.get(API_KEY_ENV, "").strip()
+        where = f"${API_KEY_ENV}"
+        if not key:
+            return None
+    else:
+        try:
+            key = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise MtkitError(f"cannot read the API key file {path}: {getattr(exc, 'strerror', None) or exc}.") from None
+        where = f"the API key file {path}"
+        if not key:
+            raise MtkitError(f"{where} is empty; put the key on its first line.")
+    if not (key.isascii() and key.isprintable()) or any(c.isspace() for c in key):
+        raise MtkitError(f"{where} must hold one key of printable ASCII without spaces (it travels in a header).")
+    return key
+
+
+async def send_json(send: Send, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    """`{"error": "one sentence."}` with its status, straight to the ASGI server."""
+    body = json.dumps({"error": message}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    return {k.lower(): v for k, v in scope.get("headers", [])}
+
+
+class HostAndOrigin:
+    """Outermost check: a foreign Host (400) or a web page's Origin not allowed (403) goes no further."""
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app, self.access = app, access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = _headers(scope)
+        host = headers.get(b"host", b"").decode("latin-1")
+        if not self.access.host_allowed(host):
+            shown = json.dumps(host[:100])
+            logger.info("refused a request for Host %s (not this server's name).", shown)
+            message = f"this server does not answer to the Host {shown}; its operator can allow it with --allow-host."
+            return await send_json(send, 400, message)
+        origin = headers.get(b"origin")
+        if origin is not None and not self.access.origin_allowed(origin.decode("latin-1")):
+            shown = json.dumps(origin.decode("latin-1")[:100])
+            logger.info("refused a request from the web page origin %s.", shown)
+            return await send_json(
+                send, 403, f"requests from the web page origin {shown} are not allowed (see --allow-origin)."
+            )
+        return await self.app(scope, receive, send)
+
+
+class ApiKey:
+    """Inside CORS (so a browser can read the 401): every path but /health needs the key, when there is one."""
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app, self.access = app, access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and self.access.api_key is not None
+            and scope.get("path") not in OPEN_PATHS
+            and not self.access.key_given(_headers(scope))
+        ):
+            return await send_json(
+                send,
+                401,
+                "this server needs an API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.",
+                {"WWW-Authenticate": "Bearer"},
+            )
+        return await self.app(scope, receive, send)
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+class CatchAll:
+    """Any error that escapes the app: one log line (no traceback) and one JSON line to the client.
+
+    Starlette's own handler answers in plain text and re-raises, so that uvicorn logs a traceback
+    for every bad request a client can think up; this sits inside it and lets nothing through.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:  # noqa: BLE001 - the one place every unexpected error ends
+            logger.error("%s %s failed: %s", scope.get("method"), scope.get("path"), one_line(exc))
+            if not started:
+                await send_json(send, 500, f"the server failed on this request ({type(exc).__name__}); it is logged.")
