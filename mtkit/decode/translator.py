@@ -280,16 +280,8 @@ class Translator:
             [todo[j] for j in batch]
             for batch in balanced_batches([len(ids[i]) + 1 for i in todo], batch_tokens, self.workers)
         ]
-        jobs = [
-            partial(
-                search_batch,
-                ids=[ids[i] for i in b],
-                prefixes=[prefixes[i] for i in b],
-                config=config,
-                sampling=sampling,
-            )
-            for b in packed
-        ]
+        batches = [([ids[i] for i in b], [prefixes[i] for i in b]) for b in packed]
+        jobs = [partial(search_batch, ids=src, prefixes=pre, config=config, sampling=sampling) for src, pre in batches]
         found = (
             {i: Translation(first + i, hypotheses) for i, hypotheses in zip(packed[k], result)}
             for k, result in self._run(jobs)
