@@ -1,7 +1,9 @@
-"""Translator: batching by tokens, input order, streaming, odd input lines; and the raw-text reader."""
+"""Translator: decoding settings, input order, streaming, odd input lines; and the raw-text reader."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import io
 import logging
 import os
@@ -12,7 +14,7 @@ import torch
 import mtkit
 from mtkit.config import DecodeConfig
 from mtkit.data.vocab import Vocab
-from mtkit.decode.translator import Translator, pack_batches, resolve_dtype
+from mtkit.decode.translator import Translator, resolve_dtype
 from mtkit.errors import MtkitError
 from mtkit.model import linear
 from mtkit.textio import open_output, read_lines_lenient
@@ -24,17 +26,6 @@ FAST = DecodeConfig(beam=2, max_len_b=5)
 @pytest.fixture(scope="module")
 def translator(model_file) -> Translator:
     return Translator.load(model_file, device="cpu")
-
-
-def test_pack_batches_covers_every_sentence_once_within_the_budget():
-    lengths = [5, 1, 9, 3, 3, 40, 7, 2, 8, 8]
-    batches = pack_batches(lengths, batch_tokens=20)
-    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
-    flat = [lengths[i] for b in batches for i in b]
-    assert flat == sorted(flat, reverse=True)
-    for b in batches:
-        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 20
-    assert [len(b) for b in pack_batches([3] * 10, batch_tokens=9)] == [3, 3, 3, 1]
 
 
 def test_translator_is_exported_lazily_and_loads_a_training_checkpoint(translator, model_file):
@@ -64,6 +55,20 @@ def test_the_first_translations_come_before_the_input_ends(translator):
 
     first = next(iter(translator.translate_stream(endless(), FAST, chunk_lines=3)))
     assert first.line == 1 and len(read) <= 4
+
+
+def test_decoding_defaults_come_from_decode_config_alone(translator):
+    """`translate` takes a DecodeConfig and changes to its fields; no method re-types a setting's default."""
+    for method in (Translator.translate, Translator.translate_stream, Translator.score, Translator.score_stream):
+        assert not set(inspect.signature(method).parameters) & {f.name for f in dataclasses.fields(DecodeConfig)}
+    lines = ["A dog runs.", "Two men talk in the snow."]
+    assert translator.translate(lines) == [t.text for t in translator.translate_stream(lines, DecodeConfig())]
+    assert translator.translate(lines, beam=2, max_len_b=5) == translator.translate(lines, FAST)
+    assert translator.translate(lines, FAST, beam=1) == translator.translate(lines, DecodeConfig(beam=1, max_len_b=5))
+    with pytest.raises(MtkitError, match="beam"):
+        translator.translate(lines, beam=0)
+    with pytest.raises(TypeError, match="beams"):
+        translator.translate(lines, beams=2)
 
 
 def test_an_overlong_line_is_truncated_with_a_warning_naming_it(translator, caplog):

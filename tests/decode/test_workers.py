@@ -14,10 +14,26 @@ import torch
 
 import mtkit.decode.translator as translator_module
 from mtkit.config import DecodeConfig, SamplingConfig
-from mtkit.decode.translator import Translation, Translator, balanced_batches, pack_batches
+from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 
 FAST = DecodeConfig(beam=2, max_len_b=5)
+SEARCH = translator_module.search_batch
+
+
+# Stand-ins for `search_batch`, at module level: a job reaches its worker pickled, its function by name.
+def recorded(translator, **batch):
+    with open(os.environ["MTKIT_TEST_WORKERS_LOG"], "a", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} {torch.get_num_threads()} {openmp_threads()}\n")
+    return SEARCH(translator, **batch)
+
+
+def broken(translator, **batch):
+    raise ValueError("this batch failed")
+
+
+def killed(translator, **batch):
+    os._exit(9)  # as the kernel's out-of-memory killer would end it
 
 
 @pytest.fixture(scope="module")
@@ -25,21 +41,6 @@ def translators(model_file):
     one, two = Translator.load(model_file, device="cpu"), Translator.load(model_file, device="cpu", workers=2)
     yield one, two
     two.close()
-
-
-def test_balanced_batches_give_each_worker_a_share_and_keep_every_sentence_within_the_budget():
-    lengths = [3] * 10
-    assert pack_batches(lengths, 9) == balanced_batches(lengths, 9, 1)  # one worker: the batches as they were
-    assert len(pack_batches(lengths, 12)) == 3
-    two = balanced_batches(lengths, 12, 2)
-    assert len(two) == 4 and sorted(i for b in two for i in b) == list(range(10))
-    assert all(len(b) * 3 <= 12 for b in two)
-    assert len(balanced_batches(lengths, 9, 2)) == 4  # already a multiple: unchanged
-    assert balanced_batches([7], 100, 2) == [[0]]  # one sentence cannot be split
-    lengths = [5 + (7 * i) % 40 for i in range(1000)]  # 7 batches at 4,096: 8 for two workers
-    batches = balanced_batches(lengths, 4096, 2)
-    costs = [len(b) * max(lengths[i] for i in b) for b in batches]  # padded tokens
-    assert len(batches) == 8 and min(costs) > 0.9 * max(costs)  # no last batch of a few sentences
 
 
 def same(a: list[Translation], b: list[Translation]) -> None:
@@ -82,20 +83,14 @@ def test_the_batches_run_in_worker_processes_of_one_thread_each(model_file, tmp_
     """Other processes than this one, each with one PyTorch and one OpenMP thread (GNU OpenMP hangs when a
     forked process starts threads), and the workers end with close()."""
     log = tmp_path / "workers.log"
-    search = Translator._search
-
-    def recorded(self, *args, **kwargs):
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(f"{os.getpid()} {torch.get_num_threads()} {openmp_threads()}\n")
-        return search(self, *args, **kwargs)
-
-    monkeypatch.setattr(Translator, "_search", recorded)
+    monkeypatch.setenv("MTKIT_TEST_WORKERS_LOG", str(log))
+    monkeypatch.setattr(translator_module, "search_batch", recorded)  # before the workers are forked
     two = Translator.load(model_file, device="cpu", workers=2)
     try:
         sentences = ["A dog runs.", "Two men talk.", "A cat sleeps.", "A girl reads.", "It rains."]
         assert len(list(two.translate_stream(sentences, FAST, batch_tokens=8))) == 5
         assert two._pool is not None
-        pids = list(two._pool._processes)  # type: ignore[attr-defined]
+        pids = two._pool.pids
     finally:
         two.close()
     rows = [line.split() for line in log.read_text().splitlines()]
@@ -106,10 +101,7 @@ def test_the_batches_run_in_worker_processes_of_one_thread_each(model_file, tmp_
 
 
 def test_a_failing_batch_ends_the_stream_with_its_error(model_file, multi30k_lines, monkeypatch):
-    def broken(self, *args, **kwargs):
-        raise ValueError("this batch failed")
-
-    monkeypatch.setattr(Translator, "_search", broken)
+    monkeypatch.setattr(translator_module, "search_batch", broken)
     two = Translator.load(model_file, device="cpu", workers=2)
     try:
         with pytest.raises(ValueError, match="this batch failed"):
@@ -118,15 +110,20 @@ def test_a_failing_batch_ends_the_stream_with_its_error(model_file, multi30k_lin
         two.close()
 
 
-def test_a_worker_that_dies_is_one_clear_error(model_file, multi30k_lines, monkeypatch):
-    def killed(self, *args, **kwargs):
-        os._exit(9)  # as the kernel's out-of-memory killer would end it
-
-    monkeypatch.setattr(Translator, "_search", killed)
+def test_a_worker_that_dies_is_one_clear_error_and_a_later_search_starts_new_ones(
+    model_file, multi30k_lines, monkeypatch
+):
+    monkeypatch.setattr(translator_module, "search_batch", killed)
     two = Translator.load(model_file, device="cpu", workers=2)
+    lines = multi30k_lines["test_2016_flickr.en"][:12]
     with pytest.raises(MtkitError, match="a decoding worker stopped before its batch was done"):
-        list(two.translate_stream(multi30k_lines["test_2016_flickr.en"][:12], FAST, batch_tokens=40))
-    assert two._pool is None
+        list(two.translate_stream(lines, FAST, batch_tokens=40))
+    assert two._pool is not None and two._pool.closed
+    monkeypatch.undo()  # the real search, in workers forked anew
+    try:
+        assert [t.line for t in two.translate_stream(lines, FAST, batch_tokens=40)] == list(range(1, 13))
+    finally:
+        two.close()
 
 
 def test_workers_are_for_the_cpu_and_at_least_one(translators, monkeypatch):
@@ -158,7 +155,7 @@ def test_workers_end_when_their_parent_is_killed(model_file):
         "import sys, time\n"
         "from mtkit.decode.translator import Translator\n"
         "t = Translator.load(sys.argv[1], device='cpu', workers=2)\n"
-        "print(' '.join(map(str, t._pool._processes)), flush=True)\n"
+        "print(' '.join(map(str, t._pool.pids)), flush=True)\n"
         "time.sleep(600)\n"
     )
     root = Path(__file__).resolve().parents[2]

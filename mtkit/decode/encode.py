@@ -1,0 +1,65 @@
+"""Text into token ids that fit the model's positions, each problem said by its input line (numbered from `first`).
+
+A source longer than the model allows is cut, with a warning: the rest of the input still gets translated. A
+target prefix, or a target to score, that cannot fit is an error: its output would not be the one asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from mtkit.config import DecodeConfig
+from mtkit.data.vocab import Vocab
+from mtkit.decode.beam import max_output_lengths
+from mtkit.errors import MtkitError
+
+logger = logging.getLogger(__name__)
+
+
+def source_ids(vocab: Vocab, lines: list[str], first: int, limit: int) -> list[list[int]]:
+    """Each line's ids, cut to `limit` tokens (the model's positions less the EOS appended) with a warning."""
+    ids = vocab.encode_batch(lines)
+    for i, sentence in enumerate(ids):
+        if len(sentence) > limit:
+            logger.warning(
+                "line %d has %d subword tokens, more than the model's %d; only the first %d are translated.",
+                first + i,
+                len(sentence),
+                limit,
+                limit,
+            )
+            ids[i] = sentence[:limit]
+    return ids
+
+
+def prefix_ids(
+    vocab: Vocab, prefixes: list[str], sources: list[list[int]], first: int, config: DecodeConfig, limit: int
+) -> list[list[int]]:
+    """The target prefixes' ids; one longer than its sentence's output may be (by `config`, within the model's
+    `limit` + 1 positions) is an error."""
+    if not any(prefixes):
+        return [[] for _ in prefixes]
+    out = vocab.encode_batch(prefixes)
+    limits = max_output_lengths(torch.tensor([len(s) for s in sources]), config, limit + 1).tolist()
+    for i, (prefix, most) in enumerate(zip(out, limits)):
+        if len(prefix) > most:
+            raise MtkitError(
+                f"line {first + i}: the target prefix has {len(prefix)} subword tokens, more than "
+                f"the {most} this sentence's output may have (max_len_a x source tokens + "
+                "max_len_b, within the model's positions)."
+            )
+    return out
+
+
+def target_ids(vocab: Vocab, targets: list[str], first: int, limit: int) -> list[list[int]]:
+    """The ids of targets to score; one longer than `limit` is an error (BOS + target must fit the positions)."""
+    out = vocab.encode_batch(targets)
+    for i, target in enumerate(out):
+        if len(target) > limit:
+            raise MtkitError(
+                f"line {first + i}: the target has {len(target)} subword tokens, more than the "
+                f"model's {limit} positions allow."
+            )
+    return out
