@@ -3,7 +3,7 @@
     python bench/attention_speed.py              # the Multi30k recipe's shapes, 2 threads
     python bench/attention_speed.py --threads 1
 
-mtkit's attention (mtkit/model/transformer.py, `MultiHeadAttention.attend`) takes the math
+mtkit's attention (mtkit/kernels/attention.py, called by `MultiHeadAttention.attend`) takes the math
 path on the CPU where `math_attention_is_faster` says so (by dtype, length and whether a gradient
 is recorded) and the fused `scaled_dot_product_attention` otherwise; these figures are its evidence.
 This script times both at the shapes a beam-4 decoding of ~1,000 rows meets (one
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from procstat import cpu_name  # a sibling script: python puts bench/ on the path
 
-from mtkit.model.transformer import attention_math
+from mtkit.kernels.attention import attention_math
 
 
 def seconds(fn: Callable[[], object], repeat: int) -> float:

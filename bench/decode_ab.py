@@ -59,10 +59,17 @@ else:
     vocab = Vocab.from_bytes(open(args["spm"], "rb").read())
     torch.manual_seed(1)
     model = build_model("small", len(vocab))
-    if args.get("precision") == "int8":
-        from mtkit.decode.quantize import quantize_int8
-        model = quantize_int8(model)
-    tr = Translator(model, vocab, "cpu", **({"workers": args["workers"]} if args["workers"] > 1 else {}))
+    workers = {"workers": args["workers"]} if args["workers"] > 1 else {}
+    try:  # what Translator.load does to the models it loads: mtkit.runtime's decisions, applied
+        from mtkit import runtime
+    except ImportError:  # an older checkout: its Translator prepared the model itself (quantize_int8 before)
+        if args.get("precision") == "int8":
+            from mtkit.decode.quantize import quantize_int8
+            model = quantize_int8(model)
+        tr = Translator(model, vocab, "cpu", **workers)
+    else:
+        plan = runtime.decide_decoding(args.get("precision", "fp32"), torch.device("cpu"), model.cfg.d_model)
+        tr = Translator(runtime.apply(model.to(plan.dtype).eval(), plan), vocab, "cpu", **workers)
 fields = {k: v for k, v in args["options"].items() if k in DecodeConfig.__dataclass_fields__}
 config = DecodeConfig(**fields)
 batch_tokens = int(args["options"].get("batch_tokens", 4096))

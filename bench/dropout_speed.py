@@ -4,7 +4,7 @@
     python bench/dropout_speed.py --threads 1
 
 Times forward and forward + backward at the activations of a 4,096-token `small` and `base`
-batch (mtkit/model/dropout.py), best of --repeat, and prints one line each and a JSON line.
+batch (mtkit/kernels/dropout.py), best of --repeat, and prints one line each and a JSON line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from translate_speed import cpu_name  # a sibling script: python puts bench/ on the path
 
-from mtkit.model.dropout import dropout
+from mtkit.kernels.dropout import dropout
 
 SHAPES = [
     ("small: d_model", 3840, 256),

@@ -3,7 +3,7 @@
     python bench/matmul_speed.py                 # 2 threads
     python bench/matmul_speed.py --threads 1
 
-mtkit's linear maps (mtkit/model/linear.py) pick their fp32 CPU backend by measurement. This
+mtkit's linear maps (mtkit/runtime/matmul.py) pick their fp32 CPU backend by measurement. This
 script times both backends at the shapes that matter: a decoding step of ~1,000 rows of the
 Multi30k recipe's model (d_model 256, 8k vocabulary) and a training batch of ~4,000 tokens of
 `base` (512 / 2048, 37k vocabulary): the forward product x W^T, and the backward products
@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from procstat import cpu_name  # a sibling script: python puts bench/ on the path
 
-from mtkit.model.linear import onednn_linear, onednn_works
+from mtkit.kernels.linear import onednn_linear
+from mtkit.runtime.matmul import onednn_works
 
 # (what, rows M, in K, out N)
 SHAPES = [

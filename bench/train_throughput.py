@@ -167,13 +167,14 @@ def run_one(args: argparse.Namespace) -> dict:
 
 def cpu_matmul_peak(precision: str) -> float:
     """FLOP/s of a large product (4096 x 1024 x 4096) in `precision` on this CPU, best of 5, through the faster of
-    PyTorch's default and oneDNN (mtkit/model/linear.py): the measured peak that MFU is a fraction of."""
+    PyTorch's default and oneDNN (mtkit/runtime/matmul.py): the measured peak that MFU is a fraction of."""
     import time
 
     import torch
     import torch.nn.functional as F
 
-    from mtkit.model.linear import onednn_linear, onednn_works
+    from mtkit.kernels.linear import onednn_linear
+    from mtkit.runtime.matmul import onednn_works
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     x, w = torch.randn(4096, 1024, dtype=dtype), torch.randn(4096, 1024, dtype=dtype)

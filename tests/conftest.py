@@ -28,21 +28,10 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 # they compute the same numbers on every machine (subprocesses inherit it). tests/train/test_precision.py
 # lifts the pin to test the rule itself.
 os.environ.setdefault("MTKIT_AUTO_PRECISION", "fp32")
-# The fp32 CPU backend is chosen by measurement (mtkit/model/linear.py); the tests pin oneDNN, the path this
-# project's CPUs take, so that no choice flips between runs (it falls back to the default where oneDNN's op
-# is missing). tests/model/test_linear.py holds the two backends equal and tests the rule itself.
+# The fp32 CPU backend is chosen by measurement (mtkit/runtime/matmul.py) when a trainer or a loaded translator
+# decides; the tests pin oneDNN, the path this project's CPUs take, so that no choice flips between runs (it falls
+# back to the default where oneDNN's op is missing). tests/runtime/ holds the two backends equal and tests the rule.
 os.environ.setdefault("MTKIT_CPU_MATMUL", "onednn")
-
-
-@pytest.fixture(autouse=True)
-def default_matmul_backend():
-    """Each test starts on the default fp32 backend: the choice is process-wide, and a translator or trainer
-    in one test must not change the products of the next."""
-    from mtkit.model import linear
-
-    linear.reset()
-    yield
-    linear.reset()
 
 
 def run_cli(

@@ -189,3 +189,9 @@ class _Result:
 def test_fairseq_names_are_a_one_line_usage_error_with_mtkits_name(cli, tmp_path, args, hint):
     done = cli("train", tmp_path, "-o", tmp_path / "run", *args)
     assert done.returncode == 2 and hint in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_serve_offers_the_precisions_translate_does(cli):
+    """`mtkit serve --precision` takes translate's choices, int8 included (one rule: mtkit.runtime)."""
+    for command in ("translate", "serve"):
+        assert "<auto|fp32|bf16|fp16|int8>" in flat(cli(command, "--help", env=WIDE).stdout), command

@@ -21,15 +21,8 @@ from typing import Any, TypeVar
 
 import torch
 
-from mtkit import checkpoint
-from mtkit.config import (
-    DECODE_PRECISION_CHOICES,
-    DEFAULT_BATCH_TOKENS,
-    DEFAULT_CHUNK_LINES,
-    EOS,
-    DecodeConfig,
-    SamplingConfig,
-)
+from mtkit import checkpoint, runtime
+from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, DecodeConfig, SamplingConfig
 from mtkit.data.vocab import Vocab
 from mtkit.decode.batches import balanced_batches, chunks, in_order
 from mtkit.decode.beam import beam_search
@@ -41,17 +34,9 @@ from mtkit.decode.sampling import sample
 from mtkit.decode.scoring import PairScore, padded, score_batch
 from mtkit.device import pick_device
 from mtkit.errors import MtkitError
-from mtkit.model.linear import cap_kernel_caches, use_best_backend
 from mtkit.model.transformer import Transformer
-from mtkit.train.precision import TORCH_DTYPES, resolve_precision
 
 logger = logging.getLogger(__name__)
-
-# Compiled oneDNN products kept in each of its two caches (mtkit.model.linear.cap_kernel_caches). A decoding
-# step's row count is new whenever a sentence finishes, so a step mostly reuses only its own few shapes: on a
-# 2-core Zen 4 EPYC the Multi30k test set decoded as fast with 16 as with 64, 256 or 1,024 (two A/Bs of three
-# rounds, `bench/decode_ab.py`) in less memory: peak RSS 524-587 MiB against 622-645 with 64 and 705 with 1,024.
-DECODE_KERNEL_CACHE = 16
 
 Source = str | tuple[str, str]  # a source line, or (source line, target prefix)
 R = TypeVar("R")
@@ -73,21 +58,6 @@ class Translation:
         return self.hypotheses[0][1]
 
 
-def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
-    """The dtype the model runs in, by training's rule (mtkit.train.precision.resolve_precision), "auto"
-    included; int8 runs fp32 around its int8 Linear layers."""
-    if precision not in DECODE_PRECISION_CHOICES:
-        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(DECODE_PRECISION_CHOICES)}.")
-    if precision == "int8":
-        if device.type != "cpu":
-            raise MtkitError("precision int8 runs on the CPU only; use --device cpu, or fp16/bf16 on a GPU.")
-        return torch.float32
-    name, reason = resolve_precision(precision, device)
-    if precision == "auto":
-        logger.info("precision auto -> %s: %s", name, reason)
-    return TORCH_DTYPES[name]
-
-
 class Translator:
     """A model (or an ensemble of models sharing one vocabulary) and its SentencePiece vocabulary, ready for raw text.
 
@@ -102,13 +72,11 @@ class Translator:
         model: Transformer | Sequence[Transformer],
         vocab: Vocab,
         device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float32,
-        prepack: bool = True,
         workers: int = 1,
     ):
-        """`prepack`: give the models copies of their weights packed for oneDNN (Transformer.prepack), faster to
-        decode with and as large as the weights; validation during training passes False, as its model's weights
-        change after every update and the copies would stay with it.
+        """The models are used as they are, never changed: on `device`, in eval mode (dropout off), with whatever
+        kernels were applied to them (`Translator.load` applies mtkit.runtime's decisions to the models it loads;
+        a training model keeps training's).
 
         `workers`: batches searched at once (CPU only, Linux), each in a process of its own that runs one thread,
         forked from this one as it is made, before a caller's threads exist (a fork copies only the thread that
@@ -118,6 +86,8 @@ class Translator:
         wait for each other. `close()` stops the workers.
         """
         models = [model] if isinstance(model, Transformer) else list(model)
+        if any(m.training for m in models):
+            raise MtkitError("a Translator decodes with dropout off: put its models in eval mode (model.eval()).")
         for cfg in (m.cfg for m in models):
             if len(vocab) > min(cfg.vocab_size, cfg.target_vocab_size):
                 raise MtkitError(
@@ -135,14 +105,7 @@ class Translator:
             raise MtkitError("several workers need Linux (forked processes that end with their parent); use one.")
         self.workers = workers
         self._pool: WorkerPool[Translator] | None = None
-        cap_kernel_caches(DECODE_KERNEL_CACHE, DECODE_KERNEL_CACHE)  # no-op once the process has run a product
-        if dtype == torch.float32:  # the faster fp32 CPU products, measured once per process
-            name, why = use_best_backend(self.device, models[0].cfg.d_model, training=False)
-            logger.debug("fp32 products: %s (%s)", name, why)
-        self.models = [m.to(device=self.device, dtype=dtype).eval() for m in models]
-        if prepack:
-            for m in self.models:
-                m.prepack()
+        self.models = models
         self.model = self.models[0]
         self.vocab = vocab
         if workers > 1:
@@ -157,9 +120,11 @@ class Translator:
         workers: int = 1,
     ) -> Translator:
         """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble.
+
+        The models loaded are this translator's own, so mtkit.runtime's decisions are applied to them here:
+        `precision` (auto and int8 included), the fp32 CPU products' backend and packed weights.
         `workers`: see `Translator`."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
-        cap_kernel_caches(DECODE_KERNEL_CACHE, DECODE_KERNEL_CACHE)  # before `precision auto` runs a product
         models: list[Transformer] = []
         vocabs: list[bytes] = []
         for p in paths:
@@ -177,12 +142,9 @@ class Translator:
                     "differ); an ensemble needs models trained with one vocabulary."
                 )
         target = pick_device(device)
-        dtype = resolve_dtype(precision, target)
-        if precision == "int8":
-            from mtkit.decode.quantize import quantize_int8
-
-            models = [quantize_int8(m) for m in models]
-        return cls(models, Vocab.from_bytes(vocabs[0]), target, dtype, workers=workers)
+        plan = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
+        models = [runtime.apply(m.to(device=target, dtype=plan.dtype).eval(), plan) for m in models]
+        return cls(models, Vocab.from_bytes(vocabs[0]), target, workers=workers)
 
     @property
     def decoder(self) -> Transformer | Ensemble:

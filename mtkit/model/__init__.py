@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from mtkit.config import ModelConfig, model_config
-from mtkit.model.transformer import DecoderCache, Encoded, Transformer
+from mtkit.model.cache import DecoderCache
+from mtkit.model.transformer import Encoded, Transformer
 
 
 def build_model(preset: str | ModelConfig, vocab_size: int | None = None, **overrides: Any) -> Transformer:

@@ -2,7 +2,9 @@
 
 Shapes: B batch, S source length, T target length, H heads, d_k = d_model / H.
 Padding is token id 0 and always on the right. Incremental decoding keeps its state in an
-explicit `DecoderCache` that goes into `decode_step` and comes back out of it.
+explicit `DecoderCache` (mtkit/model/cache.py) that goes into `decode_step` and comes back out
+of it. The CPU kernels behind the products, attention and dropout live in mtkit/kernels; which
+of them a layer uses is decided once by mtkit.runtime and set on the layer (`runtime.apply`).
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtkit.config import PAD, ModelConfig
-from mtkit.model.dropout import Dropout, dropout
-from mtkit.model.linear import Linear, PackedWeight, linear, linear_relu, pack
+from mtkit.kernels.attention import attention_math, fused_attention, math_attention_is_faster
+from mtkit.model.cache import DecoderCache, LayerCache, append_history
+from mtkit.model.dropout import Dropout
+from mtkit.model.linear import Linear, TiedOutput, linear_relu
 
 
 class PositionalEncoding(nn.Module):
@@ -55,11 +58,13 @@ class Embedding(nn.Module):
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
+    """Section 3.2.2: the h heads' d_k-wide slices of a projection, side by side."""
     B, T, d = x.shape
     return x.view(B, T, heads, d // heads).transpose(1, 2)  # (B, H, T, d_k)
 
 
 def merge_heads(x: Tensor) -> Tensor:
+    """Section 3.2.2: Concat(head_1, ..., head_h)."""
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, d_model)
 
@@ -104,99 +109,6 @@ class MultiHeadAttention(nn.Module):
         return projected
 
 
-def math_attention_is_faster(q: Tensor, k: Tensor) -> bool:
-    """Whether `attention_math` beats PyTorch's fused kernel (flash attention) here: on the CPU, by shape and dtype.
-
-    Measured on a 2-core Zen 4 EPYC (`python bench/attention_speed.py`, training cases forward + backward
-    with 4 and 8 heads); the fused CPU kernel is tiled for long blocks of queries and keys, and
-    translation's are short.
-    - Training in bf16 or fp16 (autocast): up to 128 positions. The fused kernel's backward pass in bf16
-      is slow on the CPU: 135 ms against 31 for 290 sentences of 14 tokens with 8 heads (`base` on
-      Multi30k), 4.3-4.5x at 14 tokens, 1.7-1.8x at 128; at 250 the fused kernel is even or ahead (0.8-1.0x).
-    - Training in fp32: never. The math path measured 1.1-2.0x per call below 32 tokens (0.6-0.9x from 32),
-      but whole `small` fp32 updates on Multi30k did not gain (2,703 and 2,728 target tokens/s against
-      2,840 and 2,689, alternating) and peak RSS rose by 80-150 MB, past fairseq's.
-    - No gradient: query blocks of at most 16 (a decoding step's one query per row, a sentence's beams
-      against its source, an encoder's 16-token sentences: 1.0-4.6x in fp32), and in bf16 or fp16 any
-      block of at most 64 positions (1.7-3.7x; 0.5-1.4x at 128).
-    Other devices always take the fused kernel.
-    """
-    if q.device.type != "cpu":
-        return False
-    longest = max(q.size(-2), k.size(-2))
-    low = q.dtype in (torch.bfloat16, torch.float16)
-    if torch.is_grad_enabled():
-        return low and longest <= 128
-    return q.size(-2) <= 16 or (low and longest <= 64)
-
-
-def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
-    """PyTorch's fused attention (`scaled_dot_product_attention`), on a CUDA GPU without its cuDNN kernel.
-
-    On a Hopper GPU PyTorch prefers cuDNN's kernel in bf16 and fp16, and cuDNN builds a plan for every
-    new shape. Translation meets new shapes all the time (every batch's lengths in training, one more
-    key at every decoding step), and the plans cost far more than the attention. On an H200 (torch 2.11,
-    `python bench/cuda_attention.py`): a bf16 decoding step's attention 129 ms with cuDNN's kernel allowed,
-    0.12 without; a training batch's, forward and backward, 276 ms and 0.53. Whole bf16 `base` training
-    updates of 4,096 tokens took 0.31 s with it allowed, 0.066 without (fp32: 0.05); a bf16 beam search of
-    1,000 sentences 12.6 s and 1.4. The flash and memory-efficient kernels need no plan. A caller who switched
-    cuDNN's kernel off keeps it off.
-    """
-    if q.device.type != "cuda" or not torch.backends.cuda.cudnn_sdp_enabled():  # type: ignore[no-untyped-call]
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
-    torch.backends.cuda.enable_cudnn_sdp(False)  # 1.5 us, against ~30 for torch.nn.attention.sdpa_kernel
-    try:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
-    finally:
-        torch.backends.cuda.enable_cudnn_sdp(True)
-
-
-def attention_math(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float = 0.0
-) -> Tensor:
-    """Eq. (1) as two batched matrix products around a softmax (`math_attention_is_faster` says when).
-
-    The softmax is float32 whatever q and k are. In training the scores are float32 too, as the fused
-    kernel keeps them: bf16 or fp16 q and k are widened for the first product, which runs outside
-    autocast (rounding the scores to bf16 first, as fairseq's attention does, measured 1.3-1.6x faster
-    and is not the fused kernel's arithmetic). The probabilities are narrowed to v's type for the second
-    product. `causal` masks a square block (training); a block of queries after cached positions comes
-    with its own `mask`. `dropout_p` drops attention probabilities (training only).
-    """
-    scale = q.size(-1) ** -0.5
-    if torch.is_grad_enabled() and q.dtype in (torch.bfloat16, torch.float16):
-        with torch.autocast(q.device.type, enabled=False):
-            scores = torch.matmul(q.float() * scale, k.float().transpose(-1, -2))  # (B, H, T, S)
-    else:
-        scores = torch.matmul(q * scale, k.transpose(-1, -2))
-    if causal:
-        T, S = scores.shape[-2:]
-        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, -math.inf)
-    weights = scores.softmax(-1) if torch.is_grad_enabled() else softmax(scores)
-    weights = dropout(weights, dropout_p, dropout_p > 0.0)
-    return torch.matmul(weights.to(v.dtype), v)  # (B, H, T, d_k)
-
-
-def softmax(scores: Tensor) -> Tensor:
-    """Softmax over the last dimension, in fp32 at least (bf16 and fp16 scores are widened first), without autograd.
-
-    PyTorch's CPU softmax is slow on rows shorter than 16, its AVX-512 width in fp32 (9 ns an element on
-    rows of 12, under 1 ns on rows of 32), and a decoding step's rows are short: a self-attention's as long
-    as the output so far, a cross-attention's as the source (13 tokens on average in Multi30k). For those
-    rows it is computed here as max, exp, sum and divide, each one pass over all rows at once: 4,096 rows
-    of 12 took 433 us as torch.softmax and 86 us so on a 2-core Zen 4 EPYC (rows of 16 and longer:
-    torch.softmax is the faster, 51 us against 93 for rows of 16). Its in-place passes leave nothing
-    for a backward pass: under autograd `attention_math` calls torch's softmax instead.
-    """
-    x = scores.float() if scores.dtype in (torch.bfloat16, torch.float16) else scores
-    if x.size(-1) >= 16 or x.device.type != "cpu":
-        return x.softmax(-1)
-    weights = (x - x.amax(-1, keepdim=True)).exp_()
-    return weights.div_(weights.sum(-1, keepdim=True))
-
-
 class FeedForward(nn.Module):
     """Section 3.3, Eq. (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""
 
@@ -211,7 +123,7 @@ class FeedForward(nn.Module):
 
 
 class Residual(nn.Module):
-    """Section 5.4: LayerNorm(x + Dropout(Sublayer(x))) (post-norm, the paper's default).
+    """Sections 3.1 and 5.4: LayerNorm(x + Dropout(Sublayer(x))) (post-norm, the paper's default).
 
     Pre-norm (x + Dropout(Sublayer(LayerNorm(x)))) is an option: `before` normalizes the
     sub-layer's input only in pre-norm, `after` adds the residual and normalizes in post-norm.
@@ -244,167 +156,6 @@ class EncoderLayer(nn.Module):
         q, k, v = self.self_attn.project_qkv(self.res_attn.before(x))
         x = self.res_attn.after(x, self.self_attn.attend(q, k, v, src_mask))
         return self.res_ffn.after(x, self.ffn(self.res_ffn.before(x)))
-
-
-@dataclass(frozen=True)
-class LayerCache:
-    """One decoder layer's keys and values.
-
-    self_k, self_v: (C, N, H, d_k), time first, with room for C positions of which the cache's
-    `length` are filled; time first keeps the filled part of a row set one block, so a step
-    writes one slice (no torch.cat per step). During a search they are views of the cache's
-    `history` (see DecoderCache).
-    cross_k, cross_v: (n, H, S, d_k), one per sentence, shared by its N / n rows (beams).
-    """
-
-    self_k: Tensor
-    self_v: Tensor
-    cross_k: Tensor
-    cross_v: Tensor
-
-
-def append_history(buffer: Tensor, new: Tensor, t0: int) -> Tensor:
-    """Write keys or values (N, H, T, d_k) at positions t0.. of a time-first buffer (C, N, H, d_k).
-
-    A buffer without room grows to twice its size (amortised O(1) per step); an empty one at
-    t0 = 0 (teacher forcing) becomes a view of `new`, so training copies nothing.
-    """
-    T = new.size(2)
-    new = new.permute(2, 0, 1, 3)  # (T, N, H, d_k)
-    if t0 + T <= buffer.size(0):
-        buffer[t0 : t0 + T] = new
-        return buffer
-    if t0 == 0:
-        return new
-    grown = buffer.new_empty(max(2 * buffer.size(0), t0 + T), *buffer.shape[1:])
-    grown[:t0] = buffer[:t0]
-    grown[t0 : t0 + T] = new
-    return grown
-
-
-def moved(index: Tensor) -> Tensor | None:
-    """The positions i where index[i] != i (what an in-place reorder must copy); None when there are none."""
-    changed = index.ne(torch.arange(index.numel(), device=index.device)).nonzero().squeeze(1)
-    return changed if changed.numel() else None
-
-
-def _take(buffer: Tensor, index: Tensor, changed: Tensor | None) -> Tensor:
-    """buffer's entries `index` along dim 0.
-
-    In place where it can be: the first index.numel() entries are kept and only the `changed`
-    ones copied (a sentence that keeps its place costs nothing). All sources are read before
-    any is written, so sources and destinations may overlap. A buffer with too few entries, or
-    one autograd tracks, gets a new tensor instead.
-    """
-    n = index.numel()
-    if (buffer.requires_grad and torch.is_grad_enabled()) or n > buffer.size(0):
-        return buffer.index_select(0, index)
-    kept = buffer[:n]
-    if changed is not None:
-        kept.index_copy_(0, changed, buffer[index[changed]])
-    return kept
-
-
-@dataclass(frozen=True)
-class DecoderCache:
-    """Everything incremental decoding carries between steps, returned anew by each step.
-
-    A cache is used once: `decode_step` and `reorder` write into its buffers, so only the
-    cache they return is valid afterwards.
-
-    history: (2L, C, R, H, d_k), every layer's self-attention keys and values (self_k, self_v of
-    layer i are history[2i, :, :N] and history[2i + 1, :, :N]) with room for C positions and R >= N
-    rows; None until the cache is made with room (`init_cache(capacity=...)`) or first reordered, and
-    always None under autograd. One buffer lets a reorder move the rows of all layers in two operations
-    (`move_rows`).
-    """
-
-    layers: tuple[LayerCache, ...]
-    src_mask: Tensor | None  # (n, 1, 1, S) bool, True = real token; None = no padding
-    length: int  # target positions decoded so far
-    history: Tensor | None = None
-
-    @property
-    def beams(self) -> int:
-        """Rows per sentence: the rows of a sentence are adjacent and share its cross-attention keys/values."""
-        first = self.layers[0]
-        return first.self_k.size(1) // first.cross_k.size(0)
-
-    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> DecoderCache:
-        """Select (and repeat) rows, e.g. to follow the surviving beams; the one way a cache is reordered.
-
-        Without `sentences`, rows may come from any sentence and each new row gets its own copy
-        of its sentence's cross-attention keys/values. With `sentences` (the kept sentences, in
-        their new order), rows are that many equal groups, each group within its sentence (the
-        surviving beams of the sentences still searching): cross-attention keys/values stay one
-        per sentence. Rows and sentences that keep their place are not copied, so a search that
-        keeps beams in their slots and fills the places of finished sentences from the end
-        (mtkit/decode/beam.py) copies little per step.
-        """
-        cross = torch.div(rows, self.beams, rounding_mode="floor") if sentences is None else sentences
-        changed = moved(cross)
-        cross_kv = [(_take(c.cross_k, cross, changed), _take(c.cross_v, cross, changed)) for c in self.layers]
-        mask = None if self.src_mask is None else self.src_mask[cross]
-        if torch.is_grad_enabled():  # autograd: new tensors of their own (two views of one buffer confuse it)
-            layers = [
-                LayerCache(
-                    c.self_k[: self.length].index_select(1, rows), c.self_v[: self.length].index_select(1, rows), *kv
-                )
-                for c, kv in zip(self.layers, cross_kv)
-            ]
-            return DecoderCache(tuple(layers), mask, self.length)
-        history = self.history
-        if history is not None and rows.numel() <= history.size(2):
-            changed = moved(rows)
-            if changed is not None and self.length:
-                move_rows(history, rows, changed, self.length)
-        else:
-            history = self.gather_history(rows)
-        return DecoderCache(layer_views(history, rows.numel(), cross_kv), mask, self.length, history)
-
-    def gather_history(self, rows: Tensor) -> Tensor:
-        """A new history holding `rows` of every layer's filled positions, with the same room."""
-        first = self.layers[0].self_k
-        capacity = max(first.size(0), self.length)
-        history = first.new_empty(2 * len(self.layers), capacity, rows.numel(), *first.shape[2:])
-        for i, c in enumerate(self.layers):
-            for j, buffer in enumerate((c.self_k, c.self_v)):
-                torch.index_select(buffer[: self.length], 1, rows, out=history[2 * i + j, : self.length])
-        return history
-
-    def with_room(self, positions: int) -> DecoderCache:
-        """This cache with room for at least `positions` target positions (twice its room when that is more)."""
-        history = self.history
-        if history is None or positions <= history.size(1):
-            return self
-        rows = self.layers[0].self_k.size(1)
-        grown = history.new_empty(history.size(0), max(2 * history.size(1), positions), rows, *history.shape[3:])
-        grown[:, : self.length] = history[:, : self.length, :rows]
-        cross_kv = [(c.cross_k, c.cross_v) for c in self.layers]
-        return DecoderCache(layer_views(grown, rows, cross_kv), self.src_mask, self.length, grown)
-
-
-def move_rows(history: Tensor, rows: Tensor, changed: Tensor, length: int) -> None:
-    """history[:, :length, i] = history[:, :length, rows[i]] for the `changed` rows i, in place.
-
-    As one gather and one scatter of whole (H * d_k) rows of the buffer seen as a matrix, for all layers
-    at once, instead of indexing each layer's (length, N, H, d_k) keys and values, which reads them element
-    by element: one tensor's reorder of 392 rows x 8 positions, 29% of them moving, took 138 us indexed and
-    68 us as rows on a 2-core Zen 4 EPYC; over a beam-4 decode of the Multi30k test set, 214 ms against 253.
-    Sources are read before any row is written.
-    """
-    blocks, capacity, room = history.shape[:3]
-    matrix = history.view(blocks * capacity * room, -1)  # (2L * C * R, H * d_k)
-    block, position = (torch.arange(n, device=rows.device) for n in (blocks, length))
-    starts = ((block[:, None] * capacity + position) * room).view(-1, 1)  # (2L * length, 1): each position's row 0
-    matrix.index_copy_(0, (starts + changed).view(-1), matrix.index_select(0, (starts + rows[changed]).view(-1)))
-
-
-def layer_views(history: Tensor, rows: int, cross_kv: list[tuple[Tensor, Tensor]]) -> tuple[LayerCache, ...]:
-    """Each layer's cache: its self-attention keys/values as views of `rows` rows of `history`."""
-    return tuple(
-        LayerCache(history[2 * i, :, :rows], history[2 * i + 1, :, :rows], k, v) for i, (k, v) in enumerate(cross_kv)
-    )
 
 
 class DecoderLayer(nn.Module):
@@ -442,7 +193,7 @@ class DecoderLayer(nn.Module):
 
 @dataclass(frozen=True)
 class Encoded:
-    """The encoder's output: memory (B, S, d_model) and its padding mask."""
+    """Section 3.1: the encoder's output, memory (B, S, d_model), and its padding mask."""
 
     memory: Tensor
     src_mask: Tensor | None  # (B, 1, 1, S) bool, True = real token; None = no padding
@@ -469,9 +220,10 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.output_proj = (
-            None if cfg.share_embeddings != "none" else Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
+            TiedOutput(tgt_table)
+            if cfg.share_embeddings != "none"
+            else Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
         )
-        self.output_packed: PackedWeight | None = None  # the tied output matrix in oneDNN's layout (`prepack`)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -507,14 +259,7 @@ class Transformer(nn.Module):
             # Contiguous once here, or every step's attention copies these views of the projection.
             k, v = (x.contiguous() for x in layer.cross_attn.project_kv(encoded.memory))  # (B, H, S, d_k)
             cross_kv.append((k, v))
-        B, H, _, d_k = cross_kv[0][0].shape
-        if capacity == 0 or torch.is_grad_enabled():
-            # Teacher forcing: keys/values become views of their projections. Autograd: buffers of their own.
-            empty = (capacity, B, H, d_k)
-            layers = [LayerCache(k.new_empty(empty), k.new_empty(empty), k, v) for k, v in cross_kv]
-            return DecoderCache(tuple(layers), encoded.src_mask, 0)
-        history = cross_kv[0][0].new_empty(2 * len(cross_kv), capacity, B, H, d_k)  # (2L, C, B, H, d_k)
-        return DecoderCache(layer_views(history, B, cross_kv), encoded.src_mask, 0, history)
+        return DecoderCache.start(cross_kv, encoded.src_mask, capacity)
 
     def decode_step(self, tgt: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
         """Next target ids (N, T) after `cache.length` earlier ones -> logits (N, T, V), new cache."""
@@ -540,25 +285,8 @@ class Transformer(nn.Module):
 
     def project(self, x: Tensor) -> Tensor:
         """Pre-softmax linear transformation, sharing the embedding matrix (3.4) unless untied."""
-        if self.output_proj is not None:
-            logits: Tensor = self.output_proj(x)
-            return logits
-        return linear(x, self.tgt_embed.table.weight, packed=self.output_packed)  # (B, T, V)
-
-    def prepack(self) -> None:
-        """Reorder weights of products into oneDNN's layout once, for inference on the CPU: every weight where
-        fp32 products go through oneDNN, those measured faster so where MKL was kept (`pack` in
-        mtkit/model/linear.py); elsewhere this does nothing.
-
-        Costs a second copy of those weights; a later change of a weight (training, `to`) makes
-        its copy unused, not wrong.
-        """
-        relu_after = {id(m.w_1) for m in self.modules() if isinstance(m, FeedForward)}  # Eq. (2)'s inner layer
-        for module in self.modules():
-            if isinstance(module, Linear):
-                module.packed = pack(module.weight, module.bias is not None, id(module) in relu_after)
-        if self.output_proj is None:
-            self.output_packed = pack(self.tgt_embed.table.weight)
+        logits: Tensor = self.output_proj(x)  # (B, T, V)
+        return logits
 
     def decode(self, tgt_in: Tensor, encoded: Encoded) -> Tensor:
         """Teacher forcing: decoder inputs (B, T) -> logits (B, T, V) at every position at once.

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtkit import checkpoint, provenance
+from mtkit import checkpoint, provenance, runtime
 from mtkit.atomic import write_atomic
 from mtkit.config import ModelConfig, TrainConfig
 from mtkit.data.dataset import open_data
@@ -43,7 +43,7 @@ from mtkit.train import report, resume, rundir
 from mtkit.train.forward import accumulate
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, check_token_ids, check_vocab, epoch_of, plan_data
-from mtkit.train.precision import Precision, choose
+from mtkit.train.precision import Precision, pass_loss
 from mtkit.train.resume import Progress
 from mtkit.train.schedule import learning_rate
 from mtkit.train.signals import SIGNAL_STOPS, StopRequests
@@ -101,8 +101,11 @@ class Trainer:
         self.heap = keep_freed_memory() if world.device.type == "cpu" else ("default", f"{world.device.type} training")
         self.model = Transformer(model_cfg).to(world.device)
         # Measured on rank 0 only and shared: ranks timing at once would skew it, and must not differ.
-        choice = dist.decided_by_main(lambda: choose(cfg.precision, world.device, model=model_cfg), world)
-        self.precision = Precision(cfg.precision, world.device, model=model_cfg, choice=choice)
+        plan = dist.decided_by_main(
+            lambda: runtime.decide_training(cfg.precision, world.device, model_cfg, pass_loss), world
+        )
+        runtime.apply(self.model, plan)
+        self.precision = Precision(plan, world.device)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),

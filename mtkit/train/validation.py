@@ -77,7 +77,7 @@ def greedy_bleu(
 
     was_training = model.training
     try:
-        hypotheses = Translator(model, vocab, device, prepack=False).translate(sources, beam=1)
+        hypotheses = Translator(model.eval(), vocab, device).translate(sources, beam=1)
     finally:
         model.train(was_training)
     return BLEU().corpus_score(hypotheses, [references]).score

@@ -7,9 +7,9 @@ import torch
 from torch import nn
 
 from mtkit.config import BOS
-from mtkit.decode.quantize import quantize_int8
-from mtkit.decode.translator import Translator, resolve_dtype
+from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
+from mtkit.runtime import int8, quantize_int8, resolve_dtype
 
 
 def test_int8_quantizes_every_linear_and_stays_close_to_fp32(make_model):
@@ -35,3 +35,20 @@ def test_the_translator_decodes_in_int8_on_the_cpu_only(model_file):
     assert resolve_dtype("int8", torch.device("cpu")) == torch.float32
     with pytest.raises(MtkitError, match="CPU only"):
         resolve_dtype("int8", torch.device("cuda"))
+
+
+def test_the_int8_path_still_has_the_api_it_is_built_on():
+    """int8 decoding runs through torch.ao.quantization.quantize_dynamic (mtkit/runtime/int8.py), which PyTorch
+    deprecated and announced it will remove. The day it is gone this fails, saying what to do."""
+    assert hasattr(getattr(torch.ao, "quantization", None), "quantize_dynamic"), (
+        f"torch {torch.__version__} has no torch.ao.quantization.quantize_dynamic: move quantize_int8 in "
+        f"mtkit/runtime/int8.py to torchao (Int8DynamicActivationInt8WeightConfig, per-channel weights), "
+        f"measure it against fp32 with bench/translate_speed.py, and update TESTED_TORCH (now {int8.TESTED_TORCH})."
+    )
+    assert int8.int8_available() is None
+
+
+def test_int8_is_refused_in_one_sentence_where_the_api_is_gone(monkeypatch):
+    monkeypatch.delattr(torch.ao.quantization, "quantize_dynamic")
+    with pytest.raises(MtkitError, match="no longer has"):
+        resolve_dtype("int8", torch.device("cpu"))

@@ -14,9 +14,10 @@ import torch
 import mtkit
 from mtkit.config import DecodeConfig
 from mtkit.data.vocab import Vocab
-from mtkit.decode.translator import Translator, resolve_dtype
+from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
-from mtkit.model import linear
+from mtkit.model.linear import Linear
+from mtkit.runtime import matmul, resolve_dtype
 from mtkit.textio import open_output, read_lines_lenient
 from mtkit.train.validation import greedy_bleu
 
@@ -139,21 +140,23 @@ def test_loading_a_translator_caps_onednns_kernel_caches(cli_model, monkeypatch)
     assert os.environ["LRU_CACHE_CAPACITY"] == os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "16"
 
 
-@pytest.mark.skipif(not linear.onednn_works(), reason="this PyTorch build has no oneDNN linear op")
-def test_a_translator_packs_its_models_weights_but_validation_leaves_the_trained_model_without(
-    make_model, spm_bytes, multi30k_lines
+def test_a_translator_uses_its_models_as_they_are_and_load_applies_the_runtime(
+    make_model, spm_bytes, multi30k_lines, model_file
 ):
-    linear.adopt(("onednn", "the test's choice"))  # what the translators then keep
     vocab = Vocab.from_bytes(spm_bytes)
     model = make_model(len(vocab), seed=3)
-    Translator(model, vocab, "cpu", prepack=False)
-    assert model.output_packed is None
+    state = {k: v.clone() for k, v in model.state_dict().items()}
     translated = Translator(model, vocab, "cpu").translate(["a dog runs"], beam=1, max_len_b=3)
-    assert model.output_packed is not None and model.decoder[0].ffn.w_1.packed is not None
-    model = make_model(len(vocab), seed=3)
+    assert all(m.packed is None and not m.onednn for m in model.modules() if isinstance(m, Linear))
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items()) and not model.training
     sources = multi30k_lines["test_2016_flickr.en"][:2]
+    model.train()
     greedy_bleu(model, vocab, sources, multi30k_lines["test_2016_flickr.de"][:2], torch.device("cpu"))
-    assert model.output_packed is None and all(
-        m.packed is None for m in model.modules() if isinstance(m, linear.Linear)
-    )
-    assert Translator(model, vocab, "cpu", prepack=False).translate(["a dog runs"], beam=1, max_len_b=3) == translated
+    assert model.training  # validation gives the trained model back as it was
+    assert all(m.packed is None for m in model.modules() if isinstance(m, Linear))
+    assert Translator(model.eval(), vocab, "cpu").translate(["a dog runs"], beam=1, max_len_b=3) == translated
+    with pytest.raises(MtkitError, match="eval mode"):
+        Translator(model.train(), vocab, "cpu")
+    loaded = Translator.load(model_file, device="cpu")  # its own models: the tests pin oneDNN, so all packed
+    if matmul.onednn_works():
+        assert all(m.onednn and m.packed is not None for m in loaded.model.modules() if isinstance(m, Linear))

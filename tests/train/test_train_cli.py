@@ -225,7 +225,7 @@ def test_a_nonfinite_loss_skips_the_update_and_many_in_a_row_stop_the_run(
 
 
 def test_bf16_autocast_trains_on_cpus_with_bf16_instructions(toy_data, tmp_path, monkeypatch) -> None:
-    from mtkit.train import precision
+    from mtkit.runtime import precision
 
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)  # exercise the path on any CPU
     result = in_process_run(toy_data, tmp_path / "bf16", max_steps=2, precision="bf16", save_every_steps=0)

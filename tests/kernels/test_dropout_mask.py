@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mtkit.model.dropout import Dropout, dropout
+from mtkit.kernels.dropout import dropout
+from mtkit.model.dropout import Dropout
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

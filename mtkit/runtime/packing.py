@@ -1,0 +1,77 @@
+"""Which weights a model being prepared for decoding keeps a copy of in oneDNN's layout (`PackedWeight`).
+
+Decoding can read a weight that oneDNN reordered once into its own layout, which an MKL product
+cannot: MKL reorders its operand inside every call. Where products go through oneDNN every weight is
+packed. Where measurement kept MKL, each weight is still timed both ways at a decoding step's sizes
+(`packed_speedup`) and packed where oneDNN with the packed weight wins: on a 2-core AMD EPYC (Zen 3,
+AVX2 only), whose MKL products are as fast as oneDNN's on plain weights, the output layer (256 -> 8,000)
+of the Multi30k recipe's model measured 1.2-1.5x faster packed and its 256 -> 768 and 256 -> 1,024
+layers 1.0-1.16x (oneDNN adds a bias as it writes, MKL in a pass of its own), the others 0.83-1.08x;
+the recipe's test set then decoded 1.14x faster (`bench/decode_ab.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import torch
+from torch import Tensor
+
+from mtkit.kernels.linear import PackedWeight, linear, onednn_linear
+from mtkit.runtime.matmul import fastest
+
+logger = logging.getLogger(__name__)
+
+PACKING = ("none", "all", "measured")  # no weight; every fp32 CPU weight; each weight that measures faster packed
+MIN_PACKED_SPEEDUP = 1.05  # how much faster a weight's products must measure packed for it to be packed
+# Rows of the products `packed_speedup` times: a late decoding step's few, and a block of the output layer
+# (mtkit/decode/step.py) or a busy step's many.
+DECODE_ROWS = (32, 256)
+
+
+def pack(weight: Tensor, packing: str, bias: bool = False, relu: bool = False) -> PackedWeight | None:
+    """`weight` packed for oneDNN where `packing` (one of PACKING) says its inference products should read it so.
+
+    "measured": packed where it measures faster so (`packed_speedup`, with a bias where its layer adds one
+    and a ReLU where one follows: MKL adds each in a pass of its own, oneDNN as it writes). Only fp32 CPU
+    weights are packed, and no inference tensor (made under torch.inference_mode): it keeps no version
+    counter, so a later change to it could not be noticed.
+    """
+    if packing == "none" or weight.device.type != "cpu" or weight.dtype != torch.float32 or weight.is_inference():
+        return None
+    if packing == "all":
+        return PackedWeight(weight)
+    out_features, in_features = weight.shape
+    speedup = packed_speedup(in_features, out_features, bias, relu)
+    faster = speedup >= MIN_PACKED_SPEEDUP
+    logger.debug("%d -> %d packed for oneDNN: %.2fx MKL, %s", in_features, out_features, speedup, faster)
+    return PackedWeight(weight) if faster else None
+
+
+@functools.cache
+def packed_speedup(
+    in_features: int, out_features: int, bias: bool, relu: bool = False, rows: tuple[int, ...] = DECODE_ROWS
+) -> float:
+    """MKL time / oneDNN time with a packed weight for (r x in_features) -> out_features, summed over r in `rows`;
+    with `relu`, each followed by a ReLU (a pass of its own after MKL, fused into oneDNN's product).
+
+    Each product's time is its best of 5; measured once per shape and process.
+    """
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(out_features, in_features, generator=generator)
+    b = torch.randn(out_features, generator=generator) if bias else None
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight)
+    total = {"mkl": 0.0, "onednn": 0.0}
+    for r in rows:
+        x = torch.randn(r, in_features, generator=generator)
+        runs = {
+            "mkl": functools.partial(linear, x, weight, b, False, None, relu),  # MKL: no packed copy to read
+            "onednn": functools.partial(onednn_linear, x, packed, b, relu),
+        }
+        for run in runs.values():
+            run()  # oneDNN compiles its kernel for the shape on the first call
+        best = fastest(runs, 5)
+        for name in total:
+            total[name] += best[name]
+    return total["mkl"] / total["onednn"]
