@@ -32,7 +32,7 @@ def test_a_finished_run_is_said_to_be_finished_and_left_alone(toy_data, tmp_path
     before = snapshot(run)
     monkeypatch.setattr(trainer, "accumulate", lambda *a, **k: pytest.fail("a finished run trained again"))
     monkeypatch.setattr(trainer, "validate", lambda *a, **k: pytest.fail("a finished run validated again"))
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="mtkit"):
         again = in_process_run(toy_data, run, save_every_steps=0, **limit)
     assert (again.stopped, again.step) == (first.stopped, first.step) == (next(iter(limit)), first.step)
     assert "nothing to do" in caplog.text and f"({first.stopped})" in caplog.text

@@ -44,7 +44,7 @@ BODIES = [
 def test_a_bad_body_is_one_json_line_and_no_traceback(caplog, body, status, says):
     """fault: a body nested too deep, with a 5000-digit number, or decoding options past every bound;
     expected: 422 (413 past the size cap), one JSON line, no traceback."""
-    with client(FakeService(limits=Limits())) as http, caplog.at_level(logging.INFO):
+    with client(FakeService(limits=Limits())) as http, caplog.at_level(logging.INFO, logger="mtkit"):
         ready(http)
         answer = http.post("/translate", content=body, headers=JSON)
         assert answer.status_code == status, answer.text
@@ -68,7 +68,7 @@ def test_an_unforeseen_error_is_one_json_line_and_one_log_line(caplog):
     """fault: an error nobody foresaw inside an endpoint;
     expected: 500 with one JSON line, one log line, no traceback."""
     service = FakeService()
-    with client(service) as http, caplog.at_level(logging.INFO):
+    with client(service) as http, caplog.at_level(logging.INFO, logger="mtkit"):
         ready(http)
 
         def broken(*args, **kwargs):
@@ -122,7 +122,7 @@ def test_a_client_that_leaves_mid_upload_leaves_one_quiet_line(caplog):
         }
         await app(scope, receive, send)
 
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="mtkit"):
         asyncio.run(go())  # raised ClientDisconnect through the server before
     assert sent[0]["status"] == 400  # sent into a closed connection: nobody reads it, nothing breaks
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
