@@ -1,13 +1,15 @@
-"""Fault sweep: run every test in tests/faults/ and print what mtkit survives as a table "fault | expected | got".
+"""Fault sweep: run every test in tests/faults/ and print what mtkit survives: "row | fault | expected | got".
 
     python bench/faults.py                 # all of tests/faults/
     python bench/faults.py -k train        # only the training faults
     python bench/faults.py -k serve        # only the server's (issue 37 rows 1-4: Origin, Host, key, bodies, hook)
+    python bench/faults.py --row '#37'     # only the faults of issue 37's rows (ISSUE_ROWS)
 
 Each test drives the real `mtkit` command (`python -m mtkit` with this interpreter, the same
 code the installed console script runs) with tiny models, signals sent by the test, damaged
 files or a mocked full disk. A test whose docstring reads "fault: ...; expected: ..." gives
-its row those words; any other is named by its file and function. "got" is "as expected"
+its row those words; any other is named by its file and function. "row" is the issue finding
+the test's file answers (ISSUE_ROWS), "-" for the older ones. "got" is "as expected"
 when the test passed, else the first line of its failure. The last line is one JSON object.
 """
 
@@ -29,6 +31,20 @@ sys.path.insert(0, str(ROOT))  # the tests import `tests.*`; a script's sys.path
 DOCSTRING = re.compile(r"fault:\s*(?P<fault>.+?);\s*expected:\s*(?P<expected>.+?)\.?\s*$", re.S)
 
 
+# The finding of an issue that each fault test answers, printed as its row's first column: one
+# entry per test file, so that the fixes of an issue's rows are added (and merged) side by side.
+ISSUE_ROWS: dict[str, str] = {
+    "test_average_never_writes_over_its_inputs_or_a_training_checkpoint": "#37.8",
+    "test_restart_moves_only_mtkits_own_files": "#37.10",
+    "test_prepare_and_bpe_lock_their_data_directory": "#37.11",
+    "test_a_work_directory_is_judged_live_by_its_lock_not_its_pid": "#37.12",
+    "test_the_train_lock_follows_no_link_and_never_hangs_the_other_ranks": "#37.13",
+    "test_system_errors_and_damaged_files_are_one_sentence": "#37.14",
+    "test_every_corpus_source_is_pinned_and_downloads_stay_on_https": "#37.15",
+    "test_metrics_jsonl_is_strict_json": "#37.16",
+}
+
+
 def _sentence(name: str) -> str:
     return name.removeprefix("test_").replace("_", " ")
 
@@ -48,6 +64,7 @@ class _Collector:
             if hasattr(item, "callspec"):
                 fault += f" [{item.callspec.id}]"
             self.rows[item.nodeid] = {
+                "row": ISSUE_ROWS.get(Path(str(item.fspath)).stem, "-"),
                 "fault": fault,
                 "expected": m["expected"] if m else "the test passes",
                 "got": "not run",
@@ -70,16 +87,26 @@ class _Collector:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-k", default="", help="Only the faults whose test names match (pytest -k).")
+    parser.add_argument("--row", default="", help="Only the test files whose issue row starts so ('#37', '#37.8').")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))  # the tests import `tests.conftest`; a script run puts only bench/ on the path
     collector = _Collector()
     start = time.monotonic()
-    pytest_args = [str(FAULTS), "-q", "-p", "no:cacheprovider", "--no-header", "-rN"]
+    wanted = [
+        str(FAULTS / f"{stem}.py")
+        for stem, row in ISSUE_ROWS.items()
+        if args.row and (row == args.row or row.startswith(args.row.rstrip(".") + "."))
+    ]
+    if args.row and not wanted:
+        parser.error(f"no test file answers issue row {args.row!r}; ISSUE_ROWS lists them.")
+    pytest_args = [*(wanted or [str(FAULTS)]), "-q", "-p", "no:cacheprovider", "--no-header", "-rN"]
     code = pytest.main([*pytest_args, *(["-k", args.k] if args.k else [])], plugins=[collector])
     rows = list(collector.rows.values())
     width = max((len(r["fault"]) for r in rows), default=5)
-    print(f"\n{'fault':<{width}} | expected | got")
+    rw = max((len(r["row"]) for r in rows), default=3)
+    print(f"\n{'row':<{rw}} | {'fault':<{width}} | expected | got")
     for r in rows:
-        print(f"{r['fault']:<{width}} | {r['expected']} | {r['got']}")
+        print(f"{r['row']:<{rw}} | {r['fault']:<{width}} | {r['expected']} | {r['got']}")
     survived = sum(r["passed"] for r in rows)
     print(
         json.dumps(

@@ -188,8 +188,23 @@ def load(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
     return obj
 
 
+def require_model(ckpt: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse an mtkit file without the weights or the config to rebuild them: one sentence, not a KeyError.
+
+    `load` accepts any mtkit dict (resume reads the training state); whatever needs the model
+    (average, translate, serve, info, export) asks here first, `check_finite` included.
+    """
+    missing = [key for key in ("model", "model_config") if not isinstance(ckpt.get(key), dict)]
+    if missing:
+        raise MtkitError(
+            f"{path} is an mtkit file, but a damaged one: it holds no {' and no '.join(missing)} "
+            "(or it was not written by mtkit)."
+        )
+
+
 def check_finite(ckpt: dict[str, Any], path: str | os.PathLike) -> None:
     """Refuse weights holding NaN or inf (a diverged run): they would only make garbage or crash decoding."""
+    require_model(ckpt, path)
     bad = [key for key, t in ckpt["model"].items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
@@ -200,6 +215,7 @@ def check_finite(ckpt: dict[str, Any], path: str | os.PathLike) -> None:
 
 
 def config_of(ckpt: dict[str, Any]) -> ModelConfig:
+    require_model(ckpt, "the model file")  # callers that know the path have asked already
     return config_from_dict(ModelConfig, ckpt["model_config"])
 
 
@@ -223,6 +239,7 @@ def build_from(ckpt: dict[str, Any]) -> torch.nn.Module:
 
 
 CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.pt")
+CHECKPOINT_FILE = re.compile(r"checkpoint_.*\.pt")  # every name the trainer gives: <step>, last, best
 
 
 def run_checkpoints(run: str | os.PathLike, last: int) -> list[Path]:
@@ -239,6 +256,27 @@ def run_checkpoints(run: str | os.PathLike, last: int) -> list[Path]:
     if not numbered:
         raise MtkitError(f"{run} holds no checkpoint_<step>.pt files to average.")
     return [p for _, p in numbered[-last:]]
+
+
+def check_output(output: str | os.PathLike, inputs: Sequence[str | os.PathLike]) -> None:
+    """Refuse, before anything is read or written, an output that would replace what a run needs.
+
+    `average` writes a model-only file: over one of its inputs, or over a training checkpoint
+    (checkpoint_<step>.pt, checkpoint_last.pt, checkpoint_best.pt), it would destroy the
+    training state that resume and later averages read. Paths are compared as files (resolved
+    links, same inode), never as strings: `-o ./B`, `-o link-to-B` and a hard link are all B.
+    """
+    out = Path(output)
+    if out.is_dir():
+        raise MtkitError(f"--output {out} is a directory; give a file name, e.g. {out / 'averaged.pt'}.")
+    for given in inputs:
+        if out.resolve() == Path(given).resolve() or (out.exists() and os.path.samefile(out, given)):
+            raise MtkitError(f"--output {out} is {given}, one of the checkpoints to average; give another file name.")
+    if CHECKPOINT_FILE.fullmatch(out.name):
+        raise MtkitError(
+            f"--output {out} is named like a training checkpoint, and `average` writes a model-only file "
+            "that resume and `average RUN` would take for one; name it e.g. averaged.pt."
+        )
 
 
 def _tied_keys(state: dict[str, torch.Tensor]) -> dict[str, str]:

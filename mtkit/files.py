@@ -4,7 +4,8 @@ Reading: `open_binary` (.gz decompressed on the fly), `count_lines`, `fingerprin
 `hash_file` (one pass, at disk speed), `check_parallel` (the line-count rule of aligned
 files). A damaged .gz is one sentence naming the file, never a zlib traceback.
 Showing: `progress_bar`, a tqdm bar on stderr that starts no monitor thread.
-Owning: `work_dir`, a temporary directory that no run leaves behind, not even a killed one.
+Owning: `work_dir`, a temporary directory that no run leaves behind, not even a killed one, and that
+no other run (another container on a shared disk included) takes for a dead one's: it is judged by a lock.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from mtkit import locks
 from mtkit.errors import MtkitError
 
 logger = logging.getLogger(__name__)
@@ -144,29 +146,39 @@ def progress_bar(enabled: bool, total: int | None, desc: str, unit: str, initial
 
 
 # --------------------------------------------------------------------------- temporaries
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
+LOCK_SUFFIX = ".lock"  # a work directory PREFIX<pid>-XXXX is live while PREFIX<pid>-XXXX.lock is locked
 
 
 def sweep_stale(parent: Path, prefix: str) -> list[Path]:
-    """Remove `parent/PREFIX<pid>-*` directories whose process is gone (a run killed by SIGKILL or a crash).
+    """Remove the `parent/PREFIX<pid>-*` work directories whose owner is gone (killed, crashed).
 
-    The pid in the name is how a run tells its own live work from a dead one's; a directory of a
-    run still alive (another `prepare` on the same output) is left alone.
+    A directory is live while its owner holds the flock on `NAME.lock` beside it (`work_dir`):
+    a lock, not a pid, because another container or host sharing `parent` (a cluster's shared
+    disk) has pids of its own, and `os.kill(pid, 0)` there says nothing. A directory without
+    a lock file (left by an older mtkit) cannot be judged and is left alone.
     """
     swept = []
-    pattern = re.compile(re.escape(prefix) + r"(\d+)-")
-    for path in parent.glob(f"{prefix}*") if parent.is_dir() else ():
-        m = pattern.match(path.name)
-        if m and path.is_dir() and not _alive(int(m.group(1))):
-            shutil.rmtree(path, ignore_errors=True)
-            swept.append(path)
+    pattern = re.compile(re.escape(prefix) + r"\d+-")
+    for path in sorted(parent.glob(f"{prefix}*")) if parent.is_dir() else ():
+        if not pattern.match(path.name) or path.is_symlink():
+            continue
+        if path.name.endswith(LOCK_SUFFIX):
+            if not os.path.lexists(path.with_name(path.name[: -len(LOCK_SUFFIX)])):
+                with locks.if_free(path) as free:  # a lock whose directory is gone (a kill mid-cleanup)
+                    if free:
+                        path.unlink(missing_ok=True)
+            continue
+        lock = path.with_name(path.name + LOCK_SUFFIX)
+        if not path.is_dir():
+            continue
+        if not lock.exists():
+            logger.info("leaving %s alone: it has no lock file to tell whether a run still uses it", path)
+            continue
+        with locks.if_free(lock) as free:
+            if free:
+                shutil.rmtree(path, ignore_errors=True)
+                lock.unlink(missing_ok=True)
+                swept.append(path)
     if swept:
         logger.info(
             "removed %d temporary director%s left by a killed run in %s",
@@ -175,6 +187,40 @@ def sweep_stale(parent: Path, prefix: str) -> list[Path]:
             parent,
         )
     return swept
+
+
+DATA_LOCK = ".mtkit.lock"
+
+
+@contextlib.contextmanager
+def data_dir_locked(data_dir: Path, command: str) -> Iterator[None]:
+    """Hold DATA_DIR/.mtkit.lock for the block: one `prepare` or `bpe` at a time on a data directory.
+
+    A second run refuses at once with one sentence naming the first (it does not wait: a
+    queued run would then redo or undo what the first has just written, and the user who
+    started two by mistake learns it now). The lock file goes when the block ends. A
+    directory that this call created and that is still empty at the end is removed too, so
+    that a `prepare` that fails before writing anything leaves nothing behind.
+    """
+    created = not data_dir.exists()
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MtkitError(f"cannot create {data_dir} ({exc.strerror or exc}).") from None
+    with terminate_as_interrupt():  # a SIGTERM at any moment still removes the lock file
+        try:
+            lock = locks.acquire(data_dir / DATA_LOCK, f"`{command}` ({locks.holder_note()})")
+        except locks.Busy as busy:
+            raise MtkitError(
+                f"{data_dir} is in use by {busy.holder}; wait for it to end, or use another directory."
+            ) from None
+        try:
+            yield
+        finally:
+            locks.release(lock, remove=True)
+            if created:
+                with contextlib.suppress(OSError):  # not empty: what was written stays
+                    data_dir.rmdir()
 
 
 class Terminated(KeyboardInterrupt):
@@ -205,14 +251,27 @@ def terminate_as_interrupt() -> Iterator[None]:
 @contextlib.contextmanager
 def work_dir(parent: Path, prefix: str) -> Iterator[Path]:
     """A temporary directory in `parent`, removed when the block ends however it ends (error, Ctrl-C,
-    SIGTERM); ones that a killed run left are swept first."""
+    SIGTERM); ones that a killed run left are swept first.
+
+    Its lock file (`NAME.lock` beside it) is created and locked before the directory exists and
+    held until it is gone, so that no other run's sweep ever takes it for a dead one's.
+    """
     sweep_stale(parent, prefix)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
-    try:
-        with terminate_as_interrupt():
+    with terminate_as_interrupt():  # from the first file made: a SIGTERM leaves neither lock nor directory
+        fd, name = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}-", suffix=LOCK_SUFFIX, dir=parent)
+        os.close(fd)
+        lock_path, tmp = Path(name), Path(name[: -len(LOCK_SUFFIX)])
+        try:
+            lock = locks.acquire(lock_path)
+        except BaseException:
+            lock_path.unlink(missing_ok=True)
+            raise
+        try:
+            tmp.mkdir(mode=0o700)
             yield tmp
-    except KeyboardInterrupt as exc:
-        logger.warning("interrupted (%s); removing the temporary files in %s", exc or "Ctrl-C", tmp)
-        raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        except KeyboardInterrupt as exc:
+            logger.warning("interrupted (%s); removing the temporary files in %s", exc or "Ctrl-C", tmp)
+            raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            locks.release(lock, remove=True)

@@ -56,6 +56,7 @@ def _best(ckpt: dict[str, Any]) -> dict[str, float] | None:
 def describe_file(path: Path) -> dict[str, Any]:
     """A model or checkpoint file; a damaged or foreign one is one sentence."""
     ckpt = checkpoint.load(path, mmap=True)
+    checkpoint.require_model(ckpt, path)
     try:
         config = checkpoint.config_of(ckpt)
         state = ckpt["model"]
@@ -161,17 +162,37 @@ def describe_run(run: Path) -> dict[str, Any]:
         saved = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else None
     except ValueError:
         raise MtkitError(f"{config} is not valid JSON; is {run} an mtkit run directory?") from None
-    newest = next((run / name for name in ("checkpoint_last.pt",) if (run / name).is_file()), None)
-    if newest is None and checkpoints:
-        newest = run / checkpoints[-1]["file"]
+    newest, unreadable = _newest_readable(run, checkpoints)
     return {
         "run": str(run),
         "config": saved,
         "metrics": _metrics(run),
         "checkpoints": checkpoints,
-        "newest": describe_file(newest) if newest is not None else None,
+        "newest": newest,
+        "unreadable": unreadable,
         "provenance": read_run_json(run),
     }
+
+
+def _newest_readable(run: Path, checkpoints: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[dict]]:
+    """The newest checkpoint that loads, as resume picks it: checkpoint_last.pt, then checkpoint_<step>.pt
+    newest first. The damaged ones before it are listed with the reason, never fatal to the listing."""
+    numbered = [r["file"] for r in reversed(checkpoints) if checkpoint.CHECKPOINT_NAME.fullmatch(r["file"])]
+    unreadable = []
+    for name in dict.fromkeys(["checkpoint_last.pt", *numbered]):
+        if not (run / name).is_file():
+            continue
+        try:
+            return describe_file(run / name), unreadable
+        except MtkitError as exc:
+            unreadable.append({"file": name, "why": str(exc)})
+    if not numbered and not unreadable and checkpoints:  # only other .pt files (an averaged.pt)
+        newest = run / checkpoints[-1]["file"]
+        try:
+            return describe_file(newest), unreadable
+        except MtkitError as exc:
+            unreadable.append({"file": newest.name, "why": str(exc)})
+    return None, unreadable
 
 
 def describe(path: str | os.PathLike) -> dict[str, Any]:
@@ -289,6 +310,8 @@ def render(info: dict[str, Any]) -> str:
             f"    {row['file']:<28} step {row['step'] if row['step'] is not None else '?':>8}  "
             f"{_size(row['bytes']):>10}"
         )
+    for bad in info.get("unreadable") or []:
+        lines.append(_row("unreadable", f"{bad['file']}: {bad['why']}"))
     newest = info.get("newest")
     if newest:
         lines.append(f"newest: {newest['path']}")

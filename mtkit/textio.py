@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from mtkit.atomic import atomic_file
 from mtkit.errors import MtkitError
+from mtkit.files import READ_ERRORS, unreadable
 
 logger = logging.getLogger(__name__)
 
@@ -70,9 +71,17 @@ def read_lines_strict(path: str | os.PathLike | None) -> list[str]:
                 lines.append(raw.decode("utf-8").rstrip())
         except UnicodeDecodeError:
             raise MtkitError(f"{name} is not valid UTF-8 (line {len(lines) + 1}).") from None
-        except (OSError, EOFError) as exc:  # a damaged .gz
-            raise MtkitError(f"cannot read {name}: {exc}.") from None
+        except READ_ERRORS as exc:  # a damaged .gz
+            raise unreadable(name, exc) from None
     return lines
+
+
+def _lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
+    """The stream's lines; a damaged .gz or a read error is one sentence naming `name`, not a zlib traceback."""
+    try:
+        yield from stream
+    except READ_ERRORS as exc:
+        raise unreadable(name, exc) from None
 
 
 def read_lines_lenient(stream: BinaryIO, name: str = "input") -> Iterator[str]:
@@ -80,7 +89,7 @@ def read_lines_lenient(stream: BinaryIO, name: str = "input") -> Iterator[str]:
 
     A line that is not valid UTF-8 has its bad bytes replaced by U+FFFD and is reported by number.
     """
-    for number, raw in enumerate(stream, 1):
+    for number, raw in enumerate(_lines(stream, name), 1):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -108,6 +117,39 @@ def open_output(path: str | os.PathLike | None) -> Iterator[BinaryIO]:
         f = writer.__enter__()
     except OSError as exc:
         raise MtkitError(f"cannot write {path}: {exc.strerror}.") from None
-    with contextlib.ExitStack() as stack:
-        stack.push(writer.__exit__)
-        yield f
+    try:
+        yield _Named(f, path)  # type: ignore[misc]
+    except BaseException as exc:
+        with contextlib.suppress(OSError):  # closing flushes again, and a full disk fails again: exc says it
+            writer.__exit__(type(exc), exc, exc.__traceback__)  # removes the temporary file
+        raise
+    try:
+        writer.__exit__(None, None, None)  # fsync and rename: where a full disk often shows first
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+
+
+def _cannot_write(path: str | os.PathLike, exc: OSError) -> MtkitError:
+    return MtkitError(f"cannot write {path} ({exc.strerror or exc}); it was not created or changed.")
+
+
+class _Named:
+    """An output file whose write errors name it: the system names no file for a write to an open one."""
+
+    def __init__(self, f: BinaryIO, path: str | os.PathLike) -> None:
+        self._f, self._path = f, path
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._f.write(data)
+        except OSError as exc:
+            raise _cannot_write(self._path, exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._f.flush()
+        except OSError as exc:
+            raise _cannot_write(self._path, exc) from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._f, name)

@@ -179,4 +179,20 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         err.print("mtkit: interrupted.")
         sys.exit(130)
+    except OSError as exc:  # the system said no: disk full, permission denied, a directory, a damaged file
+        err.print(f"[bold red]mtkit: error:[/] {escape(os_error_sentence(exc))}")
+        sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def os_error_sentence(exc: OSError) -> str:
+    """One sentence for an OSError that no command turned into its own: the file and the system's reason.
+
+    Where the system named no file (a write to an already open file: ENOSPC, EDQUOT, EIO) the
+    sentence says so instead of guessing; commands name their files where they can (textio.py).
+    """
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    files = [os.fsdecode(f) for f in (exc.filename, exc.filename2) if f is not None]
+    if not files:
+        return f"{reason} (the system did not say which file)."
+    return f"cannot use {files[-1]}: {reason}."  # of a rename or a link, the target

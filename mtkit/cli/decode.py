@@ -39,7 +39,8 @@ def average(
         "--output",
         "-o",
         show_default="RUN/averaged.pt",
-        help="The model file to write; required when averaging named files.",
+        help="The model file to write; required when averaging named files. Never one of the inputs "
+        "nor a checkpoint_*.pt name (refused: it would replace training state with a model-only file).",
     ),
 ) -> None:
     """Average the parameters of the last N checkpoints of a run into one model file.
@@ -67,6 +68,7 @@ def average(
         if output is None:
             raise MtkitError("averaging named files needs --output FILE.")
         files = paths
+    checkpoint.check_output(output, files)  # before anything is read or written
     err.print(f"mtkit: averaging {len(files)} checkpoint(s): {escape(', '.join(str(f) for f in files))}")
     averaged = checkpoint.average(files)
     checkpoint.atomic_save(averaged, output)

@@ -9,10 +9,13 @@ read off the file sizes, so the pair needs no header.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -22,6 +25,14 @@ from mtkit.errors import MtkitError
 def id_dtype(vocab_size: int) -> np.dtype:
     """uint16 when every id fits in 16 bits (halves disk and page-cache use), else int32."""
     return np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.int32)
+
+
+def _temporary(prefix: Path, ext: str) -> tuple[BinaryIO, Path]:
+    fd, name = tempfile.mkstemp(prefix=f".{prefix.name}.{ext}.", suffix=".tmp", dir=prefix.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # the mode a plain open gives (mkstemp's is 0600)
+    return os.fdopen(fd, "wb"), Path(name)
 
 
 class BinaryWriter:
@@ -36,10 +47,14 @@ class BinaryWriter:
         self.prefix = Path(prefix)
         self.dtype = id_dtype(vocab_size)
         self.vocab_size = vocab_size
-        self._tmp_bin = self.prefix.with_name(self.prefix.name + ".bin.tmp")
-        self._tmp_idx = self.prefix.with_name(self.prefix.name + ".idx.tmp")
-        self._bin = open(self._tmp_bin, "wb")
-        self._idx = open(self._tmp_idx, "wb")
+        # Names of their own (`.NAME.bin.XXXXXXXX.tmp`, as atomic.py's): two writers never share one.
+        self._bin, self._tmp_bin = _temporary(self.prefix, "bin")
+        try:
+            self._idx, self._tmp_idx = _temporary(self.prefix, "idx")
+        except BaseException:
+            self._bin.close()
+            self._tmp_bin.unlink(missing_ok=True)
+            raise
         np.zeros(1, dtype=np.int64).tofile(self._idx)  # offsets[0] = 0
         self._total = 0  # tokens written or buffered so far = the last offset
         self._buffer: list[np.ndarray] = []
@@ -79,21 +94,36 @@ class BinaryWriter:
 
     def _flush(self) -> None:
         if self._buffer:
-            np.concatenate(self._buffer).tofile(self._bin)
-            np.concatenate(self._offset_buffer).tofile(self._idx)
+            try:
+                np.concatenate(self._buffer).tofile(self._bin)
+                np.concatenate(self._offset_buffer).tofile(self._idx)
+            except OSError as exc:  # a full disk names no file: say which one
+                raise self._cannot_write(exc) from None
             self._buffer, self._offset_buffer, self._buffered = [], [], 0
 
+    def _cannot_write(self, exc: OSError) -> MtkitError:
+        why = exc.strerror or f"{exc}: is the disk full?"  # numpy's tofile says only what it could not write
+        return MtkitError(f"cannot write {self.prefix}.bin or its .idx ({why}); no array was replaced.")
+
     def close(self) -> None:
-        self._flush()
-        self._bin.close()
-        self._idx.close()
+        try:
+            self._flush()
+            try:
+                self._bin.close()
+                self._idx.close()
+            except OSError as exc:
+                raise self._cannot_write(exc) from None
+        except BaseException:
+            self.abort()
+            raise
         # .idx goes last: a reader never sees an index that points past its .bin.
         os.replace(self._tmp_bin, self.prefix.with_name(self.prefix.name + ".bin"))
         os.replace(self._tmp_idx, self.prefix.with_name(self.prefix.name + ".idx"))
 
     def abort(self) -> None:
-        self._bin.close()
-        self._idx.close()
+        for f in (self._bin, self._idx):
+            with contextlib.suppress(OSError):  # a full disk fails the last flush too
+                f.close()
         for tmp in (self._tmp_bin, self._tmp_idx):
             tmp.unlink(missing_ok=True)
 

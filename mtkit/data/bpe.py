@@ -12,7 +12,8 @@ a changed split re-encodes what depends on it. `--threads` (encoding) changes sp
 the result: the same raw files and settings give byte-identical spm.model and arrays.
 
 DIR may hold the user's own files: bpe replaces only the files that bpe.json lists as its
-own (owned.py), and a Ctrl-C or SIGTERM leaves no temporary file behind.
+own (owned.py), and a Ctrl-C or SIGTERM leaves no temporary file behind. It holds DIR/.mtkit.lock
+for its whole run: a second `bpe` or a `prepare` on DIR meanwhile is refused in one sentence.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from mtkit.data.corpora import SPLITS, default_registry
 from mtkit.data.encode import all_lines, encode_file, give_back_freed_memory, sample_pairs
 from mtkit.data.owned import listed, previous_record, refuse_foreign
 from mtkit.errors import MtkitError
-from mtkit.files import check_parallel, fingerprint, progress_bar, terminate_as_interrupt
+from mtkit.files import check_parallel, data_dir_locked, fingerprint, progress_bar, terminate_as_interrupt
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,11 @@ def build(data_dir: str | os.PathLike, options: BpeOptions | None = None) -> dic
         raise MtkitError(f"{data_dir} does not exist; run `mtkit prepare NAME --out {data_dir}` first.")
     if opts.sample < 2:
         raise MtkitError(f"--sample must be at least 2 sentences, got {opts.sample}.")
+    with data_dir_locked(data_dir, "mtkit bpe"):  # no `prepare` or other `bpe` on DIR meanwhile
+        return _build(data_dir, opts)
+
+
+def _build(data_dir: Path, opts: BpeOptions) -> dict[str, Any]:
     corpus, src, tgt = _languages(data_dir)
     timings: dict[str, float] = {}
     # 1. The raw text: checksums and line counts, checked pairwise.
@@ -204,7 +210,10 @@ def _owned(previous: Mapping[str, Any]) -> set[str]:
 
 
 def _sweep_temporaries(data_dir: Path, outputs: set[str]) -> None:
-    """Remove what a killed run left of the files about to be written (BinaryWriter's, atomic writes')."""
+    """Remove what a killed run left of the files about to be written (BinaryWriter's, atomic writes').
+
+    Safe because DIR is locked: no other run can be writing them now.
+    """
     for rel in outputs:
         path = data_dir / rel
         for tmp in (path.with_name(path.name + ".tmp"), *path.parent.glob(f".{path.name}.*.tmp")):

@@ -5,7 +5,8 @@ with an HTTP Range request after a dropped connection, a timeout or a 5xx answer
 `retries` times, waiting `backoff * 2**k` seconds), and becomes `NAME` only once its size
 and sha256 (md5 where only that is published) are right. An unknown host or a refused
 connection fails at once: that is no network, and retrying would only make the user wait.
-A mismatch deletes the file and raises: a bad file is never used. A file without a
+A mismatch deletes the file and raises: a bad file is never used. A redirect that leaves https
+is refused (`HttpsOnlyRedirects`). A file without a
 published checksum has its sha256 recorded on first download; later runs check against
 that record, and prepare.json says it was recorded, not verified.
 
@@ -24,6 +25,7 @@ import socket
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from mtkit.atomic import write_atomic
 from mtkit.data.corpus_model import Source
 from mtkit.errors import MtkitError
 from mtkit.files import CHUNK, hash_file, progress_bar
+from mtkit.locks import NO_FLOCK
 
 VERIFIED = "verified against the registry"
 RECORDED = "recorded on first download (no published checksum)"
@@ -89,11 +92,43 @@ def _locked(path: Path) -> Iterator[None]:
         yield
         return
     with open(path, "a+b") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in NO_FLOCK:
+                raise
+            yield  # a cache on a filesystem without locks: a second run may only download the file twice
+            return
         try:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class HttpsOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only where it keeps https: https -> http (or ftp) is refused in one sentence.
+
+    urllib follows any redirect between http, https and ftp, so a download asked for over https
+    could silently continue in the clear, where anyone on the path may change the bytes (and for
+    an archive with no pinned sha256, nothing would notice). curl and pip refuse the same downgrade.
+    """
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        old = urllib.parse.urlsplit(req.full_url).scheme.lower()
+        new = urllib.parse.urlsplit(newurl).scheme.lower()  # urllib has already resolved it against the old
+        if old == "https" and new != "https":
+            fp.close()
+            raise MtkitError(
+                f"{req.full_url} redirects to {newurl}, which leaves https; mtkit does not download over "
+                f"a connection that is no longer encrypted: fetch the file by hand and pass its directory "
+                f"as --mirror DIR."
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def build_opener(*handlers: urllib.request.BaseHandler) -> urllib.request.OpenerDirector:
+    """urllib's default opener with `HttpsOnlyRedirects` in place of its redirect handler."""
+    return urllib.request.build_opener(*handlers, HttpsOnlyRedirects())
 
 
 class Fetcher:
@@ -121,6 +156,7 @@ class Fetcher:
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self.timeout = timeout
+        self.opener = build_opener()  # tests add a handler here; every download goes through it
 
     # ------------------------------------------------------------------ paths and records
     def cached_path(self, source: Source) -> Path:
@@ -295,7 +331,7 @@ class Fetcher:
             headers["Range"] = f"bytes={have}-"
         request = urllib.request.Request(source.url, headers=headers)
         try:
-            response = urllib.request.urlopen(request, timeout=self.timeout)
+            response = self.opener.open(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             if exc.code == 416 and have:
                 total = _total_from_content_range(exc.headers.get("Content-Range", ""))
@@ -340,7 +376,13 @@ class Fetcher:
                         raise _Retry(f"connection lost after {have} bytes: {exc or type(exc).__name__}") from None
                     if not block:
                         break
-                    out.write(block)
+                    try:
+                        out.write(block)
+                    except OSError as exc:  # a full disk: name the file, which the system does not
+                        raise MtkitError(
+                            f"cannot write {part} ({exc.strerror or exc}); free some space and run again: "
+                            "the download resumes where it stopped."
+                        ) from None
                     have += len(block)
                     bar.update(len(block))
         if total is not None and have < total:

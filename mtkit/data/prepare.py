@@ -7,7 +7,9 @@ the next start. A re-run with the same corpus, files and cleaning settings finds
 DIR/prepare.json and the files it lists intact and does nothing.
 
 DIR may hold the user's own files: prepare replaces only the files that DIR/prepare.json
-says it wrote, and refuses to overwrite any other.
+says it wrote, and refuses to overwrite any other. It holds DIR/.mtkit.lock for its whole run,
+so that two runs never mix their raw/ sides: a second `prepare` (or a `bpe`) on DIR meanwhile
+is refused in one sentence naming the first.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ from typing import Any
 from mtkit import __version__
 from mtkit.atomic import write_atomic
 from mtkit.data.clean import CleanConfig
-from mtkit.data.corpora import SPLITS, Registry, custom_corpus, default_registry
+from mtkit.data.corpora import SPLITS, Registry, custom_corpus, default_registry, unpinned
 from mtkit.data.corpus_model import Corpus, Part
-from mtkit.data.fetch import Fetched, Fetcher
+from mtkit.data.fetch import CHECKED_RECORD, RECORDED, Fetched, Fetcher
 from mtkit.data.owned import listed, previous_record, refuse_foreign
 from mtkit.data.prepare_splits import is_local, stage, write_split
 from mtkit.errors import MtkitError
-from mtkit.files import sweep_stale, work_dir
+from mtkit.files import data_dir_locked, sweep_stale, work_dir
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +79,17 @@ def prepare(
         max_ratio=corpus.max_ratio if opts.max_ratio is None else opts.max_ratio,
         dedup=opts.dedup,
     )
+    if out.exists() and not out.is_dir():
+        raise MtkitError(f"--out {out} is a file, not a directory; give a directory path (it is created if missing).")
+    # DIR is ours for the whole run: a second `prepare` (or a `bpe`) on it is refused at once.
+    with data_dir_locked(out, "mtkit prepare"):
+        return _prepare(corpus, opts, out, clean)
+
+
+def _prepare(corpus: Corpus, opts: PrepareOptions, out: Path, clean: CleanConfig) -> dict[str, Any]:
     # 1. Every file at hand and checked, before anything is written.
     fetched = _fetch(corpus, opts)
     settings = _settings(corpus, clean, fetched)
-    out.mkdir(parents=True, exist_ok=True)
     sweep_stale(out, TEMP_PREFIX)
     previous = previous_record(out / "prepare.json")
     # 2. Nothing to do when the same files and settings made what DIR/raw holds.
@@ -177,9 +186,22 @@ def _fetch(corpus: Corpus, opts: PrepareOptions) -> dict[str, Fetched]:
             f"needs; download {listing}, and put them there."
         )
     fetched = {}
+    loose = unpinned(Registry({corpus.name: corpus}))
     for source in corpus.sources:
         logger.info("fetching %s", source.filename)
-        fetched[source.filename] = fetcher.fetch(source)
+        got = fetched[source.filename] = fetcher.fetch(source)
+        if source.filename in loose:
+            logger.warning(
+                "%s has no pinned sha256 (%s); its sha256 %s was %s",
+                source.filename,
+                loose[source.filename],
+                got.sha256,
+                "recorded now, and later runs are checked against it"
+                if got.checksum == RECORDED
+                else "checked against the one recorded at its first download"
+                if got.checksum == CHECKED_RECORD
+                else "computed; its md5 is what was verified",
+            )
     return fetched
 
 

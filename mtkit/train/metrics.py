@@ -1,6 +1,7 @@
 """What the user sees of a run: RUN/metrics.jsonl, log lines, and a live progress line on a terminal.
 
-Every value logged goes to metrics.jsonl (one JSON object a line, with its `event`); the
+Every value logged goes to metrics.jsonl (one strict JSON object a line, with its `event`:
+a NaN or infinite value is written as null); the
 same values become a plain log line when stderr is not a terminal, and the postfix of a
 tqdm bar (on stderr) when it is. Only rank 0 reports.
 """
@@ -41,6 +42,29 @@ def _fmt(key: str, value: Any) -> str:
     return str(value)
 
 
+def finite(value: Any) -> Any:
+    """`value` with every NaN or infinite float made None (JSON null), in lists and dicts too.
+
+    Python's json writes NaN and Infinity, which are not JSON: jq, JavaScript and pandas' strict
+    readers reject the whole file. A diverged loss is still plain to see: it is null, and the
+    `nonfinite` count beside it says how many updates were skipped.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    if isinstance(value, np.generic) and np.issubdtype(type(value), np.floating):
+        return finite(float(value))
+    return value
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """One metrics.jsonl line: strict JSON (allow_nan=False holds `finite` to its word)."""
+    return json.dumps(finite(record), default=str, allow_nan=False) + "\n"
+
+
 class MetricsLog:
     """Append-only metrics.jsonl plus logging; a tqdm bar over the steps when stderr is a terminal."""
 
@@ -72,7 +96,7 @@ class MetricsLog:
         if not self.enabled:
             return
         record = {"event": event, "time": round(time.time(), 3), **values}
-        self.file.write(json.dumps(record, default=str) + "\n")
+        self.file.write(json_line(record))
         self.file.flush()
         if self.tb is not None:
             self.tb.write(record)

@@ -3,22 +3,23 @@
 The lock is an fcntl lock on RUN/.train.lock, the mechanism `mtkit prepare`'s downloads use
 (mtkit/data/fetch.py): the kernel drops it when the process ends however it ends, so a killed
 run never leaves a stale lock behind. The file names its holder (pid and host) for the message
-a second run gets. --restart never deletes: the old run's files go to RUN/previous-<time>/.
+a second run gets. --restart never deletes: the old run's own files (RUN_FILES, and nothing
+else of RUN) go to RUN/previous-<time>/.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import fnmatch
+import json
 import logging
-import os
-import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
 
 import torch
 
+from mtkit import locks
 from mtkit.errors import MtkitError
 from mtkit.train import distributed as dist
 
@@ -40,42 +41,67 @@ def make_run_dir(run_dir: Path) -> None:
         raise MtkitError(f"cannot create the run directory {run_dir} ({exc.strerror or exc}).") from None
 
 
-def _try_lock(f: IO[str]) -> bool:
-    import fcntl
-
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def locked(run_dir: Path) -> Iterator[None]:
-    """Hold RUN/.train.lock for the block; a second holder gets one sentence naming the first one."""
+    """Hold RUN/.train.lock for the block; a second holder gets one sentence naming the first one.
+
+    mtkit/locks.py opens it without following a link and never truncates it (a link planted in
+    a shared run directory is refused), and goes on with a warning where the filesystem has no
+    flock. The file stays after the run: it is how `info` and the tests know a run was here.
+    """
     try:
-        import fcntl  # noqa: F401  (POSIX only)
-    except ImportError:  # Windows: no advisory locks; a second run there is the user's to avoid
-        yield
-        return
-    path = run_dir / LOCK_NAME
-    with open(path, "a+", encoding="utf-8") as f:
-        if not _try_lock(f):
-            f.seek(0)
-            holder = f.read().strip() or "another process"
-            raise MtkitError(
-                f"{run_dir} is in use by another `mtkit train` ({holder}); wait for it to end, or use another --out."
-            )
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        f.flush()
-        yield  # the lock goes with the file's close, or with the process
+        lock = locks.acquire(run_dir / LOCK_NAME)
+    except locks.Busy as busy:
+        raise MtkitError(
+            f"{run_dir} is in use by another `mtkit train` ({busy.holder}); wait for it to end, or use another --out."
+        ) from None
+    try:
+        yield  # the lock goes with the descriptor's close, or with the process
+    finally:
+        locks.release(lock, remove=False)
+
+
+def _json_keys(path: Path, *keys: str, format: str | None = None) -> bool:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and all(k in record for k in keys) and record.get("format", format) == format
+
+
+def _tensorboard_dir(path: Path) -> bool:
+    return path.is_dir() and all(p.name.startswith("events.out.tfevents.") for p in path.rglob("*") if p.is_file())
+
+
+# Everything mtkit writes in a run directory: the one list `--restart` moves, and nothing else is
+# touched (with `--out .` in a source tree, the tree stays where it is). A name whose content could
+# also be a user's own (config.json, run.json, tb/) moves only when the content reads as mtkit's.
+RUN_FILES: tuple[tuple[str, Callable[[Path], bool] | None], ...] = (
+    ("config.json", lambda p: _json_keys(p, "model", "train")),  # train: the resolved configs
+    ("run.json", lambda p: _json_keys(p, format="mtkit-run")),  # train: provenance (mtkit/provenance.py)
+    ("metrics.jsonl", None),  # train: one record a log line
+    ("checkpoint_*.pt", None),  # train: checkpoint_<step>.pt, checkpoint_last.pt, checkpoint_best.pt
+    ("averaged.pt", None),  # average: its default output
+    ("tb", _tensorboard_dir),  # train --tensorboard
+    (".checkpoint*.tmp", None),  # temporaries of writes cut short (atomic.py, checkpoint.py)
+    (".config.json.*.tmp", None),
+    (".run.json.*.tmp", None),
+    (".averaged.pt.*.tmp", None),
+)
+
+
+def own_files(run_dir: Path) -> list[Path]:
+    """The files (and tb/) of RUN that mtkit wrote, by RUN_FILES."""
+    return [
+        p
+        for p in sorted(run_dir.iterdir())
+        if any(fnmatch.fnmatchcase(p.name, pattern) and (test is None or test(p)) for pattern, test in RUN_FILES)
+    ]
 
 
 def move_aside(run_dir: Path) -> Path | None:
-    """--restart: move everything of the old run into RUN/previous-<time>/; None when there was nothing."""
-    old = [p for p in run_dir.iterdir() if p.name != LOCK_NAME and not p.name.startswith(PREVIOUS_PREFIX)]
+    """--restart: move the old run's own files into RUN/previous-<time>/; None when there were none."""
+    old = own_files(run_dir)
     if not old:
         return None
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -104,6 +130,8 @@ def owned(run_dir: Path, world: dist.World, restart: bool) -> Iterator[None]:
                     move_aside(run_dir)
             except MtkitError as exc:
                 problem = exc
+            except OSError as exc:  # said on rank 0 and shared below: the other ranks must not hang
+                problem = MtkitError(f"cannot use the run directory {run_dir} ({exc.strerror or exc}).")
         flag = torch.tensor([float(problem is not None)], device=world.device)
         failed = dist.all_reduce_sum(flag, world).item() > 0
         if problem is not None:

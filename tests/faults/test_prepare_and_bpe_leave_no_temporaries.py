@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mtkit.files import Terminated, work_dir
+from mtkit import locks
+from mtkit.files import LOCK_SUFFIX, Terminated, work_dir
 from tests.conftest import ROOT
 
 
@@ -58,17 +59,20 @@ def test_a_signal_during_prepare_removes_its_temporary_directory(tmp_path, sig):
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "Traceback" not in stderr, stderr
-    assert sorted(p.name for p in out.iterdir()) == [], "a temporary or a half-written output is left"
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else []  # prepare removes the --out it made
+    assert left == [], "a temporary or a half-written output is left"
 
 
 def test_a_killed_runs_directory_is_swept_and_a_live_runs_is_kept(cli, tmp_path):
     out = tmp_path / "out"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = out / f".prepare-{int(dead.stdout)}-abcd1234"  # that process has exited
-    live = out / f".prepare-{os.getpid()}-efgh5678"  # this test's own process is alive
+    stale = out / f".prepare-{int(dead.stdout)}-abcd1234"  # that process has exited: its lock is free
+    live = out / f".prepare-{os.getpid()}-efgh5678"  # this test's own process holds its lock
     for path in (stale, live):
         (path / "raw").mkdir(parents=True)
         (path / "raw" / "train.en").write_text("half\n")
+        path.with_name(path.name + LOCK_SUFFIX).write_text("")
+    held = locks.acquire(live.with_name(live.name + LOCK_SUFFIX))
     for name, text in (("train.en", "a b\n"), ("train.de", "x y\n"), ("valid.en", "v\n"), ("valid.de", "w\n")):
         (tmp_path / name).write_text(text)
     files = (
@@ -77,6 +81,7 @@ def test_a_killed_runs_directory_is_swept_and_a_live_runs_is_kept(cli, tmp_path)
         for side, lang in (("src", "en"), ("tgt", "de"))
     )
     done = cli("prepare", "custom", "--out", out, *files)
+    locks.release(held, remove=False)
     assert done.returncode == 0, done.stderr
     assert not stale.exists() and live.is_dir()
 
