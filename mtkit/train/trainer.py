@@ -376,15 +376,9 @@ class Trainer:
     def _validate(self) -> tuple[bool, str]:
         """Validate, update best and patience: (a new best?, the stop signal that cut it short, or ""), the same
         on every rank. A validation cut short counts for nothing."""
-        p = self.progress
+        p, smoothing = self.progress, self.cfg.label_smoothing
         result = validate(
-            self.model,
-            self.data,
-            self.valid_batches,
-            self.world,
-            self.precision,
-            self.cfg.label_smoothing,
-            self.stop_requests,
+            self.model, self.data, self.valid_batches, self.world, self.precision, smoothing, self.stop_requests
         )
         if result.stopped:
             self.log.event("valid_stopped", level=logging.DEBUG, step=p.step, signal=result.stopped)
