@@ -10,15 +10,16 @@ An mtkit file is a dict:
     step          updates done when it was written
     provenance    the run's RUN/run.json record (mtkit/provenance.py), where the trainer wrote one
     averaged_from [{"file", "step", "sha256"}] of the checkpoints an averaged model is the mean of
-  and for kind "checkpoint" the training state (see mtkit/train/resume.py, `payload`):
+  and for kind "checkpoint" the training state (`Trainer.state_dict`, mtkit/train/trainer.py):
     train_config  dataclasses.asdict(TrainConfig), resolved for the world size
     optimizer     optimizer.state_dict() (Adam moments and step counts)
     scaler        GradScaler.state_dict() for fp16, else None (the schedule is a pure function of step)
     rng           one `rng_state()` dict per rank: python, numpy, torch, cuda generators
     data          {"epoch", "batch", "world_size", "max_tokens", "seed"}: where the next update starts
-    progress      {"best", "bad_valids", "nonfinite", "elapsed"}: early stopping and wall-clock state
+    progress      {"epoch", "batch", "best", "bad_valids", "nonfinite", "elapsed"}: early stopping and wall-clock
+                  state (mtkit/train/progress.py)
     corpus        {split: {lang: sha256}} of the raw text bpe.json says the data was made from
-  (see mtkit/train/resume.py, `payload`).
+  (what is resumed, and when it is refused: mtkit/train/resume.py).
 """
 
 from __future__ import annotations

@@ -57,7 +57,14 @@ def cpu_update_seconds(model_cfg: ModelConfig, train_cfg: TrainConfig, threads: 
     return tokens * per_token / (SMALL_CPU_TOKENS_PER_S * max(threads, 1) / 2)
 
 
-@app.command()
+# The codes a scheduler reads (mtkit/train/signals.py): shown in --help above the exit codes of every command.
+SIGNAL_EXIT_CODES = (
+    "After SIGTERM (a preemption: SLURM, Kubernetes, torchrun) training saves checkpoint_last.pt and exits 143; "
+    "after Ctrl-C it saves and exits 130. Rerunning the same command resumes the run."
+)
+
+
+@app.command(epilog=SIGNAL_EXIT_CODES)
 @config_options(TrainConfig, ModelConfig, show_default=preset_defaults)
 def train(
     ctx: typer.Context,
@@ -130,6 +137,7 @@ def train(
     if preset is None and rank == 0:
         _say_default_preset(model_cfg, train_cfg, device, threads)
 
+    from mtkit.train.signals import EXIT_CODES
     from mtkit.train.trainer import train as run_training
 
     try:
@@ -137,13 +145,14 @@ def train(
     except KeyboardInterrupt:  # a second Ctrl-C: atomic writes removed their temporaries on the way out
         err.print(f"mtkit: interrupted at once; {out}/checkpoint_last.pt is the last complete save.")
         raise typer.Exit(130) from None
-    if result.stopped in ("SIGTERM", "SIGINT"):  # preempted or Ctrl-C: the update finished and was saved
+    if result.stopped in EXIT_CODES:  # preempted or Ctrl-C: the update finished and was saved
         if rank == 0:
             err.print(
                 f"mtkit: {result.stopped}: saved {out}/checkpoint_last.pt at step {result.step}; "
                 "the same command resumes the run."
             )
-        raise typer.Exit(130 if result.stopped == "SIGINT" else 0)
+        # 143 / 130, as a shell reports a process the signal ended: a Job or an elastic agent retries, not "done".
+        raise typer.Exit(EXIT_CODES[result.stopped])
     if rank == 0:
         best = f"best dev BLEU {-result.best:.2f}" if train_cfg.valid_bleu else f"best valid NLL {result.best:.3f}"
         err.print(f"trained to step {result.step} ({result.stopped}); {best}; checkpoints in {out}")

@@ -58,6 +58,12 @@ def all_reduce_sum(values: torch.Tensor, world: World) -> torch.Tensor:
     return values
 
 
+def barrier(world: World) -> None:
+    """Wait until every rank gets here: one tiny all-reduce, the same on gloo and NCCL."""
+    if world.distributed:
+        dist.all_reduce(torch.zeros(1, device=world.device), op=dist.ReduceOp.SUM)
+
+
 def decided_by_main(decide: Callable[[], T], world: World) -> T:
     """`decide()` run on rank 0 alone and its result handed to every rank: for choices made by measuring
     (precision, kernels), which every rank must share and which ranks timing at once would skew."""

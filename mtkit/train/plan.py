@@ -1,17 +1,66 @@
-"""The trainer's data: checks that it fits the model, the batch plans, and each epoch's batches on this rank."""
+"""The trainer's data: opened and checked against the model, the batch plans, and each epoch's batches on this rank."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from mtkit.config import ModelConfig, TrainConfig
 from mtkit.data.batching import BatchPlan, epoch_batches, epoch_order, plan_batches, shard_all
-from mtkit.data.dataset import DataDir, ParallelSplit
+from mtkit.data.dataset import DataDir, ParallelSplit, open_data
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.train import distributed as dist
+
+CHECKED_SPLITS = ("train", "valid")  # the splits whose batches and scores a resumed run depends on
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """A data directory checked against the model: what the trainer reads, and what its checkpoints record."""
+
+    dir: DataDir
+    vocab: bytes  # spm.model's bytes, saved in every checkpoint so that a model can always be decoded
+    spm: Vocab
+    corpus: dict[str, dict[str, str]]  # `corpus_of`: what a resumed run must have been trained on
+    train: ParallelSplit
+    valid: ParallelSplit
+    bleu_sample: tuple[list[str], list[str]] | None  # --valid-bleu's raw dev sources and references
+
+
+def open_training_data(path: Path, model_cfg: ModelConfig, valid_bleu: int = 0) -> TrainingData:
+    """The data directory, refused in one sentence when it does not fit the model (or lacks --valid-bleu's text)."""
+    data = open_data(path)
+    vocab = data.vocab_bytes()
+    spm = Vocab.from_bytes(vocab)
+    check_vocab(data, spm, model_cfg)
+    train, valid = data.split("train"), data.split("valid")
+    sample = bleu_sample(data, valid_bleu) if valid_bleu else None
+    check_token_ids(data, (train, valid), model_cfg)
+    return TrainingData(data, vocab, spm, corpus_of(data), train, valid, sample)
+
+
+def corpus_of(data: DataDir) -> dict[str, dict[str, str]]:
+    """bpe.json's sha256 of each raw input file, for the splits a resumed run depends on."""
+    splits = data.info.get("splits", {})
+    return {split: dict(splits[split].get("inputs", {})) for split in CHECKED_SPLITS if split in splits}
+
+
+def bleu_sample(data: DataDir, n: int) -> tuple[list[str], list[str]]:
+    """The first n raw dev pairs: sacreBLEU scores detokenized text against the real references."""
+    paths = [data.path / "raw" / f"valid.{lang}" for lang in (data.src_lang, data.tgt_lang)]
+    for path in paths:
+        if not path.is_file():
+            raise MtkitError(f"--valid-bleu needs the raw dev text {path} that `mtkit prepare` writes.")
+
+    def head(path: Path) -> list[str]:
+        with open(path, encoding="utf-8", newline="\n") as f:  # a CR inside a line stays in it: pairs stay aligned
+            return [line.rstrip("\n") for line in itertools.islice(f, n)]
+
+    return head(paths[0]), head(paths[1])
 
 
 @dataclass(frozen=True)

@@ -1,48 +1,30 @@
-"""Resuming a run: which checkpoint to continue from, what it must agree with, and what a checkpoint holds.
+"""Resuming a run, the rules about files: which checkpoint to continue from, and what it must agree with.
 
 `find_checkpoint` takes checkpoint_last.pt, or when that is unreadable (or holds NaN weights) the
 newest readable checkpoint_<step>.pt, skipping the one that is the same file as last (a hard
-link, see `checkpoint.save_checkpoint`), with a warning naming the broken file. `restore` refuses
-another model config, another SentencePiece model or another corpus (bpe.json's sha256 of each
-raw input); `payload` is the training state that `restore` reads back.
+link, see `checkpoint.save_checkpoint`), with a warning naming the broken file. Under torchrun
+every rank reads RUN itself (as fairseq and Lightning do: the optimizer state of `big` is too
+large to broadcast), so `agreed_checkpoint` has the ranks compare what they found and refuses
+when they differ: RUN was not on a filesystem every node sees. `check_same_run` refuses another
+model config, another SentencePiece model or another corpus (bpe.json's sha256 of each raw input).
+What a checkpoint holds is the trainer's to say (`Trainer.state_dict`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mtkit import checkpoint
 from mtkit.config import ModelConfig, TrainConfig, config_diff, config_from_dict
 from mtkit.data.dataset import DataDir
 from mtkit.errors import MtkitError
 from mtkit.train import distributed as dist
-
-if TYPE_CHECKING:
-    from mtkit.train.trainer import Trainer
+from mtkit.train.plan import TrainingData
 
 logger = logging.getLogger(__name__)
-
-CHECKED_SPLITS = ("train", "valid")  # the splits whose batches and scores a resumed run depends on
-
-
-@dataclass
-class Progress:
-    """Where training stands; saved in every checkpoint so that a resumed run continues exactly."""
-
-    step: int = 0  # updates applied
-    epoch: int = 0  # epoch in progress, from 0
-    batch: int = 0  # next batch of this rank's share of the epoch
-    best: float = math.inf  # best validation score so far (lower is better)
-    bad_valids: int = 0  # validations since the last new best
-    nonfinite: int = 0  # non-finite losses or gradients in a row
-    elapsed: float = 0.0  # wall-clock seconds of the training loop (validation and saving included)
-
 
 # ---- which checkpoint ---------------------------------------------------------------------------------
 
@@ -121,13 +103,46 @@ def find_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     return None
 
 
+def _where(ckpt: dict[str, Any] | None) -> tuple[int, int, int, float] | None:
+    """What tells two checkpoints apart cheaply: step, position and the run's elapsed seconds (a float no
+    other save of any run repeats)."""
+    if ckpt is None:
+        return None
+    data = ckpt["data"]
+    return ckpt["step"], data["epoch"], data["batch"], float(ckpt["progress"]["elapsed"])
+
+
+def _said(where: tuple[int, int, int, float] | None) -> str:
+    return "no checkpoint" if where is None else f"the checkpoint of step {where[0]}, {where[3]:.0f} s into its run"
+
+
+def agreed_checkpoint(run_dir: Path, world: dist.World) -> dict[str, Any] | None:
+    """`find_checkpoint` on every rank, and the same answer on every rank, or one sentence on every rank.
+
+    Each rank reads RUN itself. Where RUN is a directory of each node's own disk, rank 0 would
+    resume and the others start at step 0 with empty Adam moments; DDP syncs only the weights,
+    so the replicas would drift apart silently and later hang. A refusal found on one rank
+    (no readable checkpoint) is every rank's, so that no rank waits for the others forever.
+    """
+    try:
+        ckpt, problem = find_checkpoint(run_dir), ""
+    except MtkitError as exc:
+        ckpt, problem = None, str(exc)
+    seen = dist.all_gather_objects((problem, _where(ckpt)), world)
+    problems = [said for said, _ in seen if said]
+    if problems:
+        raise MtkitError(problem or problems[0])
+    first = seen[0][1]
+    for rank, (_, where) in enumerate(seen):
+        if where != first:
+            raise MtkitError(
+                f"the processes see different things in {run_dir} (rank 0: {_said(first)}; rank {rank}: "
+                f"{_said(where)}): RUN must be on a filesystem every node sees, so give --out a path on a shared disk."
+            )
+    return ckpt
+
+
 # ---- what a checkpoint must agree with ----------------------------------------------------------------
-
-
-def corpus_of(data: DataDir) -> dict[str, dict[str, str]]:
-    """bpe.json's sha256 of each raw input file, for the splits a resumed run depends on."""
-    splits = data.info.get("splits", {})
-    return {split: dict(splits[split].get("inputs", {})) for split in CHECKED_SPLITS if split in splits}
 
 
 def check_corpus(
@@ -145,81 +160,34 @@ def check_corpus(
                 )
 
 
-def _check_same_model(ckpt: dict[str, Any], t: Trainer) -> None:
-    diff = config_diff(checkpoint.config_of(ckpt), t.model_cfg)
+def check_same_run(
+    ckpt: dict[str, Any], run_dir: Path, model_cfg: ModelConfig, cfg: TrainConfig, data: TrainingData
+) -> None:
+    """Refuse to resume `ckpt` with another model, SentencePiece model or corpus; warn about changed
+    training settings (they are allowed: a lower --lr-scale or a later --max-steps is a common resume)."""
+    diff = config_diff(checkpoint.config_of(ckpt), model_cfg)
     if diff:
         raise MtkitError(
-            f"checkpoint_last.pt in {t.run_dir} has a different model config "
+            f"checkpoint_last.pt in {run_dir} has a different model config "
             f"({'; '.join(diff)}); use the same options to resume, or another --out."
         )
-    if ckpt.get("vocab") != t.vocab:
+    if ckpt.get("vocab") != data.vocab:
         raise MtkitError(
-            f"{t.run_dir} was trained with another SentencePiece model than the data's spm.model; "
+            f"{run_dir} was trained with another SentencePiece model than the data's spm.model; "
             "use the same data to resume, or another --out."
         )
-
-
-# ---- restore and save ---------------------------------------------------------------------------------
-
-
-def _restore_position(ckpt: dict[str, Any], t: Trainer) -> None:
-    """Epoch and batch from the checkpoint; the start of the next epoch when the batch plan changed."""
-    cfg, p, data = t.cfg, t.progress, ckpt["data"]
-    p.epoch, p.batch = data["epoch"], data["batch"]
-    if (data["world_size"], data["max_tokens"], data["seed"]) != (t.world.size, cfg.max_tokens, cfg.seed):
-        logger.warning(
-            "world size, --max-tokens or --seed changed, so the batches differ: "
-            "continuing at the start of epoch %d instead of where the run stopped",
-            p.epoch + 2,
-        )
-        p.epoch, p.batch = (p.epoch + 1 if p.batch else p.epoch), 0
-
-
-def restore(ckpt: dict[str, Any], t: Trainer) -> int:
-    """Load model, optimizer, scaler, progress and RNG state into the trainer; returns the step."""
-    cfg, world, p = t.cfg, t.world, t.progress
-    _check_same_model(ckpt, t)
-    check_corpus(ckpt.get("corpus"), t.corpus, t.run_dir, t.data)
-    t.model.load_state_dict(ckpt["model"])
-    t.optimizer.load_state_dict(ckpt["optimizer"])
-    t.precision.load_state_dict(ckpt.get("scaler"))
-    p.__dict__.update(ckpt["progress"], step=ckpt["step"])
+    check_corpus(ckpt.get("corpus"), data.corpus, run_dir, data.dir)
     changed = config_diff(config_from_dict(TrainConfig, ckpt["train_config"]), cfg)
     if changed:
         logger.warning("resuming with changed training settings: %s", "; ".join(changed))
-    _restore_position(ckpt, t)
-    rng = ckpt["rng"]
-    if len(rng) == world.size:
-        checkpoint.set_rng_state(rng[world.rank])
-    else:
-        import torch
-
-        torch.manual_seed(cfg.seed + world.rank + 7919 * p.step)
-    return p.step
 
 
-def payload(t: Trainer) -> dict[str, Any]:
-    """The full training state (collective: every rank contributes its RNG state)."""
-    p, cfg = t.progress, t.cfg
-    rngs = dist.all_gather_objects(checkpoint.rng_state(), t.world)
-    return checkpoint.model_payload(
-        t.model,
-        t.model_cfg,
-        t.vocab,
-        p.step,
-        kind="checkpoint",
-        train_config=dataclasses.asdict(cfg),
-        optimizer=t.optimizer.state_dict(),
-        scaler=t.precision.state_dict(),
-        rng=rngs,
-        data={
-            "epoch": p.epoch,
-            "batch": p.batch,
-            "world_size": t.world.size,
-            "max_tokens": cfg.max_tokens,
-            "seed": cfg.seed,
-        },
-        progress={k: v for k, v in dataclasses.asdict(p).items() if k != "step"},
-        corpus=t.corpus,
-        provenance=t.provenance,
-    )
+def checkpoint_to_resume(
+    run_dir: Path, world: dist.World, model_cfg: ModelConfig, cfg: TrainConfig, data: TrainingData
+) -> dict[str, Any] | None:
+    """The checkpoint every rank resumes from (None: a fresh start), refused when it is not this run's."""
+    check_run_config(run_dir, model_cfg)
+    ckpt = agreed_checkpoint(run_dir, world)
+    if ckpt is not None:
+        check_same_run(ckpt, run_dir, model_cfg, cfg, data)
+    return ckpt

@@ -2,18 +2,33 @@
 
 The handler only records the signal; the trainer reads it when it builds the update's
 all-reduce, so every rank stops after the same update (one rank's signal is enough), and
-then saves checkpoint_last.pt. A second Ctrl-C raises KeyboardInterrupt at once: atomic
-writes (mtkit/atomic.py) remove their temporary file, so nothing is left half-written.
+then saves checkpoint_last.pt. Validation reads it between its batches (mtkit/train/validation.py):
+a preemption's grace (30 s in SLURM, Kubernetes and torchrun) is shorter than a validation with
+--valid-bleu on a CPU. A second Ctrl-C raises KeyboardInterrupt at once: atomic writes
+(mtkit/atomic.py) remove their temporary file, so nothing is left half-written.
+
+`mtkit train` then exits as a shell reports a process ended by the signal, 128 + its number:
+143 after SIGTERM (what a Kubernetes Job or torchrun's agent reads as "terminated": retry, and the
+rerun resumes), 130 after Ctrl-C.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Sequence
 from types import FrameType, TracebackType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 SIGNAL_STOPS = ("SIGTERM", "SIGINT")  # their names: the stop reasons that save at once, without a last validation
+EXIT_CODES = {"SIGTERM": 128 + signal.SIGTERM, "SIGINT": 128 + signal.SIGINT}  # 143 and 130, the shells' codes
+
+
+def agreed_signal(flags: Sequence[float]) -> str:
+    """The stop signal from `StopRequests.flags()` summed over every rank ("" when none); Ctrl-C wins, as someone
+    is at the keyboard."""
+    sigterm, sigint = flags
+    return "SIGINT" if sigint > 0 else "SIGTERM" if sigterm > 0 else ""
 
 
 class StopRequests:
@@ -22,6 +37,10 @@ class StopRequests:
     def __init__(self) -> None:
         self.received = ""  # "SIGTERM" or "SIGINT" once one arrived
         self._previous: dict[int, object] = {}
+
+    def flags(self) -> list[float]:
+        """One number per SIGNAL_STOPS, 1.0 for the one received: summed over ranks, `agreed_signal` reads them."""
+        return [float(self.received == name) for name in SIGNAL_STOPS]
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received and signum == signal.SIGINT:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import torch
 
 from mtkit.config import TrainConfig
+from mtkit.errors import MtkitError
 from mtkit.train.metrics import Window
-from mtkit.train.resume import Progress
+from mtkit.train.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,14 @@ def stop_reason(p: Progress, cfg: TrainConfig, time_up: bool, stop_signal: str =
     if cfg.patience and p.bad_valids >= cfg.patience:
         return "patience"
     return ""
+
+
+def check_nonfinite(p: Progress, cfg: TrainConfig) -> None:
+    """Refuse to go on after --max-nonfinite skipped updates in a row: the run diverged, and one sentence says
+    what to change."""
+    if p.nonfinite >= cfg.max_nonfinite:
+        raise MtkitError(
+            f"the loss or gradient norm was NaN or infinite for {p.nonfinite} updates in a row at "
+            f"step {p.step}; lower --lr-scale (now {cfg.lr_scale}), set --clip-norm (e.g. 1.0), "
+            "raise --warmup, or use --precision fp32; the run resumes from checkpoint_last.pt."
+        )

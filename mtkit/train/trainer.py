@@ -11,14 +11,15 @@ whether any rank received SIGTERM or Ctrl-C (mtkit/train/signals.py).
 
 After each update `_after_update` decides once, with named booleans (fairseq's
 validate_and_save): `stop_reason` is the one stop rule, used at start and after every update.
-Resume lives in mtkit/train/resume.py, the run directory's lock in mtkit/train/rundir.py.
+The trainer owns what a checkpoint holds (`state_dict`, `load_state_dict`, restored once it is
+built); which checkpoint to resume, and whether it is this run's, is mtkit/train/resume.py; the
+data's checks are `open_training_data` (mtkit/train/plan.py); the run's lock mtkit/train/rundir.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -30,11 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtkit import checkpoint, provenance, runtime
-from mtkit.atomic import write_atomic
+from mtkit import checkpoint, runtime
 from mtkit.config import ModelConfig, TrainConfig
-from mtkit.data.dataset import open_data
-from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.heap import keep_freed_memory
 from mtkit.model import Transformer
@@ -42,13 +40,13 @@ from mtkit.train import distributed as dist
 from mtkit.train import report, resume, rundir
 from mtkit.train.forward import accumulate
 from mtkit.train.metrics import MetricsLog, Window
-from mtkit.train.plan import Epoch, check_token_ids, check_vocab, epoch_of, plan_data
+from mtkit.train.plan import Epoch, TrainingData, epoch_of, open_training_data, plan_data
 from mtkit.train.precision import Precision, pass_loss
-from mtkit.train.resume import Progress
+from mtkit.train.progress import Progress
 from mtkit.train.schedule import learning_rate
-from mtkit.train.signals import SIGNAL_STOPS, StopRequests
-from mtkit.train.stopping import LoopState, TrainResult, UpdateResult, out_of_time, stop_reason
-from mtkit.train.validation import bleu_sample, greedy_bleu, is_better, score_of, validate
+from mtkit.train.signals import StopRequests, agreed_signal
+from mtkit.train.stopping import LoopState, TrainResult, UpdateResult, check_nonfinite, out_of_time, stop_reason
+from mtkit.train.validation import is_better, score_of, validate
 
 logger = logging.getLogger(__name__)
 
@@ -69,31 +67,32 @@ def train(
     if threads > 0:
         torch.set_num_threads(threads)
     world = dist.init_world(device)
+    run = Path(run_dir)
     try:
-        with rundir.owned(Path(run_dir), world, restart):
-            return Trainer(Path(data_dir), Path(run_dir), model_cfg, train_cfg, world).run()
+        with rundir.owned(run, world, restart):
+            cfg = train_cfg.for_world(world.size)
+            data = open_training_data(Path(data_dir), model_cfg, cfg.valid_bleu)
+            ckpt = resume.checkpoint_to_resume(run, world, model_cfg, cfg, data)
+            trainer = Trainer(data, run, model_cfg, cfg, world)
+            if ckpt is not None:
+                trainer.load_state_dict(ckpt)
+            del ckpt  # its optimizer state can be twice the model's size
+            return trainer.run()
     finally:
         dist.shutdown(world)
 
 
 class Trainer:
-    """Holds one run's model, optimizer, data plan and progress; `run` is the loop."""
+    """Holds one run's model, optimizer, data plan and progress; `run` is the loop.
+
+    It owns what a checkpoint holds: `state_dict()` writes it, `load_state_dict()` continues from it.
+    """
 
     def __init__(
-        self, data_dir: Path, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, world: dist.World
+        self, data: TrainingData, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, world: dist.World
     ):
-        self.world, self.run_dir, self.model_cfg = world, run_dir, model_cfg
+        self.world, self.run_dir, self.model_cfg, self.data = world, run_dir, model_cfg, data
         self.cfg = cfg = train_cfg.for_world(world.size)
-        self.data = data = open_data(data_dir)
-        self.corpus = resume.corpus_of(data)
-        self.vocab = data.vocab_bytes()
-        self.spm = Vocab.from_bytes(self.vocab)
-        check_vocab(data, self.spm, model_cfg)
-        self.train_split, self.valid_split = data.split("train"), data.split("valid")
-        self.bleu_sample = bleu_sample(data, cfg.valid_bleu) if cfg.valid_bleu else None
-        check_token_ids(data, (self.train_split, self.valid_split), model_cfg)
-        resume.check_run_config(run_dir, model_cfg)
-        ckpt = resume.find_checkpoint(run_dir)
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
@@ -115,18 +114,51 @@ class Trainer:
             fused=world.device.type in ("cuda", "cpu") or None,
         )
         self.progress = Progress()
+        self.resumed_from: int | None = None  # the step `load_state_dict` continued from
         self.lr = 0.0  # the rate of the last update applied
-        self.plan, self.valid_batches = plan_data(
-            self.train_split, self.valid_split, cfg, world, model_cfg.max_positions
-        )
+        self.plan, self.valid_batches = plan_data(data.train, data.valid, cfg, world, model_cfg.max_positions)
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
-        self.resumed_from = resume.restore(ckpt, self) if ckpt else None
         self.ddp = dist.wrap(self.model, world)
         self.stop_requests = StopRequests()
         self.provenance: dict = {}  # RUN/run.json, written by rank 0 when training starts (only rank 0 saves)
 
+    # ---- what a checkpoint holds ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole training state, in the format of mtkit/checkpoint.py (collective: every rank adds its RNG)."""
+        return checkpoint.model_payload(
+            self.model,
+            self.model_cfg,
+            self.data.vocab,
+            kind="checkpoint",
+            train_config=dataclasses.asdict(self.cfg),
+            optimizer=self.optimizer.state_dict(),
+            scaler=self.precision.state_dict(),
+            rng=dist.all_gather_objects(checkpoint.rng_state(), self.world),
+            **self.progress.state_dict(self.world.size, self.cfg),  # step, data (the position), progress
+            corpus=self.data.corpus,
+            provenance=self.provenance,
+        )
+
+    def load_state_dict(self, ckpt: dict[str, Any]) -> None:
+        """Continue exactly where `ckpt` stopped: weights, Adam moments, fp16 scale, position, every RNG stream.
+
+        `resume.check_same_run` has checked that it is this run's. Parameters load in place: DDP keeps them.
+        """
+        world = self.world
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.precision.load_state_dict(ckpt.get("scaler"))
+        self.progress = Progress.from_state_dict(ckpt, world.size, self.cfg)
+        rng = ckpt["rng"]
+        if len(rng) == world.size:
+            checkpoint.set_rng_state(rng[world.rank])
+        else:  # another world size: fresh dropout streams, still different on each rank and after each resume
+            torch.manual_seed(self.cfg.seed + world.rank + 7919 * self.progress.step)
+        self.resumed_from = self.progress.step
+
     def _save(self, best: bool = False, regular: bool = True) -> None:
-        payload = resume.payload(self)
+        payload = self.state_dict()
         if not self.world.is_main:
             return
         best_path = self.run_dir / "checkpoint_best.pt"
@@ -148,15 +180,7 @@ class Trainer:
         p = self.progress
         finished = stop_reason(p, self.cfg, out_of_time(p, self.cfg))
         if finished:
-            logger.info(
-                "nothing to do: the run in %s finished at step %d, epoch %d, %.1f minutes (%s); raise that "
-                "limit to train on",
-                self.run_dir,
-                p.step,
-                p.epoch,
-                p.elapsed / 60,
-                finished,
-            )
+            report.nothing_to_do(self.run_dir, p, finished)
             return TrainResult(self.model, p.step, p.epoch, p.best, finished)
         self._start_files()
         self.log = MetricsLog(
@@ -164,35 +188,34 @@ class Trainer:
         )
         with logging_redirect_tqdm() if self.log.bar is not None else contextlib.nullcontext(), self.stop_requests:
             try:
-                report.start(self)
+                report.start(self.log, self._setup(), self.progress if self.resumed_from is not None else None)
                 stopped = self._loop()
             finally:
                 self.log.close()
         return TrainResult(self.model, p.step, p.epoch, p.best, stopped)
 
-    def _start_files(self) -> None:
-        """Rank 0: remove a killed write's temporaries, record the resolved config."""
-        if not self.world.is_main:
-            return
-        checkpoint.remove_stale_temporaries(self.run_dir)
-        config = {
-            "model": dataclasses.asdict(self.model_cfg),
-            "train": dataclasses.asdict(self.cfg),
-            "data": str(self.data.path.resolve()),
-            "world_size": self.world.size,
-        }
-        write_atomic(self.run_dir / "config.json", json.dumps(config, indent=2) + "\n")
-        self.provenance = provenance.start_run(
-            self.run_dir,
-            self.data.path,
-            self.data.src_lang,
-            self.data.tgt_lang,
-            device=self.world.device,
-            threads=torch.get_num_threads(),
-            precision=self.precision.name,
-            world_size=self.world.size,
-            start_step=self.progress.step,
+    def _setup(self) -> report.Setup:
+        cfg, precision = self.cfg, self.precision
+        return report.Setup(
+            params=sum(q.numel() for q in self.model.parameters()),
+            world=self.world,
+            cfg=cfg,
+            precision=(precision.name, precision.reason),
+            fp32_matmul=(precision.matmul, precision.matmul_reason),
+            cpu_heap=self.heap,
+            plan=self.plan,
+            sentences=len(self.data.train),
+            valid_sentences=len(self.data.valid),
         )
+
+    def _start_files(self) -> None:
+        """Rank 0: remove a killed write's temporaries, record the resolved config and the run's provenance."""
+        if self.world.is_main:
+            checkpoint.remove_stale_temporaries(self.run_dir)
+            step, precision = self.progress.step, self.precision.name
+            self.provenance = report.write_run_files(
+                self.run_dir, self.model_cfg, self.cfg, self.data.dir, self.world, precision, step
+            )
 
     def _loop(self) -> str:
         p = self.progress
@@ -204,7 +227,8 @@ class Trainer:
                 p.epoch, p.batch = p.epoch + 1, 0
                 continue
             stopped = self._run_epoch(epoch, state)
-        report.done(self, stopped)
+        dist.barrier(self.world)  # rank 0's last save is complete before a rank exits (143 makes torchrun stop all)
+        report.done(self.log, self.progress, stopped, by_bleu=self.data.bleu_sample is not None)
         return stopped
 
     def _run_epoch(self, epoch: Epoch, state: LoopState) -> str:
@@ -224,17 +248,11 @@ class Trainer:
         tokens = int(epoch.tgt_tokens[lo:hi].sum())
         result = self._update(epoch.batches[lo:hi], tokens, *self._clock(start, state))
         p.epoch, p.batch = (p.epoch + 1, 0) if hi >= len(epoch.batches) else (p.epoch, hi)
-        state.window.add(
-            result.loss,
-            result.nll,
-            tokens,
-            epoch.real_and_padded[lo:hi].sum(0),
-            time.monotonic() - start,
-            result.grad_norm,
-        )
+        real_and_padded, seconds = epoch.real_and_padded[lo:hi].sum(0), time.monotonic() - start
+        state.window.add(result.loss, result.nll, tokens, real_and_padded, seconds, result.grad_norm)
         self.log.advance(int(result.applied))
         if result.applied and p.step % cfg.log_every == 0:
-            report.train_line(self, state.window)
+            report.train_line(self.log, state.window, p, cfg, self.lr)
             state.window = Window()
         stopped = self._after_update(result, state)
         p.elapsed += time.monotonic() - start  # the whole loop's wall-clock: validation and saving too
@@ -256,8 +274,10 @@ class Trainer:
         )
         new_best = False
         if do_validate:
-            new_best, state.last_valid = self._validate(), p.step
-            should_stop = should_stop or stop_reason(p, cfg, r.time_up)  # patience counts this validation
+            new_best, cut_short = self._validate()
+            state.last_valid = p.step
+            # A signal during validation stops it between batches; else patience counts this validation.
+            should_stop = cut_short or should_stop or stop_reason(p, cfg, r.time_up)
         do_save = (
             r.save_asked
             or bool(r.applied and cfg.save_every_steps and p.step % cfg.save_every_steps == 0)
@@ -274,7 +294,7 @@ class Trainer:
         world = self.world
         sums = self._forward_backward(group, tokens)
         norm = self._grad_norm()
-        signals = [float(self.stop_requests.received == name) for name in SIGNAL_STOPS]
+        signals = self.stop_requests.flags()
         clock = self.progress.elapsed if world.is_main else 0.0  # rank 0's: a cooldown's rate is the same everywhere
         flags = torch.tensor(
             [float(wants_save), float(wants_stop), *signals, clock], dtype=torch.float64, device=sums.device
@@ -282,7 +302,7 @@ class Trainer:
         values = torch.cat((sums.double(), norm.double().reshape(1) / world.size, flags))
         # The update's one host sync. DDP made the gradients equal on every rank, so the norms' mean is the norm.
         loss, nll, grad_norm, save, stop, sigterm, sigint, clock = dist.all_reduce_sum(values, world).tolist()
-        stop_signal = "SIGINT" if sigint > 0 else "SIGTERM" if sigterm > 0 else ""
+        stop_signal = agreed_signal((sigterm, sigint))
         applied = self._apply(loss, grad_norm, norm, clock)
         return UpdateResult(applied, loss, nll, grad_norm, save > 0, stop > 0, stop_signal)
 
@@ -291,7 +311,7 @@ class Trainer:
         try:
             return accumulate(
                 self.ddp,
-                self.train_split,
+                self.data.train,
                 group,
                 world.size / max(tokens, 1),
                 self.precision,
@@ -341,7 +361,7 @@ class Trainer:
         return applied
 
     def _skip(self, loss: float, grad_norm: float) -> None:
-        cfg, p = self.cfg, self.progress
+        p = self.progress
         self.precision.skip()
         self.optimizer.zero_grad(set_to_none=True)
         p.nonfinite += 1
@@ -354,29 +374,22 @@ class Trainer:
             loss=loss,
             grad_norm=grad_norm,
         )
-        if p.nonfinite >= cfg.max_nonfinite:
-            raise MtkitError(
-                f"the loss or gradient norm was NaN or infinite for {p.nonfinite} updates in a row at "
-                f"step {p.step}; lower --lr-scale (now {cfg.lr_scale}), set --clip-norm (e.g. 1.0), "
-                "raise --warmup, or use --precision fp32; the run resumes from checkpoint_last.pt."
-            )
+        check_nonfinite(p, self.cfg)
 
-    def _validate(self) -> bool:
-        """Validate, update best and patience; True when this is a new best (identical on every rank)."""
-        p = self.progress
-        metrics: dict[str, Any] = validate(
-            self.model, self.valid_split, self.valid_batches, self.world, self.precision, self.cfg.label_smoothing
+    def _validate(self) -> tuple[bool, str]:
+        """Validate, update best and patience: (a new best?, the stop signal that cut it short, or ""), the same
+        on every rank. A validation cut short counts for nothing."""
+        p, smoothing = self.progress, self.cfg.label_smoothing
+        result = validate(
+            self.model, self.data, self.valid_batches, self.world, self.precision, smoothing, self.stop_requests
         )
-        world = self.world
-        if self.bleu_sample is not None:  # rank 0 translates; the sum hands its score to every rank
-            bleu = greedy_bleu(self.model, self.spm, *self.bleu_sample, world.device) if world.is_main else 0.0
-            metrics["bleu"] = dist.all_reduce_sum(
-                torch.tensor([bleu], dtype=torch.float64, device=world.device), world
-            ).item()
-        better = is_better(metrics, p.best)
+        if result.stopped:
+            self.log.event("valid_stopped", level=logging.DEBUG, step=p.step, signal=result.stopped)
+            return False, result.stopped
+        better = is_better(result.metrics, p.best)
         if better:
-            p.best, p.bad_valids = score_of(metrics), 0
+            p.best, p.bad_valids = score_of(result.metrics), 0
         else:
             p.bad_valids += 1
-        self.log.event("valid", step=p.step, epoch=p.epoch + 1, **metrics, best=better)
-        return better
+        self.log.event("valid", step=p.step, epoch=p.epoch + 1, **result.metrics, best=better)
+        return better, ""

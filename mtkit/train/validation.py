@@ -1,83 +1,136 @@
 """Validation during training: loss and perplexity on the dev set, summed over every rank,
 and with `--valid-bleu N` the sacreBLEU of greedy translations of the first N dev sentences.
 
+A stop request (SIGTERM, Ctrl-C: mtkit/train/signals.py) is read between dev batches and
+between translated lines, so a preempted run stops within one batch, not after the whole
+validation; the validation then has no score, and every rank learns so from its all-reduce.
+
 `is_better` and `score_of` say which measure picks checkpoint_best.pt: BLEU when it is
 measured (the paper selects and reports by BLEU), validation NLL otherwise.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from mtkit.data.dataset import DataDir, ParallelSplit
+from mtkit.config import DecodeConfig
+from mtkit.data.dataset import ParallelSplit
 from mtkit.data.vocab import Vocab
-from mtkit.errors import MtkitError
 from mtkit.train.distributed import World, all_reduce_sum
 from mtkit.train.forward import batch_loss
+from mtkit.train.plan import TrainingData
 from mtkit.train.precision import Precision
+from mtkit.train.signals import StopRequests, agreed_signal
+
+# --valid-bleu's lines translated (and sorted by length) together: a stop request is read after each of them,
+# so this bounds the decoding done after one arrives (a few seconds of `big` on a CPU).
+BLEU_CHUNK_LINES = 128
 
 
-@torch.no_grad()
+@dataclass(frozen=True)
+class Validation:
+    """One validation as every rank sees it after its all-reduce."""
+
+    metrics: dict[str, Any]  # loss, nll, ppl, tokens, and bleu with --valid-bleu; empty when cut short
+    stopped: str = ""  # "SIGTERM" or "SIGINT" when a stop request on any rank cut it short
+
+
 def validate(
     model: torch.nn.Module,
-    split: ParallelSplit,
+    data: TrainingData,
     batches: list[np.ndarray],
     world: World,
     precision: Precision,
     smoothing: float,
-) -> dict[str, float]:
-    """Mean label-smoothed loss, NLL and perplexity per target token over this rank's share, summed over ranks.
+    requests: StopRequests | None = None,
+) -> Validation:
+    """Loss on the dev batches (this rank's share, summed over ranks), then rank 0's greedy BLEU with --valid-bleu.
 
     `model` is the bare module (not DDP): evaluation needs no gradient synchronisation, and
     ranks may hold different numbers of batches here.
     """
+    stop = (lambda: bool(requests.received)) if requests is not None else (lambda: False)
+
+    def flags() -> list[float]:
+        return requests.flags() if requests is not None else [0.0, 0.0]
+
+    sums = loss_sums(model, data.valid, batches, precision, smoothing, world.device, stop)
+    totals = all_reduce_sum(torch.cat((sums, sums.new_tensor(flags()))), world).tolist()
+    if stopped := agreed_signal(totals[3:]):
+        return Validation({}, stopped)
+    metrics = loss_metrics(*totals[:3])
+    if data.bleu_sample is not None:  # rank 0 translates; the sum hands its score to every rank
+        bleu = greedy_bleu(model, data.spm, *data.bleu_sample, world.device, stop) if world.is_main else 0.0
+        summed = torch.tensor([bleu or 0.0, *flags()], dtype=torch.float64, device=world.device)
+        totals = all_reduce_sum(summed, world).tolist()
+        if stopped := agreed_signal(totals[1:]):
+            return Validation({}, stopped)
+        metrics["bleu"] = totals[0]
+    return Validation(metrics)
+
+
+@torch.no_grad()
+def loss_sums(
+    model: torch.nn.Module,
+    split: ParallelSplit,
+    batches: list[np.ndarray],
+    precision: Precision,
+    smoothing: float,
+    device: torch.device,
+    stop: Callable[[], bool] = lambda: False,
+) -> torch.Tensor:
+    """(label-smoothed loss, NLL, target tokens) summed over `batches`, float64; those before `stop()` said yes."""
     was_training = model.training
     model.eval()
-    sums = torch.zeros(3, dtype=torch.float64, device=world.device)  # loss, nll, tokens
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
     try:
         for indices in batches:
-            loss, nll, tokens = batch_loss(model, split, indices, precision, smoothing, world.device)
+            if stop():
+                break
+            loss, nll, tokens = batch_loss(model, split, indices, precision, smoothing, device)
             sums[0] += loss.double()
             sums[1] += nll.double()
             sums[2] += tokens
     finally:
         model.train(was_training)
-    loss_sum, nll_sum, tokens = all_reduce_sum(sums, world).tolist()
+    return sums
+
+
+def loss_metrics(loss_sum: float, nll_sum: float, tokens: float) -> dict[str, float]:
+    """Mean label-smoothed loss, NLL and perplexity per target token."""
     tokens = max(tokens, 1.0)
     nll = nll_sum / tokens
     return {"loss": loss_sum / tokens, "nll": nll, "ppl": math.exp(min(nll, 100.0)), "tokens": int(tokens)}
 
 
-def bleu_sample(data: DataDir, n: int) -> tuple[list[str], list[str]]:
-    """The first n raw dev pairs: sacreBLEU scores detokenized text against the real references."""
-    paths = [data.path / "raw" / f"valid.{lang}" for lang in (data.src_lang, data.tgt_lang)]
-    for path in paths:
-        if not path.is_file():
-            raise MtkitError(f"--valid-bleu needs the raw dev text {path} that `mtkit prepare` writes.")
-
-    def head(path: Path) -> list[str]:
-        with open(path, encoding="utf-8", newline="\n") as f:  # a CR inside a line stays in it: pairs stay aligned
-            return [line.rstrip("\n") for line in itertools.islice(f, n)]
-
-    return head(paths[0]), head(paths[1])
-
-
 def greedy_bleu(
-    model: torch.nn.Module, vocab: Vocab, sources: list[str], references: list[str], device: torch.device
-) -> float:
-    """sacreBLEU of greedy (beam 1) translations, through the same Translator as `mtkit translate`."""
+    model: torch.nn.Module,
+    vocab: Vocab,
+    sources: list[str],
+    references: list[str],
+    device: torch.device,
+    stop: Callable[[], bool] = lambda: False,
+) -> float | None:
+    """sacreBLEU of greedy (beam 1) translations, through the same Translator as `mtkit translate`; None when
+    `stop()` said yes before every line was translated."""
     from sacrebleu.metrics import BLEU
 
     from mtkit.decode.translator import Translator
 
     was_training = model.training
+    hypotheses: list[str] = []
     try:
-        hypotheses = Translator(model.eval(), vocab, device).translate(sources, beam=1)
+        translator = Translator(model.eval(), vocab, device)
+        for translation in translator.translate_stream(sources, DecodeConfig(beam=1), chunk_lines=BLEU_CHUNK_LINES):
+            hypotheses.append(translation.text)
+            if stop() and len(hypotheses) < len(sources):
+                return None
     finally:
         model.train(was_training)
     return BLEU().corpus_score(hypotheses, [references]).score

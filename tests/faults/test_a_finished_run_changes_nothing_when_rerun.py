@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from mtkit.train import trainer
+from mtkit.train.validation import Validation
 from tests.faults.training import in_process_run, snapshot
 
 
@@ -25,7 +26,7 @@ def test_a_finished_run_is_said_to_be_finished_and_left_alone(toy_data, tmp_path
     if "patience" in limit:  # validations that never improve after the first
         scores = iter(range(100))
         monkeypatch.setattr(
-            trainer, "validate", lambda *a, **k: dict.fromkeys(("loss", "nll", "ppl"), float(next(scores)))
+            trainer, "validate", lambda *a, **k: Validation(dict.fromkeys(("loss", "nll", "ppl"), float(next(scores))))
         )
     run = tmp_path / "run"
     first = in_process_run(toy_data, run, save_every_steps=0, **limit)

@@ -1,10 +1,12 @@
-"""SIGTERM (preemption) and Ctrl-C during `mtkit train`: the update finishes, checkpoint_last.pt is saved, one line.
+"""SIGTERM (preemption) and Ctrl-C during `mtkit train`: the update finishes, checkpoint_last.pt is saved, one line,
+and the exit code says which signal ended the run (143, 130), so that a Job or an elastic agent retries it.
 
 A second Ctrl-C stops at once, in the middle of a checkpoint write, and leaves no half-written file.
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import textwrap
 
@@ -17,9 +19,9 @@ from tests.faults.training import FAST, records, start_training, wait_for_event
 LONG = ("--max-steps", "100000", "--log-every", "1", "--valid-every", "100000", "--save-every-steps", "0")
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_finishes_the_update_saves_and_exits(toy_data, tmp_path, sig, code) -> None:
-    """fault: SIGTERM / Ctrl-C while training; expected: checkpoint_last.pt saved, one line, exit 0 / 130."""
+    """fault: SIGTERM / Ctrl-C while training; expected: checkpoint_last.pt saved, one line, exit 143 / 130."""
     run = tmp_path / "run"
     process = start_training(toy_data, run, *LONG)
     wait_for_event(run, "train", process)
@@ -83,13 +85,19 @@ RANK_WITH_PID = textwrap.dedent("""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{os.environ['RANK']}.pid").write_text(str(os.getpid()))
     sys.argv = ["mtkit", *sys.argv[1:]]
-    cli.main()
+    try:
+        cli.main()
+    except SystemExit as exc:
+        (out / f"rank{os.environ['RANK']}.exit").write_text(str(exc.code))
+        raise
 """)
 
 
 @pytest.mark.slow
 def test_sigterm_to_one_torchrun_rank_stops_every_rank_after_the_same_update(toy_data, tmp_path) -> None:
-    """fault: SIGTERM to rank 1 of 2 (gloo); expected: both ranks stop after the same update, one save, exit 0."""
+    """fault: SIGTERM to rank 1 of 2 (gloo); expected: both ranks stop after the same update, one save, exit 143."""
+    # A rank that exits 143 is a failed worker to torchrun, which then ends the others (SIGTERM) and exits 1
+    # itself, or restarts them all with --max-restarts: the preempted run is not counted as done.
     import os
     import subprocess
     import sys
@@ -128,8 +136,12 @@ def test_sigterm_to_one_torchrun_rank_stops_every_rank_after_the_same_update(toy
         time.sleep(0.05)
     os.kill(int((run / "rank1.pid").read_text()), signal.SIGTERM)  # rank 1 alone: rank 0 learns it by all-reduce
     _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr[-3000:]
-    assert "mtkit: SIGTERM: saved" in stderr and "Traceback" not in stderr
+    assert process.returncode != 0 and re.search(r"exitcode\s*:\s*143", stderr), stderr[-3000:]
+    exits = [p.read_text() for p in run.glob("rank*.exit")]  # a rank torchrun ended first has no say
+    assert exits and set(exits) == {"143"}, exits
+    assert stderr.count("mtkit: SIGTERM: saved") == 1
+    frames = [line for line in stderr.splitlines() if line.lstrip().startswith('File "')]
+    assert not [f for f in frames if "/mtkit/" in f], stderr[-3000:]  # torchrun's own report only
     done = records(run)[-1]
     saved = checkpoint.load(run / "checkpoint_last.pt")
     assert done["stopped"] == "SIGTERM" and saved["step"] == done["step"] and len(saved["rng"]) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -12,7 +13,9 @@ import pytest
 import torch
 
 from mtkit import checkpoint
+from mtkit.config import PRESETS
 from mtkit.errors import MtkitError
+from mtkit.train.progress import Progress
 from tests.conftest import ROOT, run_cli
 
 ARGS = (
@@ -168,3 +171,25 @@ def test_a_different_model_config_refuses_to_resume(toy_data, tmp_path) -> None:
     assert other.returncode == 1
     assert "different model config" in other.stderr and "d_ff: 128 != 96" in other.stderr
     assert "encoder_layers: 2 != 1" in other.stderr and "Traceback" not in other.stderr
+
+
+# Where training stands, as the checkpoints written so far hold it (those must keep resuming).
+SAVED_POSITION = {
+    "step": 12,
+    "data": {"epoch": 1, "batch": 3, "world_size": 2, "max_tokens": 512, "seed": 5},
+    "progress": {"epoch": 1, "batch": 3, "best": 4.5, "bad_valids": 1, "nonfinite": 0, "elapsed": 81.5},
+}
+
+
+def test_progress_reads_and_writes_the_checkpoint_keys_earlier_runs_wrote() -> None:
+    cfg = dataclasses.replace(PRESETS["tiny"].train, max_tokens=512, seed=5)
+    p = Progress.from_state_dict(SAVED_POSITION, world_size=2, cfg=cfg)
+    assert p == Progress(step=12, epoch=1, batch=3, best=4.5, bad_valids=1, nonfinite=0, elapsed=81.5)
+    assert p.state_dict(2, cfg) == SAVED_POSITION
+
+
+def test_another_batch_plan_resumes_at_the_start_of_the_next_epoch() -> None:
+    cfg = dataclasses.replace(PRESETS["tiny"].train, max_tokens=512, seed=5)
+    for world_size, changed in ((1, cfg), (2, dataclasses.replace(cfg, max_tokens=256))):
+        p = Progress.from_state_dict(SAVED_POSITION, world_size=world_size, cfg=changed)
+        assert (p.step, p.epoch, p.batch, p.best) == (12, 2, 0, 4.5)

@@ -15,6 +15,7 @@ from mtkit.config import PRESETS, model_config
 from mtkit.errors import MtkitError
 from mtkit.train import trainer
 from mtkit.train.schedule import inverse_sqrt_lr
+from mtkit.train.validation import Validation
 from tests.conftest import run_cli
 
 FAST = ("--preset", "tiny", "--device", "cpu", "--threads", "1")
@@ -239,9 +240,9 @@ def test_bf16_autocast_trains_on_cpus_with_bf16_instructions(toy_data, tmp_path,
 def test_patience_stops_early(toy_data, tmp_path, monkeypatch) -> None:
     scores = iter([5.0, 4.0, 4.5, 4.0, 4.2, 3.0])  # new bests at validations 1 and 2, then none
 
-    def fake_validate(*args, **kwargs) -> dict[str, float]:
+    def fake_validate(*args, **kwargs) -> Validation:
         nll = next(scores)
-        return {"loss": nll, "nll": nll, "ppl": 2.0**nll, "tokens": 1}
+        return Validation({"loss": nll, "nll": nll, "ppl": 2.0**nll, "tokens": 1})
 
     monkeypatch.setattr(trainer, "validate", fake_validate)
     result = in_process_run(toy_data, tmp_path / "patient", max_steps=50, valid_every=2, patience=3, save_every_steps=0)
