@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mtkit.config import ModelConfig, TrainConfig
-from mtkit.data.batching import BatchPlan, epoch_batches, epoch_order, plan_batches, shard_all
+from mtkit.data.batching import BatchPlan, bucket_lengths, epoch_batches, epoch_order, plan_batches, shard_all
 from mtkit.data.dataset import DataDir, ParallelSplit
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
@@ -27,8 +27,14 @@ def plan_data(
     train_split: ParallelSplit, valid_split: ParallelSplit, cfg: TrainConfig, world: dist.World, max_positions: int
 ) -> tuple[BatchPlan, list[np.ndarray]]:
     """The training batch plan, and this rank's share of the validation batches."""
-    train_plan = plan_batches(train_split.src_sizes, train_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions)
-    valid_plan = plan_batches(valid_split.src_sizes, valid_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions)
+    kind = cfg.length_buckets  # resolved by then (mtkit/train/compile.py): none, ladder or x8
+    buckets = None if kind == "none" else bucket_lengths(kind, min(cfg.max_tokens, max_positions))
+    train_plan = plan_batches(
+        train_split.src_sizes, train_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions, buckets
+    )
+    valid_plan = plan_batches(
+        valid_split.src_sizes, valid_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions, buckets
+    )
     valid_batches = shard_all(valid_plan, world.rank, world.size)
     if len(train_plan) < world.size:
         raise MtkitError(

@@ -43,6 +43,9 @@ def start(t: Trainer) -> None:
         update_freq=cfg.update_freq,
         max_tokens=cfg.max_tokens,
         torch_threads=torch.get_num_threads(),
+        **t.compile_fields,  # compile, why, batch shapes an epoch, compile seconds (mtkit/train/compile.py)
+        length_buckets=t.cfg.length_buckets,
+        pad_eff=round(both, 4),
     )
     t.log.event(
         "data",

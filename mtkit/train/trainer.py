@@ -33,11 +33,13 @@ import torch
 from mtkit import checkpoint, provenance
 from mtkit.atomic import write_atomic
 from mtkit.config import ModelConfig, TrainConfig
+from mtkit.data.buckets import bucketed
 from mtkit.data.dataset import open_data
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.heap import keep_freed_memory
 from mtkit.model import Transformer
+from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
 from mtkit.train import report, resume, rundir
 from mtkit.train.forward import accumulate
@@ -103,6 +105,9 @@ class Trainer:
         # Measured on rank 0 only and shared: ranks timing at once would skew it, and must not differ.
         choice = dist.decided_by_main(lambda: choose(cfg.precision, world.device, model=model_cfg), world)
         self.precision = Precision(cfg.precision, world.device, model=model_cfg, choice=choice)
+        # --compile and the batch shapes it wants (mtkit/train/compile.py); applied once the plan exists.
+        self.compiling = compile_step.decide(cfg.compile, world.device)
+        self.cfg = cfg = compile_step.resolve_buckets(cfg, self.compiling)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
@@ -116,9 +121,14 @@ class Trainer:
         self.plan, self.valid_batches = plan_data(
             self.train_split, self.valid_split, cfg, world, model_cfg.max_positions
         )
+        if cfg.length_buckets != "none":  # batches padded to their bucket's shape (mtkit/data/buckets.py)
+            self.train_split, self.valid_split = bucketed(
+                (self.train_split, self.valid_split), cfg.length_buckets, cfg.max_tokens, model_cfg.max_positions
+            )
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
         self.resumed_from = resume.restore(ckpt, self) if ckpt else None
         self.ddp = dist.wrap(self.model, world)
+        compile_step.apply(self)  # compiles self.ddp and the loss (self.loss_sums) where self.compiling says so
         self.stop_requests = StopRequests()
         self.provenance: dict = {}  # RUN/run.json, written by rank 0 when training starts (only rank 0 saves)
 
@@ -294,6 +304,7 @@ class Trainer:
                 self.precision,
                 cfg.label_smoothing,
                 world.device,
+                self.loss_sums,
             )
         except (torch.OutOfMemoryError, RuntimeError) as exc:
             if not isinstance(exc, torch.OutOfMemoryError) and "can't allocate memory" not in str(exc):
