@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# Issue 9's GPU checks in one pass, for a lent GPU machine whose time is short: the attention kernels at
-# translation's changing shapes, training throughput (base and big in bf16, fp32 and fp16, bf16 at a larger batch),
-# the Multi30k recipe trained, averaged, decoded and scored on the GPU, and decoding speed by precision.
-# About 8 minutes on an H200, the machine's start not counted. Every part has its own time limit and the script
-# goes on after a part fails, so that one call gives every figure it can; each part's output is also kept in
-# $OUT, 7 files (the device tool brings back 8: room for the whole log, `... | tee $OUT/all.txt`).
+# Issue 35's GPU checks in one pass, for a lent GPU machine whose time is short: training throughput of base and
+# big in bf16, eager against torch.compile (--compile off/on, paired), at 4,096 tokens a batch and at the paper's
+# ~25k-token update in one step, with MFU(6N), s/update and peak GPU memory; and the
+# Multi30k recipe trained (--minutes 1, --compile auto = on there), averaged, decoded and scored on the GPU.
+# (Issue 9's attention and decoding parts: run bench/cuda_attention.py and bench/translate_speed.py on their own.)
+# At most 8 minutes of parts (140 + 140 + 190 s limits, the last the recipe's). Every part has its own time
+# limit and the script goes on after a part fails, so that one call gives every figure it can; each part's output
+# is also kept in $OUT, 5 files of at most 7 (the device tool brings back 8: room for `... | tee $OUT/all.txt`).
 #
 #   ASSETS=DIR OUT=DIR bash bench/gpu_run.sh
 #
 # ASSETS holds what the machine cannot download: model.pt (a Multi30k model, e.g. the recipe's), multi30k/ (the
 # six .gz files of ../shared/data/multi30k-en-de) and, optionally, whl/ (wheels of packages missing there,
 # installed with --no-deps first). mtkit itself runs from this checkout (PYTHONPATH), through a `mtkit` shim.
-# DEVICE (default cuda), MINUTES (the recipe's training budget, default 1.5) and STEPS (timed updates per training
-# configuration, after 10 untimed; default 30) can be set, e.g. for a dry run of the script on a CPU.
+# DEVICE (default cuda), MINUTES (the recipe's training budget, default 1) and STEPS (timed updates per training
+# configuration, after 10 untimed; default 20) can be set, e.g. for a dry run of the script on a CPU.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 assets=$(cd "${ASSETS:?set ASSETS to the assets directory}" && pwd)
 out=${OUT:?set OUT to a directory for the logs}
-device=${DEVICE:-cuda} minutes=${MINUTES:-1.5} steps=${STEPS:-30}
+device=${DEVICE:-cuda} minutes=${MINUTES:-1} steps=${STEPS:-20}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}
 python=${PYTHON:-python3}
@@ -47,22 +49,17 @@ chmod +x "$shim/mtkit" "$shim/python"
 export PATH=$shim:$PATH
 
 bench=("$python" "$root/bench/train_throughput.py" --device "$device" --steps "$steps" --warmup-steps 10)
-[[ $device != cuda* ]] || part attention 60 "$python" "$root/bench/cuda_attention.py"
-# fp16 (with its loss scaler) runs only on CUDA, and had not run anywhere when this script was written.
-precisions=(--precision bf16 --precision fp32)
-[[ $device != cuda* ]] || precisions+=(--precision fp16)
-part train-4096 200 "${bench[@]}" --preset base --preset big "${precisions[@]}" --max-tokens 4096
-part train-bf16-16384 120 "${bench[@]}" --preset base --preset big --precision bf16 --max-tokens 16384
+# Issue 35: base and big in bf16, eager and compiled (paired), at 4,096 tokens a batch and at the paper's whole
+# ~25k-token update as one step (what --max-tokens auto is meant to find); MFU(6N) = 6 x params x target tok/s / peak.
+part train-4096 140 "${bench[@]}" --preset base --preset big --precision bf16 --compile off --compile on \
+    --max-tokens 4096
+part train-25000 140 "${bench[@]}" --preset base --preset big --precision bf16 --compile off --compile on \
+    --max-tokens 25000
 
 recipe=$(mktemp -d)/multi30k
-part recipe 240 bash "$root/recipes/multi30k-en-de/run.sh" --minutes "$minutes" --mirror "$assets/multi30k" \
+part recipe 190 bash "$root/recipes/multi30k-en-de/run.sh" --minutes "$minutes" --mirror "$assets/multi30k" \
     --out "$recipe"
 cp "$recipe/results.md" "$out/recipe-results.md" 2>/dev/null
+grep -h '"event": "start"' "$recipe"/*/metrics.jsonl 2>/dev/null | head -1 | tee "$out/recipe-start.txt"
 
-speed=("$python" "$root/bench/translate_speed.py" --model "$assets/model.pt" --device "$device"
-    --input "$assets/multi30k/test_2016_flickr.en.gz" --ref "$assets/multi30k/test_2016_flickr.de.gz")
-systems=mtkit-fp32,mtkit-bf16,mtkit-fp16
-[[ $device == cuda* ]] || systems=mtkit-fp32
-part decode-4096 90 "${speed[@]}" --systems "$systems" --batch-tokens 4096
-part decode-16384 90 "${speed[@]}" --systems "$systems" --batch-tokens 16384
 printf '\n=== done (%s)\n' "$(date +%T)"

@@ -8,6 +8,8 @@ from the loop's own per-update log (log_every=1), so they include everything an 
 
     python bench/train_throughput.py                       # small and base, fp32, on CPU
     python bench/train_throughput.py --preset base --preset big --precision bf16 --device cuda
+    # issue 35: eager against torch.compile, paired (each preset and precision runs both, one after the other):
+    python bench/train_throughput.py --preset small --preset base --compile on --compile off
     # issue 9's comparison: Multi30k as `mtkit prepare` + `mtkit bpe --vocab-size 8000` make it, and
     # fairseq 0.12 (../shared/peers/setup.sh + prep_multi30k.sh, PEERS=/tmp/peers) right after each mtkit run:
     python bench/train_throughput.py --data DATA/multi30k-en-de --precision fp32 --precision bf16 --fairseq
@@ -87,11 +89,11 @@ def count_tokens(trainer) -> list[tuple[int, int]]:
     """Wrap the loop's accumulate so that each update's (source, target) real tokens are recorded."""
     real_accumulate, counts = trainer.accumulate, []
 
-    def counting(model, split, group, *rest):
+    def counting(model, split, group, *rest, **kwargs):
         src = sum(int(split.src_sizes[i].sum()) + len(i) for i in group)  # + EOS per sentence
         tgt = sum(int(split.tgt_sizes[i].sum()) + len(i) for i in group)
         counts.append((src, tgt))
-        return real_accumulate(model, split, group, *rest)
+        return real_accumulate(model, split, group, *rest, **kwargs)
 
     trainer.accumulate = counting
     return counts
@@ -117,6 +119,7 @@ def run_one(args: argparse.Namespace) -> dict:
         update_freq=1,
         update_tokens=0,
         precision=args.precision[0],
+        compile=args.compile[0],
         max_steps=args.warmup_steps + args.steps,
         log_every=1,
         valid_every=10**9,
@@ -124,7 +127,7 @@ def run_one(args: argparse.Namespace) -> dict:
         save_every_minutes=0.0,
         warmup=4000,
     )
-    run = Path(args.workdir) / f"run-{preset.name}-{args.precision[0]}"
+    run = Path(args.workdir) / f"run-{preset.name}-{args.precision[0]}-compile-{args.compile[0]}"
     result = trainer.train(args.data, run, model_cfg, train_cfg, device=args.device, threads=args.threads)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     start = next(r for r in records if r["event"] == "start")
@@ -138,6 +141,10 @@ def run_one(args: argparse.Namespace) -> dict:
         "preset": preset.name,
         "precision": args.precision[0],
         "resolved": resolved,
+        "compile": start.get("compile"),  # on | off, as resolved
+        "compile_s": start.get("compile_s"),
+        "shapes": start.get("shapes"),  # batch shapes an epoch (bucketed when compiling)
+        "pad_eff": start.get("pad_eff"),
         "fp32_matmul": start.get("fp32_matmul"),  # the CPU backend auto picked (it may differ run to run on some CPUs)
         "cpu_heap": start.get("cpu_heap"),  # keep: freed memory reused (mtkit/heap.py); MTKIT_CPU_HEAP=default: not
         "device": args.device,
@@ -161,6 +168,8 @@ def run_one(args: argparse.Namespace) -> dict:
     if not peak and args.device == "cpu":
         peak = cpu_matmul_peak(resolved)
     out["peak_gflops"] = round(peak / 1e9, 1)
+    # issue 35's yardstick: 6 x parameters x target tokens per second, as a share of the peak
+    out["mfu_6n"] = round(6 * out["params"] * tgt_tokens / seconds / peak, 4) if peak else None
     out["fraction_of_peak"] = round(flops / seconds / peak, 4) if peak else None
     return out
 
@@ -217,6 +226,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", action="append", help="Preset(s) to measure (default: small and base).")
     parser.add_argument("--precision", action="append", help="fp32, bf16, fp16 (default: fp32).")
+    parser.add_argument(
+        "--compile", action="append", help="auto, on, off; several: each measured, paired (default: auto)."
+    )
     parser.add_argument("--steps", type=int, default=20, help="Timed updates per configuration.")
     parser.add_argument("--warmup-steps", type=int, default=3, help="Untimed updates first.")
     parser.add_argument("--max-tokens", type=int, default=4096, help="Tokens per batch and side.")
@@ -248,6 +260,7 @@ def main() -> None:
         print(json.dumps(run_one(args)))
         return
     presets, precisions = args.preset or ["small", "base"], args.precision or ["fp32"]
+    compiles = args.compile or ["auto"]
     if args.fairseq and not args.data:
         print(
             "note: --fairseq without --data compares fairseq's Multi30k with mtkit's synthetic corpus", file=sys.stderr
@@ -257,7 +270,8 @@ def main() -> None:
         results = []
         for preset in presets:
             for precision in precisions:
-                results.append(run_child(args, preset, precision, data, tmp))
+                for compile in compiles:
+                    results.append(run_child(args, preset, precision, data, tmp, compile))
             if args.fairseq:
                 steps = args.fairseq_steps or {"small": 60}.get(preset, 20)
                 results.append(run_fairseq(preset, steps, Path(args.peers)))
@@ -265,7 +279,7 @@ def main() -> None:
     print(json.dumps({"bench": "train_throughput", "results": results}))
 
 
-def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, tmp: str) -> dict:
+def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, tmp: str, compile: str) -> dict:
     cmd = [
         sys.executable,
         __file__,
@@ -274,6 +288,8 @@ def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, 
         preset,
         "--precision",
         precision,
+        "--compile",
+        compile,
         "--data",
         data,
         "--workdir",
@@ -295,15 +311,18 @@ def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, 
     ]
     child = subprocess.run(cmd, capture_output=True, text=True)
     if child.returncode != 0:
-        print(f"{preset} {precision}: failed\n{child.stderr[-2000:]}", file=sys.stderr)
-        return {"preset": preset, "precision": precision, "error": child.stderr[-300:]}
+        print(f"{preset} {precision} compile {compile}: failed\n{child.stderr[-2000:]}", file=sys.stderr)
+        return {"preset": preset, "precision": precision, "compile": compile, "error": child.stderr[-300:]}
     r = json.loads(child.stdout.strip().splitlines()[-1])
     peak = f", {r['fraction_of_peak']:.0%} of peak" if r.get("fraction_of_peak") else ""
     print(
-        f"{preset:>6} {precision}->{r['resolved']}: {r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
+        f"{preset:>6} {precision}->{r['resolved']} compile {r['compile']}"
+        f"{' (' + str(r['compile_s']) + ' s)' if r.get('compile_s') else ''}, {r['shapes']} shapes, "
+        f"pad_eff {r['pad_eff']}: {r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
         f"({r['tokens_per_s']:,.0f} src+tgt), {r['s_per_update']:.3f} s/update, peak RSS {r['peak_rss_mb']:,.0f} MB, "
-        f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak} "
-        f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads, fp32 products: {r.get('fp32_matmul')}, "
+        f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak}"
+        + (f", MFU(6N) {r['mfu_6n']:.1%} " if r.get("mfu_6n") else " ")
+        + f"({r['params'] / 1e6:.1f} M params, {r['threads']} threads, fp32 products: {r.get('fp32_matmul')}, "
         f"heap: {r.get('cpu_heap')})"
         + (f", {r['gpu']}: peak GPU memory {r['peak_gpu_mem_mb']:,.0f} MB" if "gpu" in r else "")
     )

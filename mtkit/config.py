@@ -33,6 +33,8 @@ PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
 DECODE_PRECISION_CHOICES = (*PRECISION_CHOICES, "int8")  # int8: dynamic quantization of the Linear layers (CPU)
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
 EARLY_STOP_CHOICES = ("exact", "patience", "none")
+COMPILE_CHOICES = ("on", "off", "auto")  # a YAML --config file reads on/off as booleans: __post_init__ takes those
+LENGTH_BUCKET_CHOICES = ("auto", "none", "ladder", "x8")
 
 DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
 DEFAULT_CHUNK_LINES = 1000  # decoding: lines read ahead and sorted together (`--buffer-size`)
@@ -117,6 +119,19 @@ class TrainConfig:
         "bf16 (autocast) or fp16 (with a loss scaler).",
         PRECISION_CHOICES,
     )
+    compile: str = option(
+        "auto",
+        "torch.compile the model and the loss: auto (on with CUDA graphs on a CUDA GPU; off on a CPU, where "
+        "it measured slower), on or off.",
+        COMPILE_CHOICES,
+    )
+    length_buckets: str = option(
+        "auto",
+        "Batch shapes: auto (ladder when compiling, else none), none (each batch as long as its longest "
+        "pair), ladder (lengths 8, 10, ..., 32, 40, 48, ... about 2^(1/4) apart: ~12 shapes an epoch on "
+        "Multi30k) or x8 (multiples of 8).",
+        LENGTH_BUCKET_CHOICES,
+    )
     valid_every: int = option(1000, "Updates between validations.")
     patience: int = option(0, "Stop after this many validations without a new best (0: never).")
     valid_bleu: int = option(
@@ -182,6 +197,11 @@ class TrainConfig:
             f"one of {', '.join(PRECISION_CHOICES)}",
             self.precision,
         )
+        if isinstance(self.compile, bool):  # `compile: off` in a --config file (YAML 1.1 booleans)
+            object.__setattr__(self, "compile", "on" if self.compile else "off")
+        for name, choices in (("compile", COMPILE_CHOICES), ("length_buckets", LENGTH_BUCKET_CHOICES)):
+            value = getattr(self, name)
+            _check(value in choices, type(self), name, f"one of {', '.join(choices)}", value)
         _check(
             len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
             type(self),

@@ -7,13 +7,17 @@ validation calls it under `torch.no_grad()`. Either way the numbers come from th
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
 
 from mtkit.data.dataset import ParallelSplit
+from mtkit.errors import MtkitError
 from mtkit.train.loss import label_smoothed_sums
 from mtkit.train.precision import Precision
+
+LossSums = Callable[[torch.Tensor, torch.Tensor, float], tuple[torch.Tensor, torch.Tensor]]
 
 
 def batch_loss(
@@ -23,15 +27,19 @@ def batch_loss(
     precision: Precision,
     smoothing: float,
     device: torch.device,
+    loss_sums: LossSums | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(loss sum, NLL sum, target tokens) of one batch; both sums are fp32 tensors on `device`."""
+    """(loss sum, NLL sum, target tokens) of one batch; both sums are fp32 tensors on `device`.
+
+    `loss_sums`: a compiled loss (mtkit/train/compile.py); None: label_smoothed_sums.
+    """
     batch = split.collate(indices)
     src, tgt_in, tgt_out = (
         torch.from_numpy(a).to(device, non_blocking=True) for a in (batch.src, batch.tgt_in, batch.tgt_out)
     )
     with precision.autocast():
         logits = model(src, tgt_in)
-    loss, nll = label_smoothed_sums(logits, tgt_out, smoothing)
+    loss, nll = (loss_sums or label_smoothed_sums)(logits, tgt_out, smoothing)
     return loss, nll, batch.tgt_tokens
 
 
@@ -43,6 +51,7 @@ def accumulate(
     precision: Precision,
     smoothing: float,
     device: torch.device,
+    loss_sums: LossSums | None = None,
 ) -> torch.Tensor:
     """Forward and backward over the batches of one update; returns the summed (loss, nll) on the device.
 
@@ -53,7 +62,21 @@ def accumulate(
     for i, indices in enumerate(group):
         sync = i == len(group) - 1 or not hasattr(model, "no_sync")
         with contextlib.nullcontext() if sync else model.no_sync():  # type: ignore[operator]
-            loss, nll, _ = batch_loss(model, split, indices, precision, smoothing, device)
+            loss, nll, _ = batch_loss(model, split, indices, precision, smoothing, device, loss_sums)
             precision.backward(loss * scale)
         sums += torch.stack((loss.detach(), nll))
     return sums
+
+
+@contextlib.contextmanager
+def out_of_memory_hint(step: int, max_tokens: int) -> Iterator[None]:
+    """An out-of-memory error in the update of `step` as one sentence that says what to change."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if not isinstance(exc, torch.OutOfMemoryError) and "can't allocate memory" not in str(exc):
+            raise
+        raise MtkitError(
+            f"out of memory on a batch at step {step}; lower --max-tokens (now {max_tokens},"
+            f" e.g. {max_tokens // 2}) and raise --update-freq to keep the effective batch."
+        ) from None

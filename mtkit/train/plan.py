@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from mtkit.config import ModelConfig, TrainConfig
-from mtkit.data.batching import BatchPlan, epoch_batches, epoch_order, plan_batches, shard_all
+from mtkit.data.batching import BatchPlan, bucket_lengths, epoch_batches, epoch_order, plan_batches, shard_all
+from mtkit.data.buckets import bucketed
 from mtkit.data.dataset import DataDir, ParallelSplit, open_data
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
@@ -76,8 +78,14 @@ def plan_data(
     train_split: ParallelSplit, valid_split: ParallelSplit, cfg: TrainConfig, world: dist.World, max_positions: int
 ) -> tuple[BatchPlan, list[np.ndarray]]:
     """The training batch plan, and this rank's share of the validation batches."""
-    train_plan = plan_batches(train_split.src_sizes, train_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions)
-    valid_plan = plan_batches(valid_split.src_sizes, valid_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions)
+    kind = cfg.length_buckets  # resolved by then (mtkit/train/compile.py): none, ladder or x8
+    buckets = None if kind == "none" else bucket_lengths(kind, min(cfg.max_tokens, max_positions))
+    train_plan = plan_batches(
+        train_split.src_sizes, train_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions, buckets
+    )
+    valid_plan = plan_batches(
+        valid_split.src_sizes, valid_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions, buckets
+    )
     valid_batches = shard_all(valid_plan, world.rank, world.size)
     if len(train_plan) < world.size:
         raise MtkitError(
@@ -85,6 +93,14 @@ def plan_data(
             f"fewer than the {world.size} processes; lower --max-tokens or use fewer processes."
         )
     return train_plan, valid_batches
+
+
+def bucket_data(data: TrainingData, cfg: TrainConfig, max_positions: int) -> TrainingData:
+    """`data` whose batches come padded to their bucket's shape (mtkit/data/buckets.py), where cfg buckets them."""
+    if cfg.length_buckets == "none":
+        return data
+    train, valid = bucketed((data.train, data.valid), cfg.length_buckets, cfg.max_tokens, max_positions)
+    return dataclasses.replace(data, train=train, valid=valid)
 
 
 def epoch_of(plan: BatchPlan, number: int, world: dist.World) -> Epoch:

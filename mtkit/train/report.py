@@ -80,6 +80,7 @@ class Setup:
     plan: BatchPlan
     sentences: int
     valid_sentences: int
+    compile: dict[str, Any]  # --compile's outcome, the batch shapes an epoch, compile seconds (mtkit/train/compile.py)
 
 
 def start(log: MetricsLog, setup: Setup, resumed: Progress | None) -> None:
@@ -106,6 +107,9 @@ def start(log: MetricsLog, setup: Setup, resumed: Progress | None) -> None:
         update_freq=update_freq,
         max_tokens=max_tokens,
         torch_threads=torch.get_num_threads(),
+        **s.compile,  # compile, why, batch shapes an epoch, compile seconds (mtkit/train/compile.py)
+        length_buckets=s.cfg.length_buckets,
+        pad_eff=round(both, 4),
     )
     log.event(
         "data",

@@ -33,14 +33,14 @@ import torch
 
 from mtkit import checkpoint, runtime
 from mtkit.config import ModelConfig, TrainConfig
-from mtkit.errors import MtkitError
 from mtkit.heap import keep_freed_memory
 from mtkit.model import Transformer
+from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
 from mtkit.train import report, resume, rundir
-from mtkit.train.forward import accumulate
+from mtkit.train.forward import accumulate, out_of_memory_hint
 from mtkit.train.metrics import MetricsLog, Window
-from mtkit.train.plan import Epoch, TrainingData, epoch_of, open_training_data, plan_data
+from mtkit.train.plan import Epoch, TrainingData, bucket_data, epoch_of, open_training_data, plan_data
 from mtkit.train.precision import Precision, pass_loss
 from mtkit.train.progress import Progress
 from mtkit.train.schedule import learning_rate
@@ -103,6 +103,10 @@ class Trainer:
         plan = dist.decided_by_main(
             lambda: runtime.decide_training(cfg.precision, world.device, model_cfg, pass_loss), world
         )
+        # --compile and the batch shapes it wants (mtkit/train/compile.py); the step is compiled once built.
+        self.compiling = compile_step.decide(cfg.compile, world.device)
+        self.cfg = cfg = compile_step.resolve_buckets(cfg, self.compiling)
+        plan = compile_step.runtime_for(plan, self.compiling, world.device)
         runtime.apply(self.model, plan)
         self.precision = Precision(plan, world.device)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
@@ -117,8 +121,13 @@ class Trainer:
         self.resumed_from: int | None = None  # the step `load_state_dict` continued from
         self.lr = 0.0  # the rate of the last update applied
         self.plan, self.valid_batches = plan_data(data.train, data.valid, cfg, world, model_cfg.max_positions)
+        self.data = data = bucket_data(data, cfg, model_cfg.max_positions)  # batches padded to bucket shapes
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
         self.ddp = dist.wrap(self.model, world)
+        # The compiled step and loss where self.compiling says so, compiled now on the longest batch.
+        self.ddp, self.loss_sums, self.compile_fields = compile_step.apply(
+            self.ddp, self.compiling, self.plan, data.train, self.precision, cfg.label_smoothing, world.device
+        )
         self.stop_requests = StopRequests()
         self.provenance: dict = {}  # RUN/run.json, written by rank 0 when training starts (only rank 0 saves)
 
@@ -206,6 +215,7 @@ class Trainer:
             plan=self.plan,
             sentences=len(self.data.train),
             valid_sentences=len(self.data.valid),
+            compile=self.compile_fields,
         )
 
     def _start_files(self) -> None:
@@ -307,8 +317,8 @@ class Trainer:
         return UpdateResult(applied, loss, nll, grad_norm, save > 0, stop > 0, stop_signal)
 
     def _forward_backward(self, group: list[np.ndarray], tokens: int) -> torch.Tensor:
-        cfg, world, p = self.cfg, self.world, self.progress
-        try:
+        cfg, world = self.cfg, self.world
+        with out_of_memory_hint(self.progress.step + 1, cfg.max_tokens):
             return accumulate(
                 self.ddp,
                 self.data.train,
@@ -317,14 +327,8 @@ class Trainer:
                 self.precision,
                 cfg.label_smoothing,
                 world.device,
+                self.loss_sums,
             )
-        except (torch.OutOfMemoryError, RuntimeError) as exc:
-            if not isinstance(exc, torch.OutOfMemoryError) and "can't allocate memory" not in str(exc):
-                raise
-            raise MtkitError(
-                f"out of memory on a batch at step {p.step + 1}; lower --max-tokens (now {cfg.max_tokens},"
-                f" e.g. {cfg.max_tokens // 2}) and raise --update-freq to keep the effective batch."
-            ) from None
 
     def _grad_norm(self) -> torch.Tensor:
         """The whole gradient's L2 norm in true units (fp16: unscaled first), left on the device."""

@@ -1,0 +1,202 @@
+"""torch.compile of the training step (the model and the loss), decided once per run like --precision auto.
+
+Not in the paper: an engineering choice. On a GPU an eager update is hundreds of small kernel launches
+(a profile of `base` on an H200 put 24% of the CPU time in cudaLaunchKernel); compiled, the forward and
+backward passes are a few fused kernels, and with mode "reduce-overhead" each batch shape's step is
+recorded once as a CUDA graph and replayed. Shapes are what a compiled step specialises on, so a
+compiling run pads its batches to a few bucket lengths (mtkit/data/batching.py, --length-buckets) and
+compiles with dynamic sizes: one compilation serves every bucket, and CUDA graphs are recorded per
+bucket, a number the first log line announces.
+
+On the CPU `auto` stays off. Inductor lowers oneDNN's linear op (mtkit/kernels/linear.py) only for frozen
+inference weights (its lowering asserts the weight is a constant), so a compiled CPU step runs its
+products through PyTorch's default kernels (MKL) instead, losing oneDNN's speedup where it was chosen;
+the model's CPU dropout mask and padding check break the graph (Tensor.random_, a data-dependent bool);
+and compiling took minutes even for a 2+2-layer model on a 2-core AMD EPYC (Zen 3). `--compile on`
+still works there (the tests compare it with eager), with a C++ compiler.
+
+The model is never changed: the step compiles a wrapper (torch.compile returns a new module around it),
+so checkpoints, which save the model itself, hold no `_orig_mod.` keys and load in any uncompiled model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import time
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from mtkit.config import PAD, TrainConfig
+from mtkit.data.batching import BatchPlan, shape_count
+from mtkit.data.dataset import ParallelSplit
+from mtkit.errors import MtkitError
+from mtkit.runtime import Runtime
+from mtkit.train.forward import LossSums, batch_loss
+from mtkit.train.precision import Precision
+
+logger = logging.getLogger(__name__)
+
+AUTO_ENV = "MTKIT_AUTO_COMPILE"  # pins what "auto" resolves to: on | off
+MODE_ENV = "MTKIT_COMPILE_MODE"  # another torch.compile mode, e.g. max-autotune-no-cudagraphs (measurements)
+DYNAMIC_ENV = "MTKIT_COMPILE_DYNAMIC"  # 0: one specialised compilation per batch shape (measurements)
+CUDA_MODE = "reduce-overhead"  # CUDA graphs: one recording per batch shape, replayed
+CPU_WHY = (
+    "on the CPU compiled steps run their products through MKL (inductor cannot lower oneDNN's linear "
+    "for trained weights), break the graph at dropout, and take minutes to compile"
+)
+
+
+class CompileChoice(NamedTuple):
+    """Whether the step is compiled, with which torch.compile mode, and why (the first log line)."""
+
+    on: bool
+    mode: str | None
+    why: str
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler inductor builds CPU kernels with ($CXX, else g++), or None when there is none."""
+    return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def decide(setting: str, device: torch.device) -> CompileChoice:
+    """Resolve --compile (auto | on | off) for `device`; see the module docstring for auto's rule."""
+    mode = os.environ.get(MODE_ENV) or (CUDA_MODE if device.type == "cuda" else None)
+    if setting == "auto":
+        pinned = os.environ.get(AUTO_ENV)
+        if pinned in ("on", "off"):
+            return CompileChoice(pinned == "on", mode if pinned == "on" else None, f"{AUTO_ENV}={pinned}")
+        if device.type == "cuda":
+            return CompileChoice(True, mode, f"CUDA: {mode or 'default'} removes per-kernel launch costs")
+        return CompileChoice(False, None, CPU_WHY if device.type == "cpu" else f"not tried on {device.type}")
+    if setting == "off":
+        return CompileChoice(False, None, "asked for")
+    if setting != "on":
+        raise MtkitError(f"unknown --compile {setting!r}; choose one of: auto, on, off.")
+    if device.type == "cpu" and cxx_compiler() is None:
+        raise MtkitError("--compile on needs a C++ compiler on the CPU (g++ or $CXX); install one, or --compile off.")
+    return CompileChoice(True, mode, "asked for")
+
+
+def resolve_buckets(cfg: TrainConfig, choice: CompileChoice) -> TrainConfig:
+    """--length-buckets auto: the ladder when compiling (few shapes), none otherwise (least padding)."""
+    if cfg.length_buckets != "auto":
+        return cfg
+    return dataclasses.replace(cfg, length_buckets="ladder" if choice.on else "none")
+
+
+def plain_loss_sums(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """(label-smoothed loss sum, detached NLL sum): mtkit/train/loss.py's numbers in plain autograd ops.
+
+    The eager loss writes its gradient during the forward pass to spare memory passes; compiled, inductor
+    fuses these ops into a few kernels anyway, and the eager version's data pointer test and CPU row
+    indexing would break the graph.
+    """
+    lprobs = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    real = target.ne(PAD)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    loss = ((1.0 - smoothing) * nll - smoothing * lprobs.mean(dim=-1)).masked_fill(~real, 0.0).sum()
+    return loss, nll.masked_fill(~real, 0.0).sum().detach()
+
+
+class CompiledStep:
+    """The compiled model (or DDP module) as the trainer calls it: marks each CUDA-graph step, delegates the rest."""
+
+    def __init__(self, module: torch.nn.Module, compiled: Any, graphs: bool):
+        self.module, self.compiled, self.graphs = module, compiled, graphs
+
+    def __call__(self, *args: Any) -> Any:
+        if self.graphs:  # each call is a new step: outputs of the last one may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
+        return self.compiled(*args)
+
+    def __getattr__(self, name: str) -> Any:  # no_sync (DDP), parameters, ...
+        return getattr(self.module, name)
+
+
+class Compiled(NamedTuple):
+    """The step the trainer calls, its loss (None: mtkit/train/loss.py's), and the first log line's fields."""
+
+    step: Any
+    loss_sums: LossSums | None
+    fields: dict[str, Any]
+
+
+def runtime_for(plan: Runtime, choice: CompileChoice, device: torch.device) -> Runtime:
+    """`plan` as a compiled step can run it: inductor lowers oneDNN's linear only for frozen (inference)
+    weights, so a compiled CPU step computes its fp32 products with PyTorch's default kernels."""
+    if not (choice.on and device.type == "cpu" and plan.matmul == "onednn"):
+        return plan
+    return dataclasses.replace(
+        plan, matmul="default", matmul_why="torch.compile lowers oneDNN's linear only for frozen weights"
+    )
+
+
+def apply(
+    module: torch.nn.Module,
+    choice: CompileChoice,
+    plan: BatchPlan,
+    split: ParallelSplit,
+    precision: Precision,
+    smoothing: float,
+    device: torch.device,
+) -> Compiled:
+    """`module` (the model or its DDP wrapper) and the loss compiled where `choice` says so, and compiled now:
+    forward and backward of the plan's longest batch, RNG untouched, gradients dropped."""
+    shapes = shape_count(plan)
+    fields: dict[str, Any] = {"compile": "on" if choice.on else "off", "compile_why": choice.why, "shapes": shapes}
+    if not choice.on:
+        return Compiled(module, None, fields)
+    limit = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = max(limit, shapes + 2)  # a static compilation per shape fits too
+    dynamic = os.environ.get(DYNAMIC_ENV) != "0"
+    compiled = torch.compile(module, mode=choice.mode, dynamic=dynamic)
+    step = CompiledStep(module, compiled, graphs=choice.mode == CUDA_MODE and device.type == "cuda")
+    loss_sums = torch.compile(plain_loss_sums, mode=choice.mode, dynamic=dynamic)
+    seconds = warm_up(step, loss_sums, plan, split, precision, smoothing, device)
+    module.zero_grad(set_to_none=True)
+    fields.update(compile_mode=choice.mode or "default", compile_s=round(seconds, 1))
+    logger.debug("compiled the training step in %.1f s (%d batch shapes an epoch)", seconds, shapes)
+    return Compiled(step, loss_sums, fields)
+
+
+def warm_up(
+    step: Any,
+    loss_sums: LossSums,
+    plan: BatchPlan,
+    split: ParallelSplit,
+    precision: Precision,
+    smoothing: float,
+    device: torch.device,
+) -> float:
+    """Seconds to compile: forward and backward of the plan's longest batch (its gradients are then dropped).
+
+    The RNG is forked (dropout draws nothing from the run's stream) and no parameter changes, so the run
+    is the one it would have been; a resumed run stays exact.
+    """
+    lengths = plan.src_padded + plan.tgt_padded
+    if not len(plan):
+        return 0.0
+    longest = plan.batches[int(np.argmax(lengths))]
+    devices = [device] if device.type == "cuda" else []
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=devices):
+        loss, _, _ = batch_loss(step, split, longest, precision, smoothing, device, loss_sums)
+        (loss * 0.0).backward()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def compilations() -> int:
+    """Frames torch.compile has compiled in this process so far (first compilations and recompilations)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])

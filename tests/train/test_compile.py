@@ -1,0 +1,108 @@
+"""--compile: the rule auto follows, the compiled loss, and a compiled run against an eager one (fp32, CPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mtkit import checkpoint
+from mtkit.config import PRESETS, ModelConfig, TrainConfig
+from mtkit.errors import MtkitError
+from mtkit.model import Transformer
+from mtkit.train import compile as compile_step
+from mtkit.train.loss import label_smoothed_sums
+
+CPU = torch.device("cpu")
+
+
+def test_auto_is_off_on_the_cpu_with_its_reason_and_on_on_cuda(monkeypatch) -> None:
+    monkeypatch.delenv(compile_step.AUTO_ENV, raising=False)
+    monkeypatch.delenv(compile_step.MODE_ENV, raising=False)
+    choice = compile_step.decide("auto", CPU)
+    assert not choice.on and "MKL" in choice.why
+    cuda = compile_step.decide("auto", torch.device("cuda"))
+    assert cuda.on and cuda.mode == "reduce-overhead"
+    assert compile_step.decide("off", torch.device("cuda")) == (False, None, "asked for")
+    monkeypatch.setenv(compile_step.AUTO_ENV, "on")
+    assert compile_step.decide("auto", CPU).on
+
+
+def test_on_without_a_cxx_compiler_is_one_clear_error(monkeypatch) -> None:
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    with pytest.raises(MtkitError, match="C\\+\\+ compiler"):
+        compile_step.decide("on", CPU)
+    assert compile_step.decide("on", torch.device("cuda")).on  # a GPU needs none (inductor writes Triton)
+
+
+def test_length_buckets_auto_follows_the_compile_choice() -> None:
+    cfg = TrainConfig()
+    assert compile_step.resolve_buckets(cfg, compile_step.CompileChoice(True, None, "")).length_buckets == "ladder"
+    assert compile_step.resolve_buckets(cfg, compile_step.CompileChoice(False, None, "")).length_buckets == "none"
+    x8 = dataclasses.replace(cfg, length_buckets="x8")
+    assert compile_step.resolve_buckets(x8, compile_step.CompileChoice(True, None, "")).length_buckets == "x8"
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_the_compiled_loss_formula_equals_the_fused_eager_loss(smoothing: float) -> None:
+    """Values and gradients, padding included (compiled or not, plain_loss_sums is the same arithmetic)."""
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 7, 50, generator=generator)
+    target = torch.randint(4, 50, (3, 7), generator=generator)
+    target[0, 4:] = 0
+    target[2, 1:] = 0
+    a, b = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    loss_a, nll_a = label_smoothed_sums(a, target, smoothing)
+    loss_b, nll_b = compile_step.plain_loss_sums(b, target, smoothing)
+    loss_a.backward()
+    loss_b.backward()
+    torch.testing.assert_close(loss_b, loss_a, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(nll_b, nll_a, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(b.grad, a.grad, rtol=1e-6, atol=1e-6)
+
+
+def run(data, out, compile: str, steps: int = 20):
+    """The tiny preset at 512 tokens a batch, dropout 0, ladder buckets, eager or compiled; its train records."""
+    from mtkit.train.trainer import train
+
+    vocab = json.loads((data / "bpe.json").read_text())["vocab_size"]
+    model_cfg = dataclasses.replace(PRESETS["tiny"].model, vocab_size=vocab, dropout=0.0)
+    cfg = dataclasses.replace(
+        PRESETS["tiny"].train,
+        max_tokens=512,
+        max_steps=steps,
+        log_every=1,
+        valid_every=10,
+        save_every_steps=10,
+        compile=compile,
+        length_buckets="ladder",
+        seed=3,
+    )
+    result = train(data, out, model_cfg, cfg, device="cpu", threads=1)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return result, records
+
+
+@pytest.mark.slow
+def test_twenty_compiled_updates_match_eager_and_checkpoints_load_uncompiled(toy_data, tmp_path, monkeypatch) -> None:
+    """fp32, same products (PyTorch's default: what a compiled CPU step uses), same batches: losses within
+    rtol 1e-4 (fused kernels sum in another order); compilations no more than the announced batch shapes."""
+    monkeypatch.setenv("MTKIT_CPU_MATMUL", "default")
+    _, eager = run(toy_data, tmp_path / "eager", "off")
+    before = compile_step.compilations()
+    result, compiled = run(toy_data, tmp_path / "compiled", "on")
+    start = next(r for r in compiled if r["event"] == "start")
+    assert start["compile"] == "on" and start["compile_s"] > 0 and start["length_buckets"] == "ladder"
+    assert compile_step.compilations() - before <= start["shapes"] * 4  # forward and backward, model and loss
+    losses = [[r["loss"] for r in records if r["event"] == "train"] for records in (eager, compiled)]
+    assert len(losses[0]) == 20
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
+    saved = checkpoint.load(tmp_path / "compiled" / "checkpoint_last.pt")
+    assert not any("_orig_mod" in key for key in saved["model"])
+    fresh = Transformer(ModelConfig(**saved["model_config"]))
+    fresh.load_state_dict(saved["model"])  # strict: every key of an uncompiled model, nothing else
+    for name, value in result.model.state_dict().items():
+        torch.testing.assert_close(fresh.state_dict()[name], value)
