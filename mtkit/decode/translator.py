@@ -17,7 +17,7 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -73,6 +73,17 @@ class Translation:
         return self.hypotheses[0][1]
 
 
+class Engine(Protocol):
+    """Another engine's search behind the text pipeline: batches of source ids (no EOS) in, per sentence its
+    hypotheses (ids without BOS/EOS, score) best first out, by mtkit's settings; and forced scoring."""
+
+    def search(
+        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+    ) -> list[list[tuple[list[int], float]]]: ...
+
+    def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]: ...
+
+
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
     """The dtype the model runs in, by training's rule (mtkit.train.precision.resolve_precision), "auto"
     included; int8 runs fp32 around its int8 Linear layers."""
@@ -96,6 +107,10 @@ class Translator:
     >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
     >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
     """
+
+    # What searches the batches: None, mtkit's own beam search and sampling over `self.models`; or another
+    # engine that takes the same batches of ids (CTranslate2: mtkit/decode/ct2.py, which `load` picks).
+    engine: Engine | None = None
 
     def __init__(
         self,
@@ -157,8 +172,13 @@ class Translator:
         workers: int = 1,
     ) -> Translator:
         """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble.
-        `workers`: see `Translator`."""
+        `workers`: see `Translator`. A CTranslate2 directory (`mtkit export`) runs on CTranslate2 instead
+        (mtkit/decode/ct2.py)."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+        from mtkit.decode import ct2
+
+        if any(ct2.is_ct2_dir(p) for p in paths):
+            return ct2.load(paths, device, precision, workers)
         cap_kernel_caches(DECODE_KERNEL_CACHE, DECODE_KERNEL_CACHE)  # before `precision auto` runs a product
         models: list[Transformer] = []
         vocabs: list[bytes] = []
@@ -312,6 +332,9 @@ def search_batch(
     sampling: SamplingConfig | None,
 ) -> list[list[tuple[str, float]]]:
     """Each sentence's hypotheses, best first, as (text, score): beam search, or sampling with `sampling`."""
+    if translator.engine is not None:
+        found = translator.engine.search(ids, prefixes, config, sampling)
+        return [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
     src = padded([[*sentence, EOS] for sentence in ids], translator.device)  # (B, S)
     prefix = prefix_tensor(prefixes, translator.device)
     if sampling is None:
@@ -323,4 +346,6 @@ def search_batch(
 
 def score_pairs(translator: Translator, *, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
     """(log P(target + EOS | source), target length + 1) of each pair of the batch."""
+    if translator.engine is not None:
+        return translator.engine.score(src, tgt)
     return score_batch(translator.decoder, src, tgt)
