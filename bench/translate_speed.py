@@ -1,4 +1,5 @@
-"""Decoding speed side by side: mtkit fp32, mtkit int8 and the same weights exported to CTranslate2 fp32/int8.
+"""Decoding speed side by side: mtkit fp32/int8, the same weights exported to CTranslate2 fp32/int8 (its own Python
+API: ct2-*), and mtkit's text pipeline over that export (`mtkit translate -m CT2DIR`: mtkit-ct2-*).
 
     python bench/translate_speed.py --model /work/models/m30k/model.pt          # Multi30k test_2016_flickr
     python bench/translate_speed.py --model runs/small/averaged.pt --limit 200  # a quick check
@@ -39,9 +40,12 @@ all the sentences once before the clock starts, not 8 (each new shape costs a ke
 
     python bench/translate_speed.py --model M.pt --device cuda --systems mtkit-fp32,mtkit-bf16,mtkit-fp16
 
-The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are
-sentences/s over CTranslate2 fp32's (and mtkit int8 over CTranslate2 int8's). The last line
-printed is one JSON object with every figure.
+The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are sentences/s over CTranslate2 fp32's (mtkit
+int8 and mtkit-ct2-int8 over CTranslate2 int8's): mtkit-ct2-* over ct2-* is mtkit's overhead around CTranslate2:
+
+    python bench/translate_speed.py --model M.pt --systems ct2-fp32,mtkit-ct2-fp32,ct2-int8,mtkit-ct2-int8 --rounds 5
+
+The last line printed is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ from rounds import keep_best, paired_ratio
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "multi30k-en-de"
-SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8")  # the default; mtkit-bf16, mtkit-fp16 on request
+SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8", "mtkit-ct2-fp32", "mtkit-ct2-int8")
+GPU_ONLY = ("mtkit-bf16", "mtkit-fp16")  # on request
 WARMUP = 8
 
 
@@ -88,7 +93,8 @@ def warmup_lines(job: dict[str, Any]) -> list[str]:
 
 def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None, float | None]:
     """(outputs, target tokens, seconds, the workers' peak RSS in MiB, peak GPU MiB, peak PSS MiB) of mtkit's
-    Translator; the PSS only with several workers, from a second, untimed pass (`PeakPss`)."""
+    Translator (over the CTranslate2 export for mtkit-ct2-*); the PSS only with forked workers, from a second,
+    untimed pass (`PeakPss`)."""
     import torch
 
     sys.path.insert(0, str(ROOT))
@@ -96,7 +102,10 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     from mtkit.decode.translator import Translator
 
     torch.set_num_threads(job["threads"])
-    translator = Translator.load(job["model"], device=job["device"], precision=precision, workers=job["workers"])
+    ct2 = precision.startswith("ct2-")
+    precision = precision.removeprefix("ct2-")
+    model = job["ct2_dir"] if ct2 else job["model"]
+    translator = Translator.load(model, device=job["device"], precision=precision, workers=job["workers"])
     config = DecodeConfig(
         beam=job["beam"],
         alpha=job["alpha"],
@@ -113,7 +122,7 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
     gpu = torch.cuda.max_memory_allocated() / 2**20 if on_gpu(job) else None
     pss = None
-    if job["workers"] > 1:
+    if job["workers"] > 1 and not ct2:  # CTranslate2's inter_threads are threads of one process
         with PeakPss() as peak:
             list(translator.translate_stream(lines, config, job["batch_tokens"]))
         pss = peak.peak
@@ -160,7 +169,7 @@ def child(system: str, job_path: str, out_path: str) -> None:
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
     workers, gpu, pss = 0.0, None, None
     if system.startswith("mtkit"):
-        outputs, tokens, seconds, workers, gpu, pss = run_mtkit(job, system.split("-")[1])
+        outputs, tokens, seconds, workers, gpu, pss = run_mtkit(job, system.split("-", 1)[1])
     else:
         outputs, tokens, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
     peak = peak_rss_mib() + workers
@@ -176,7 +185,7 @@ def child(system: str, job_path: str, out_path: str) -> None:
 # --------------------------------------------------------------------------- parent
 def available(system: str, device: str) -> str | None:
     """None when `system` can run here, else the note that says why not."""
-    if system not in (*SYSTEMS, "mtkit-bf16", "mtkit-fp16"):
+    if system not in (*SYSTEMS, *GPU_ONLY):
         return "skipped: no such system"
     if system == "mtkit-fp16" and not device.startswith("cuda"):
         return "skipped: fp16 decoding runs on CUDA only"
@@ -186,7 +195,7 @@ def available(system: str, device: str) -> str | None:
 
         if "int8" not in DECODE_PRECISION_CHOICES:
             return "skipped: this mtkit has no --precision int8"
-    if system.startswith("ct2"):
+    if "ct2" in system:
         try:
             import ctranslate2  # noqa: F401
         except ImportError:
@@ -242,6 +251,7 @@ def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
     The paired median is the steadier figure on a shared machine (bench/rounds.py says why).
     """
     anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
+    anchors |= {"mtkit-ct2-fp32": "ct2-fp32", "mtkit-ct2-int8": "ct2-int8"}
     anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32"}
     for system, anchor in anchors.items():
         if system in rows and anchor in rows:
@@ -253,7 +263,7 @@ def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
 
 
 def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
-    print(f"{'system':<11} {'sent/s':>8} {'tok/s':>9} {'peak RSS MiB':>13} {'BLEU':>6}  ratio")
+    print(f"{'system':<14} {'sent/s':>8} {'tok/s':>9} {'peak RSS MiB':>13} {'BLEU':>6}  ratio")
     for system, row in rows.items():
         ratios = ", ".join(
             f"{v:.2f}x {k[3:]}" + (f" (paired {row['paired_' + k]:.2f}x)" if "paired_" + k in row else "")
@@ -267,11 +277,11 @@ def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
                 filter(None, [ratios, f"peak PSS {row['peak_pss_mib']:,.0f} MiB (the workers together)"])
             )
         print(
-            f"{system:<11} {row['sentences_per_s']:>8.2f} {row['tgt_tokens_per_s']:>9.1f} "
+            f"{system:<14} {row['sentences_per_s']:>8.2f} {row['tgt_tokens_per_s']:>9.1f} "
             f"{row['peak_rss_mib']:>13.0f} {row['bleu'] if row['bleu'] is not None else '-':>6}  {ratios}"
         )
     for system, note in notes.items():
-        print(f"{system:<11} {note}")
+        print(f"{system:<14} {note}")
 
 
 def parse_args() -> argparse.Namespace:
@@ -346,9 +356,7 @@ def main() -> None:
             "workers": args.workers,
             "device": args.device,
             "early_stop": args.early_stop,
-            "ct2_dir": export_model(args.model, tmp)
-            if any(s.startswith("ct2") and s not in notes for s in systems)
-            else None,
+            "ct2_dir": export_model(args.model, tmp) if any("ct2" in s and s not in notes for s in systems) else None,
         }
         job_path = tmp / "job.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")

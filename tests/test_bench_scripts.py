@@ -118,3 +118,13 @@ def test_the_paired_ratio_is_the_median_of_each_rounds_own_ratio_and_needs_match
     assert paired_ratio([2.0, 3.0, 9.0], [1.0, 3.0, 3.0]) == (2.0, 1.0, 3.0)
     with pytest.raises(ValueError, match="same number"):
         paired_ratio([1.0, 2.0], [1.0])
+
+
+def test_translate_speeds_mtkit_over_ctranslate2_is_its_overhead() -> None:
+    """mtkit's pipeline over the CTranslate2 export is measured against CTranslate2's own API, each precision."""
+    bench = load_script("bench/translate_speed.py")
+    rows = {name: {"sentences_per_s": s, "rounds_sentences_per_s": [s]} for name, s in (("ct2-int8", 100.0),)}
+    rows |= {"mtkit-ct2-int8": {"sentences_per_s": 96.0, "rounds_sentences_per_s": [96.0]}}
+    bench.add_ratios(rows)
+    assert rows["mtkit-ct2-int8"]["vs_ct2-int8"] == 0.96
+    assert {"mtkit-ct2-fp32", "mtkit-ct2-int8"} <= set(bench.SYSTEMS)

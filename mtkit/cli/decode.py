@@ -133,7 +133,8 @@ def translate(
         "-m",
         show_default=False,
         help="An mtkit model or checkpoint file (e.g. averaged.pt); repeat for an "
-        "ensemble (log of the mean of the models' probabilities).",
+        "ensemble (log of the mean of the models' probabilities). A directory of `mtkit export --format "
+        "ctranslate2` runs on CTranslate2.",
     ),
     input: Optional[str] = typer.Option(
         None,
@@ -234,6 +235,11 @@ def translate(
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
+    from mtkit.decode import ct2
+
+    if any(ct2.is_ct2_dir(m) for m in model):  # CTranslate2's length penalty; what it cannot run, said now
+        config = ct2.with_defaults(config, given)
+        ct2.check(config, sampler)
     if workers > 1 and threads > 1:
         raise MtkitError("each of --workers runs one thread: give --workers N for N cores, without --threads.")
     if threads or workers > 1:

@@ -31,7 +31,8 @@ def serve(
         "-m",
         show_default=False,
         metavar="FILE",
-        help="An mtkit model or checkpoint file (e.g. averaged.pt).",
+        help="An mtkit model or checkpoint file (e.g. averaged.pt), or a directory of `mtkit export --format "
+        "ctranslate2` (run on CTranslate2).",
     ),
     host: str = typer.Option(
         "127.0.0.1", help="Address to listen on; 0.0.0.0 opens the server to the network (set an API key)."
@@ -92,6 +93,7 @@ def serve(
     _require_extra()
     import torch
 
+    from mtkit.decode import ct2
     from mtkit.device import pick_device
     from mtkit.runtime import resolve_dtype
     from mtkit.serve.guard import Access, load_api_key
@@ -102,14 +104,20 @@ def serve(
     setup_logging(logging.INFO)
     access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
     check_models(tuple(model))
-    resolve_dtype(precision, pick_device(device))  # a bad --device or --precision is said before serving
+    decode = build(DecodeConfig(), given)
+    if ct2.is_ct2_dir(model[0]):  # CTranslate2 runs it: its length penalty, its devices and compute types
+        decode = ct2.with_defaults(decode, given)
+        ct2.check(decode)
+        ct2.check_runtime(device, precision)
+    else:
+        resolve_dtype(precision, pick_device(device))  # a bad --device or --precision is said before serving
     if threads:
         torch.set_num_threads(threads)
     settings = ServeSettings(
         models=tuple(model),
         access=access,
         drain_timeout_s=drain_timeout,
-        decode=build(DecodeConfig(), given),
+        decode=decode,
         limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
         max_tokens=max_tokens,
         batch_wait_ms=batch_wait_ms,

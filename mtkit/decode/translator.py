@@ -17,7 +17,7 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -58,6 +58,17 @@ class Translation:
         return self.hypotheses[0][1]
 
 
+class Engine(Protocol):
+    """Another engine's search behind the text pipeline: batches of source ids (no EOS) in, per sentence its
+    hypotheses (ids without BOS/EOS, score) best first out, by mtkit's settings; and forced scoring."""
+
+    def search(
+        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+    ) -> list[list[tuple[list[int], float]]]: ...
+
+    def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]: ...
+
+
 class Translator:
     """A model (or an ensemble of models sharing one vocabulary) and its SentencePiece vocabulary, ready for raw text.
 
@@ -66,6 +77,10 @@ class Translator:
     >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
     >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
     """
+
+    # What searches the batches: None, mtkit's own beam search and sampling over `self.models`; or another
+    # engine that takes the same batches of ids (CTranslate2: mtkit/decode/ct2.py, which `load` picks).
+    engine: Engine | None = None
 
     def __init__(
         self,
@@ -123,8 +138,13 @@ class Translator:
 
         The models loaded are this translator's own, so mtkit.runtime's decisions are applied to them here:
         `precision` (auto and int8 included), the fp32 CPU products' backend and packed weights.
-        `workers`: see `Translator`."""
+        `workers`: see `Translator`. A CTranslate2 directory (`mtkit export`) runs on CTranslate2 instead
+        (mtkit/decode/ct2.py)."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+        from mtkit.decode import ct2
+
+        if any(ct2.is_ct2_dir(p) for p in paths):
+            return ct2.load(paths, device, precision, workers)
         models: list[Transformer] = []
         vocabs: list[bytes] = []
         for p in paths:
@@ -274,6 +294,9 @@ def search_batch(
     sampling: SamplingConfig | None,
 ) -> list[list[tuple[str, float]]]:
     """Each sentence's hypotheses, best first, as (text, score): beam search, or sampling with `sampling`."""
+    if translator.engine is not None:
+        found = translator.engine.search(ids, prefixes, config, sampling)
+        return [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
     src = padded([[*sentence, EOS] for sentence in ids], translator.device)  # (B, S)
     prefix = prefix_tensor(prefixes, translator.device)
     if sampling is None:
@@ -285,4 +308,6 @@ def search_batch(
 
 def score_pairs(translator: Translator, *, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
     """(log P(target + EOS | source), target length + 1) of each pair of the batch."""
+    if translator.engine is not None:
+        return translator.engine.score(src, tgt)
     return score_batch(translator.decoder, src, tgt)

@@ -46,6 +46,7 @@ def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: Ex
         "quantization": config.quantization,
         "source": str(model_path),
         "step": int(ckpt.get("step", 0)),
+        "model_config": ckpt.get("model_config"),  # max_positions for `mtkit translate -m DIR` (mtkit/decode/ct2.py)
         "mtkit": __version__,
         "provenance": ckpt.get("provenance"),  # read back by `mtkit info DIR` (mtkit/marian.py)
     }

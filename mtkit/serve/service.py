@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mtkit.config import DecodeConfig
+from mtkit.decode import ct2
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
@@ -55,8 +56,8 @@ class ServeSettings:
 
 
 def check_models(models: tuple[str, ...]) -> None:
-    """Said before the server starts: the files exist, and (for now) there is one."""
-    missing = [m for m in models if not Path(m).is_file()]
+    """Said before the server starts: the files (or CTranslate2 directories) exist, and (for now) there is one."""
+    missing = [m for m in models if not (Path(m).is_file() or ct2.is_ct2_dir(m))]
     if missing:
         raise MtkitError(f"model file {missing[0]} does not exist.")
     if len(models) != 1:
@@ -72,6 +73,9 @@ def load_translator(models: tuple[str, ...], device: str, precision: str) -> Tra
 def model_info(path: str, translator: Translator) -> dict[str, Any]:
     """What the model file says about itself: kind, step, architecture, parameters, vocabulary."""
     from mtkit import checkpoint
+
+    if (described := ct2.describe(translator)) is not None:
+        return described
 
     ckpt = checkpoint.load(path, mmap=True)  # mapped: its tensors (and any optimizer state) are not read
     model = translator.model
@@ -179,6 +183,11 @@ class Service:
         """The translations of `lines`, decoded in whatever batch the worker puts them in."""
         if self.batcher is None:
             raise RequestError(503, "the model is still loading; retry shortly.", retry_after=RETRY_AFTER_S)
+        if ct2.is_ct2_dir(self.settings.models[0]):
+            try:
+                ct2.check(config)  # a setting CTranslate2 cannot run (mtkit/decode/ct2.py)
+            except MtkitError as exc:
+                raise RequestError(422, str(exc)) from None
         try:
             future = self.batcher.submit(lines, config)
         except QueueFull:

@@ -1,0 +1,350 @@
+"""CTranslate2 as the engine behind mtkit's text pipeline: `mtkit translate|serve -m DIR` on a `mtkit export` directory.
+
+mtkit keeps everything around the search (SentencePiece, input order, chunks of `--buffer-size` lines,
+batches of `--batch-tokens`, the server's batching and limits) and hands each batch of source ids to
+`ctranslate2.Translator.translate_batch` (or `score_batch` for `--score-only`). What maps exactly, and how:
+
+- beam, nbest: `beam_size`, `num_hypotheses`. `--lenpen fairseq` is CTranslate2's `length_penalty` (|Y|^alpha,
+  |Y| counting EOS in both); `none` is `length_penalty=0`. GNMT's ((5+|Y|)/6)^alpha has no CTranslate2
+  counterpart: it is refused with a beam, and with greedy search (where the penalty ranks nothing) the score
+  is computed here from CTranslate2's raw log-probability, as for every greedy score.
+- `--early-stop patience` is CTranslate2's `patience=1` (stop once `beam` hypotheses have ended); `none`
+  lifts it (every sentence runs to its limit); `exact` has no CTranslate2 counterpart and is refused.
+- The length limit: CTranslate2 takes one `max_decoding_length` a call and cuts an output there, where
+  mtkit's limit is each sentence's own floor(max_len_a x |X| + max_len_b) and ends the output with EOS.
+  A call gets the batch's longest limit; an output that passes its own limit, or was cut, is cut back to
+  that limit and rescored with EOS (`score_batch`): for greedy search that is exactly mtkit's output.
+- `min_decoding_length=0` (an empty output allowed, as in mtkit), `max_input_length=0` (the pipeline has
+  already cut the source to the model's positions), `return_end_token=True` (to tell an ending from a cut).
+- Target prefixes: `target_prefix`; CTranslate2 leaves the prefix's tokens out of the score, so beam
+  rankings with a prefix follow CTranslate2's rule. Sampling: `sampling_topk/topp/temperature`, seeded with
+  `ctranslate2.set_random_seed` once a batch: the same input and settings give the same samples, but not
+  a sentence's own samples whatever its batch as in mtkit.
+- `--workers N` is CTranslate2's `inter_threads=N`: N batches searched at once, by threads of this process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable, Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, DecodeConfig, SamplingConfig
+from mtkit.data.vocab import Vocab
+from mtkit.decode.beam import length_penalty
+from mtkit.decode.translator import Translation, Translator
+from mtkit.errors import MtkitError
+
+logger = logging.getLogger(__name__)
+
+MISSING_EXTRA = "running a CTranslate2 model needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
+RECORD = "mtkit-export.json"  # mtkit/export/target.py's record
+SPM_NAME = "spm.model"  # mtkit/export/ctranslate2.py copies the SentencePiece model under this name
+COMPUTE_TYPES = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16", "auto": "default"}
+DEFAULT_MAX_POSITIONS = 1024  # ModelConfig's default, for a directory whose record does not say
+R = TypeVar("R")
+Hypotheses = list[list[tuple[list[int], float]]]  # per sentence, its (ids, score) best first
+
+
+def is_ct2_dir(path: str | os.PathLike[str]) -> bool:
+    """A CTranslate2 model directory: model.bin beside config.json (a Hugging Face directory has no model.bin)."""
+    p = Path(path)
+    return p.is_dir() and (p / "model.bin").is_file() and (p / "config.json").is_file()
+
+
+def import_ctranslate2() -> Any:
+    try:
+        import ctranslate2
+    except ImportError:
+        raise MtkitError(MISSING_EXTRA) from None
+    return ctranslate2
+
+
+def check(config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
+    """Refuse, in one sentence, a setting CTranslate2 cannot run as mtkit would (before any work)."""
+    if sampling is not None:
+        return  # sampling ignores the search settings
+    if config.early_stop == "exact":
+        raise MtkitError(
+            "CTranslate2 has no exact stop rule; use --early-stop patience (its own), or none "
+            "(the same outputs as exact, each sentence run to its length limit)."
+        )
+    if config.lenpen == "gnmt" and config.beam > 1 and config.alpha > 0:
+        raise MtkitError(
+            "CTranslate2 ranks beam hypotheses by log P / |Y|^alpha only; use --lenpen fairseq (or none), or --beam 1."
+        )
+
+
+def with_defaults(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
+    """The command line's settings for a CTranslate2 model: its own length penalty (|Y|^alpha, `--lenpen
+    fairseq`) unless --lenpen was given, as mtkit's default GNMT penalty has no CTranslate2 counterpart."""
+    if "lenpen" in given or config.lenpen != "gnmt":
+        return config
+    logger.info("CTranslate2 model: length penalty |Y|^alpha (--lenpen fairseq), CTranslate2's own.")
+    return dataclasses.replace(config, lenpen="fairseq")
+
+
+def check_runtime(device: str, precision: str) -> None:
+    """A --device or --precision CTranslate2 cannot run, said before a server starts loading the model."""
+    ctranslate2 = import_ctranslate2()
+    compute_type(ctranslate2, precision, parse_device(ctranslate2, device)[0])
+
+
+def parse_device(ctranslate2: Any, name: str) -> tuple[str, int]:
+    """(CTranslate2 device, index) for mtkit's --device: auto, cpu, cuda or cuda:N."""
+    cuda = ctranslate2.get_cuda_device_count()
+    if name == "auto":
+        return ("cuda", 0) if cuda else ("cpu", 0)
+    kind, _, index = name.partition(":")
+    if kind == "cpu" and not index:
+        return "cpu", 0
+    if kind == "cuda" and (not index or index.isdigit()):
+        if int(index or 0) >= cuda:
+            raise MtkitError(f"--device {name}: CTranslate2 sees {cuda} CUDA device(s) here; use --device cpu.")
+        return "cuda", int(index or 0)
+    raise MtkitError(f"--device {name} is not one CTranslate2 runs on; use auto, cpu, cuda or cuda:N.")
+
+
+def compute_type(ctranslate2: Any, precision: str, device: str) -> str:
+    """CTranslate2's compute_type for mtkit's --precision ("auto": the type the model was exported in)."""
+    if precision not in COMPUTE_TYPES:
+        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(COMPUTE_TYPES)}.")
+    wanted = COMPUTE_TYPES[precision]
+    supported = ctranslate2.get_supported_compute_types(device)
+    if wanted != "default" and wanted not in supported:
+        names = {v: k for k, v in COMPUTE_TYPES.items()}
+        choices = sorted(names[t] for t in supported if t in names)
+        raise MtkitError(
+            f"CTranslate2 cannot compute in {wanted} on this {device}; use --precision {' or '.join(choices)}."
+        )
+    return wanted
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads((path / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def target_pieces(path: Path) -> list[str]:
+    """The target vocabulary, in CTranslate2's index order (a shared one, or the target's own)."""
+    for name in ("shared_vocabulary.json", "target_vocabulary.json"):
+        if (path / name).is_file():
+            return list(json.loads((path / name).read_text(encoding="utf-8")))
+    raise MtkitError(
+        f"{path} has no shared_vocabulary.json or target_vocabulary.json; it is not a whole CTranslate2 model."
+    )
+
+
+class CT2Engine:
+    """A `ctranslate2.Translator` that searches batches of SentencePiece ids as mtkit's own search would."""
+
+    def __init__(self, path: Path, vocab: Vocab, device: str, precision: str, workers: int, threads: int):
+        ctranslate2 = import_ctranslate2()
+        self.ctranslate2 = ctranslate2
+        self.path = path
+        self.device, index = parse_device(ctranslate2, device)
+        self.compute_type = compute_type(ctranslate2, precision, self.device)
+        self.record = read_record(path)
+        self.pieces = [vocab.sp.id_to_piece(i) for i in range(len(vocab))]
+        target = target_pieces(path)
+        if target[: len(self.pieces)] != self.pieces:
+            raise MtkitError(
+                f"{path}/{SPM_NAME} does not match the model's vocabulary (its pieces differ in order or content); "
+                "export the model again with mtkit export."
+            )
+        self.ids = {piece: i for i, piece in enumerate(target)}
+        self.eos = self.pieces[EOS]
+        model_config = self.record.get("model_config") or {}
+        self.max_source_tokens = int(model_config.get("max_positions", DEFAULT_MAX_POSITIONS)) - 1
+        try:
+            self.translator = ctranslate2.Translator(
+                str(path),
+                device=self.device,
+                device_index=index,
+                compute_type=self.compute_type,
+                inter_threads=workers,
+                intra_threads=threads,
+            )
+        except (RuntimeError, ValueError) as exc:
+            raise MtkitError(f"CTranslate2 could not load {path}: {' '.join(str(exc).split())}") from None
+
+    # --------------------------------------------------------------------------- searching
+    def search(
+        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+    ) -> Hypotheses:
+        """Each sentence's hypotheses (ids without BOS/EOS, score), best first, by mtkit's settings."""
+        src = [[self.pieces[i] for i in s] for s in ids]
+        limits = [int(config.max_len_a * len(s) + config.max_len_b) for s in ids]
+        limits = [min(limit, self.max_source_tokens) for limit in limits]  # BOS + output fit the positions
+        greedy = sampling is not None or config.beam == 1
+        options: dict[str, Any] = dict(
+            max_decoding_length=max(limits, default=0) + 1,  # + 1: room for EOS after the longest output
+            min_decoding_length=0,
+            max_input_length=0,
+            return_scores=True,
+            return_end_token=True,
+            length_penalty=0.0 if greedy or config.lenpen != "fairseq" else config.alpha,
+        )
+        if any(prefixes):
+            options["target_prefix"] = [[self.pieces[i] for i in p] or None for p in prefixes]
+        if sampling is not None:
+            self.ctranslate2.set_random_seed(sampling.seed)
+            options.update(
+                beam_size=1,
+                num_hypotheses=sampling.samples,
+                sampling_topk=sampling.topk,
+                sampling_topp=sampling.topp,
+                sampling_temperature=sampling.temperature,
+            )
+        else:
+            patience = 1.0 if config.early_stop == "patience" else float(options["max_decoding_length"] + 1)
+            options.update(beam_size=config.beam, num_hypotheses=config.nbest, patience=patience)
+        results = self.translator.translate_batch(src, **options)
+        kind = "none" if sampling is not None else config.lenpen
+        found: Hypotheses = []
+        cut: list[tuple[int, int, list[int]]] = []  # (sentence, hypothesis, ids) to end at the limit and rescore
+        for b, result in enumerate(results):
+            hyps: list[tuple[list[int], float]] = []
+            for j, (tokens, score) in enumerate(zip(result.hypotheses, result.scores)):
+                ended = bool(tokens) and tokens[-1] == self.eos
+                out = [self.ids.get(t, 1) for t in (tokens[:-1] if ended else tokens)]
+                if not ended or len(out) > limits[b]:
+                    out = out[: limits[b]]
+                    cut.append((b, j, out))
+                elif greedy:  # CTranslate2 gave the raw log-probability; mtkit's penalty applies
+                    score = score / float(length_penalty(len(out) + 1.0, config.alpha, kind))
+                hyps.append((out, score))
+            found.append(hyps)
+        if cut:
+            raw = self.score(ids, [out for _, _, out in cut], rows=[b for b, _, _ in cut])
+            for (b, j, out), (logprob, n) in zip(cut, raw):
+                found[b][j] = (out, logprob / float(length_penalty(float(n), config.alpha, kind)))
+            for hyps in found:
+                hyps.sort(key=lambda h: -h[1])
+        return found
+
+    def score(
+        self, src: list[list[int]], tgt: list[list[int]], rows: Sequence[int] | None = None
+    ) -> list[tuple[float, int]]:
+        """(log P(target + EOS | source), target length + 1) of each pair; `rows`: the source of each target."""
+        rows = range(len(tgt)) if rows is None else rows
+        results = self.translator.score_batch(
+            [[self.pieces[i] for i in src[r]] for r in rows],
+            [[self.pieces[i] for i in t] for t in tgt],
+            max_input_length=0,
+        )
+        return [(float(sum(r.log_probs)), len(r.log_probs)) for r in results]
+
+    def parameters(self) -> int:
+        """The model's parameter count, from the export record's config (a model on the meta device: no memory)."""
+        from mtkit.checkpoint import config_of
+        from mtkit.model import Transformer
+
+        if not isinstance(self.record.get("model_config"), dict):
+            return 0
+        with torch.device("meta"):
+            model = Transformer(config_of({"model_config": self.record["model_config"]}))
+        return sum(p.numel() for p in model.parameters())
+
+    def describe(self) -> dict[str, Any]:
+        """What /info says about the model: the export record's facts and how CTranslate2 runs it."""
+        return {
+            "path": str(self.path),
+            "kind": "ctranslate2",
+            "step": self.record.get("step"),
+            "architecture": self.record.get("model_config"),
+            "parameters": self.parameters(),
+            "quantization": self.record.get("quantization"),
+            "compute_type": self.translator.compute_type,
+            "vocab_size": len(self.pieces),
+        }
+
+
+class CT2Translator(Translator):
+    """mtkit's text pipeline (Translator) with CTranslate2 searching the batches (`search_batch` asks the engine).
+
+    Made without Translator.__init__, which places torch models on a device: there are none here.
+    """
+
+    engine: CT2Engine
+
+    def __init__(self, engine: CT2Engine, vocab: Vocab, workers: int = 1):
+        self.engine = engine
+        self.vocab = vocab
+        self.device = torch.device("cuda" if engine.device == "cuda" else "cpu")
+        self.workers = workers  # batches CTranslate2 searches at once (inter_threads), each from a thread here
+        self._pool = None
+        self.models = []
+
+    @property
+    def max_source_tokens(self) -> int:
+        return self.engine.max_source_tokens
+
+    @property
+    def decoder(self) -> Any:
+        raise MtkitError("a CTranslate2 model has no torch decoder; mtkit's own search needs an mtkit model file.")
+
+    def translate_stream(
+        self,
+        lines: Any,
+        config: DecodeConfig = DecodeConfig(),
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        chunk_lines: int = DEFAULT_CHUNK_LINES,
+        sampling: SamplingConfig | None = None,
+    ) -> Iterator[Translation]:
+        """As Translator's; a setting CTranslate2 cannot run is refused now, before the first line is read."""
+        check(config, sampling)
+        return super().translate_stream(lines, config, batch_tokens, chunk_lines, sampling)
+
+    def _run(self, jobs: Sequence[Callable[[Translator], R]]) -> Iterator[tuple[int, R]]:
+        """In order with one worker; else `workers` batches at once, each from a thread (CTranslate2 lets go of
+        Python's lock while it searches), as each is done."""
+        if self.workers == 1 or len(jobs) < 2:
+            return ((k, job(self)) for k, job in enumerate(jobs))
+        return self._threaded(jobs)
+
+    def _threaded(self, jobs: Sequence[Callable[[Translator], R]]) -> Iterator[tuple[int, R]]:
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="mtkit-ct2") as pool:
+            futures = {pool.submit(job, self): k for k, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+
+    def close(self) -> None:
+        """Nothing to stop: CTranslate2's threads end with its translator."""
+
+
+def load(
+    paths: Sequence[str | os.PathLike[str]], device: str, precision: str, workers: int, threads: int = 0
+) -> CT2Translator:
+    """A CT2Translator for `mtkit translate|serve -m DIR`; one directory (CTranslate2 runs no ensembles)."""
+    if len(paths) != 1:
+        raise MtkitError("CTranslate2 runs one model, not an ensemble; give one -m with a CTranslate2 directory.")
+    path = Path(paths[0])
+    import_ctranslate2()
+    if not (path / SPM_NAME).is_file():
+        raise MtkitError(
+            f"{path} has no {SPM_NAME}, the SentencePiece model that turns text into its tokens; "
+            "export it with mtkit export --format ctranslate2, which writes one."
+        )
+    vocab = Vocab.load(path / SPM_NAME)
+    engine = CT2Engine(path, vocab, device, precision, workers, threads or torch.get_num_threads())
+    logger.info("CTranslate2 model %s on %s (%s)", path, engine.device, engine.compute_type)
+    return CT2Translator(engine, vocab, workers)
+
+
+def describe(translator: Translator) -> dict[str, Any] | None:
+    """The /info entry of a CTranslate2 model; None for mtkit's own."""
+    return translator.engine.describe() if isinstance(translator, CT2Translator) else None
+
+
+__all__ = ["CT2Engine", "CT2Translator", "check", "check_runtime", "describe", "is_ct2_dir", "load", "with_defaults"]

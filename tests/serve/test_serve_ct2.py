@@ -1,0 +1,47 @@
+"""`mtkit serve -m CT2DIR`: a CTranslate2 export behind the server's batching, limits and endpoints."""
+
+from __future__ import annotations
+
+import pytest
+
+for _name in ("httpx", "fastapi", "uvicorn", "ctranslate2"):
+    pytest.importorskip(_name)
+
+from mtkit.export import export
+from tests.conftest import run_cli
+from tests.export.conftest import toy_sentences, trained_model  # noqa: F401 - fixtures
+from tests.serve.conftest import Server
+
+
+@pytest.fixture(scope="module")
+def ct2_server(trained_model, tmp_path_factory):  # noqa: F811
+    model = export(trained_model, tmp_path_factory.mktemp("ct2-serve") / "model")
+    srv = Server(model, tmp_path_factory.mktemp("serve"), "--batch-wait-ms", "20", "--max-lines", "8")
+    yield srv, model
+    srv.stop()
+
+
+def test_translate_agrees_with_mtkit_translate(ct2_server, toy_sentences):  # noqa: F811
+    server, model = ct2_server
+    lines = toy_sentences[:6] + [""]
+    expected = run_cli("translate", "-m", model, "--scores", input="\n".join(lines) + "\n")
+    assert expected.returncode == 0, expected.stderr
+    pairs = [line.rsplit("\t", 1) for line in expected.stdout.splitlines()]
+    answer = server.post("/translate", json={"text": lines})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["translations"] == [text for text, _ in pairs]
+    assert answer.json()["scores"] == pytest.approx([float(score) for _, score in pairs], abs=1e-3)
+
+
+def test_info_and_limits(ct2_server):
+    server, _ = ct2_server
+    info = server.get("/info").json()
+    assert info["models"][0]["kind"] == "ctranslate2" and info["decode"]["lenpen"] == "fairseq"
+    too_many = server.post("/translate", json={"text": ["a"] * 9})
+    assert too_many.status_code == 413
+
+
+def test_request_setting_ctranslate2_lacks_is_422(ct2_server):
+    server, _ = ct2_server
+    answer = server.post("/translate", json={"text": ["small house"], "lenpen": "gnmt", "beam": 4})
+    assert answer.status_code == 422 and "--lenpen fairseq" in answer.json()["error"]
