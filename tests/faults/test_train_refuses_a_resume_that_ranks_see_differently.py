@@ -8,6 +8,7 @@ weights, so the replicas would drift apart silently. Both ranks must refuse in o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -74,11 +75,13 @@ def test_each_rank_refuses_what_any_rank_found_wrong(tmp_path, monkeypatch) -> N
     import torch
 
     from mtkit import checkpoint
+    from mtkit.config import ModelConfig
     from mtkit.errors import MtkitError
     from mtkit.train import distributed, resume
 
     position = {"data": {"epoch": 0, "batch": 2, "world_size": 2, "max_tokens": 400, "seed": 5}}
     saved = {"format": "mtkit", "version": 1, "kind": "checkpoint", "model": {"w": torch.ones(2)}, "optimizer": {}}
+    saved["model_config"] = dataclasses.asdict(ModelConfig())  # what every checkpoint holds (checkpoint.require_model)
     checkpoint.save_checkpoint({**saved, **position, "step": 2, "progress": {"elapsed": 9.5}}, tmp_path, 2)
     rank0 = distributed.World(rank=0, size=2, local_rank=0, device=torch.device("cpu"))
     same = ("", (2, 0, 2, 9.5))
