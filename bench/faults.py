@@ -34,7 +34,16 @@ DOCSTRING = re.compile(r"fault:\s*(?P<fault>.+?);\s*expected:\s*(?P<expected>.+?
 # The finding of an issue that each fault test answers, printed as its row's first column: one
 # entry per test file, so that the fixes of an issue's rows are added (and merged) side by side.
 ISSUE_ROWS: dict[str, str] = {
+    "test_serve_refuses_web_pages_and_foreign_host_names": "#37.1",
+    "test_serve_asks_for_an_api_key_and_warns_when_open": "#37.2",
+    "test_serve_answers_every_bad_body_with_one_json_line": "#37.3",
+    "test_a_real_serve_process_refuses_bad_requests_without_a_traceback": "#37.3",
+    "test_serve_runs_no_code_named_in_its_environment": "#37.4",
+    "test_train_survives_sigterm_and_ctrl_c": "#37.5",
+    "test_train_stops_validation_at_sigterm": "#37.6",
+    "test_train_refuses_a_resume_that_ranks_see_differently": "#37.7",
     "test_average_never_writes_over_its_inputs_or_a_training_checkpoint": "#37.8",
+    "test_export_keeps_the_files_a_user_added_to_its_directory": "#37.9",
     "test_restart_moves_only_mtkits_own_files": "#37.10",
     "test_prepare_and_bpe_lock_their_data_directory": "#37.11",
     "test_a_work_directory_is_judged_live_by_its_lock_not_its_pid": "#37.12",

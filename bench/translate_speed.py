@@ -99,13 +99,13 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
 
     sys.path.insert(0, str(ROOT))
     from mtkit.config import DecodeConfig
-    from mtkit.decode.translator import Translator
+    from mtkit.decode.loading import load_translator
 
     torch.set_num_threads(job["threads"])
     ct2 = precision.startswith("ct2-")
     precision = precision.removeprefix("ct2-")
     model = job["ct2_dir"] if ct2 else job["model"]
-    translator = Translator.load(model, device=job["device"], precision=precision, workers=job["workers"])
+    translator = load_translator(model, device=job["device"], precision=precision, workers=job["workers"])
     config = DecodeConfig(
         beam=job["beam"],
         alpha=job["alpha"],

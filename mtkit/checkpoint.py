@@ -175,7 +175,7 @@ def load(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
     if path.is_dir():  # a Hugging Face Marian directory (`mtkit export --format huggingface`), or one sentence
         from mtkit.marian import load_marian_dir
 
-        return load_marian_dir(path)
+        return {"format": FORMAT, "version": VERSION, **load_marian_dir(path)}
     if not path.is_file():
         raise MtkitError(f"model file {path} does not exist.")
     try:

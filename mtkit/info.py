@@ -20,7 +20,7 @@ from mtkit.errors import MtkitError
 from mtkit.provenance import read_run_json
 
 
-def _parameters(state: dict[str, Any]) -> int:
+def parameters(state: dict[str, Any]) -> int:
     """Parameters of a state_dict, each shared tensor counted once (tied embeddings, paper 3.4)."""
     seen: set[tuple] = set()
     total = 0
@@ -44,7 +44,7 @@ def _vocabulary(vocab: bytes | None) -> dict[str, Any] | None:
     return {"pieces": pieces, "sha256": hashlib.sha256(vocab).hexdigest(), "bytes": len(vocab)}
 
 
-def _best(ckpt: dict[str, Any]) -> dict[str, float] | None:
+def best_score(ckpt: dict[str, Any]) -> dict[str, float] | None:
     best = (ckpt.get("progress") or {}).get("best")
     if not isinstance(best, (int, float)) or best in (float("inf"), float("-inf")):
         return None
@@ -60,7 +60,7 @@ def describe_file(path: Path) -> dict[str, Any]:
     try:
         config = checkpoint.config_of(ckpt)
         state = ckpt["model"]
-        params = _parameters(state)
+        params = parameters(state)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise MtkitError(f"{path} is an mtkit file, but a damaged one ({type(exc).__name__}: {exc}).") from None
     data, progress = ckpt.get("data") or {}, ckpt.get("progress") or {}
@@ -76,7 +76,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "step": int(ckpt.get("step", 0)),
         "epoch": data["epoch"] + 1 if "epoch" in data else None,
         "training_hours": round(progress["elapsed"] / 3600, 4) if "elapsed" in progress else None,
-        "best_valid": _best(ckpt),
+        "best_valid": best_score(ckpt),
         "train_config": ckpt.get("train_config"),
         "provenance": ckpt.get("provenance"),
         "averaged_from": ckpt.get("averaged_from"),
@@ -118,7 +118,7 @@ def _checkpoints(run: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["step"] is None, r["step"] or 0, r["file"]))
 
 
-def _metrics(run: Path) -> dict[str, Any] | None:
+def run_metrics(run: Path) -> dict[str, Any] | None:
     """The best validation figures, the last step and the training time that metrics.jsonl records."""
     from mtkit.plot import minutes_axis
 
@@ -166,7 +166,7 @@ def describe_run(run: Path) -> dict[str, Any]:
     return {
         "run": str(run),
         "config": saved,
-        "metrics": _metrics(run),
+        "metrics": run_metrics(run),
         "checkpoints": checkpoints,
         "newest": newest,
         "unreadable": unreadable,

@@ -350,9 +350,8 @@ def _vocabulary(path: Path) -> bytes:
 
 
 def load_marian_dir(path: str | os.PathLike) -> dict[str, Any]:
-    """A Hugging Face Marian directory as the dict `checkpoint.load` returns (kind "model"), or one sentence."""
-    from mtkit import checkpoint
-
+    """A Hugging Face Marian directory as the dict `checkpoint.load` returns (kind "model", less the file format
+    and version that checkpoint.load adds), or one sentence."""
     path = Path(path)
     if not is_hf_dir(path):
         raise MtkitError(
@@ -365,8 +364,6 @@ def load_marian_dir(path: str | os.PathLike) -> dict[str, Any]:
     state = from_marian(_weights(path), cfg, path)
     record = _read_json(path / "mtkit-export.json") or {}
     return {
-        "format": checkpoint.FORMAT,
-        "version": checkpoint.VERSION,
         "kind": "model",
         "model_config": dataclasses.asdict(cfg),
         "model": state,

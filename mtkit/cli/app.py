@@ -24,7 +24,8 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_CODES = (
     "Exit codes: 0 done (also when the reader of the output goes away); 1 a user error, said in one "
-    "sentence; 2 a usage error (an unknown option or a bad choice); 130 interrupted."
+    "sentence; 2 a usage error (an unknown option or a bad choice); 130 interrupted (Ctrl-C); 143 stopped by "
+    "SIGTERM (train: after saving its checkpoint, so that a scheduler retries and the rerun resumes)."
 )
 
 

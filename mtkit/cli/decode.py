@@ -209,13 +209,15 @@ def translate(
     *,
     given: dict[str, Any],
 ) -> None:
-    """Translate raw text, one sentence a line, with beam search (or sampling); or score given translations.
+    r"""Translate raw text, one sentence a line, with beam search (or sampling); or score given translations.
 
     Example: mtkit translate -m runs/small/averaged.pt < test.en > test.hyp.de
 
     Sampling, 3 samples a line: mtkit translate -m averaged.pt --sampling --topk 10 --nbest 3 --seed 7 < mono.de
 
     Ensemble: mtkit translate -m seed1/averaged.pt -m seed2/averaged.pt < test.en
+
+    -m also takes a Hugging Face Marian directory or a CTranslate2 one (mtkit export --format ...).
 
     Target prefix: printf 'A man sleeps.\tEin Mann\n' | mtkit translate -m averaged.pt --prefix
 
@@ -227,8 +229,8 @@ def translate(
     import torch
     from tqdm import tqdm
 
+    from mtkit.decode.loading import load_translator
     from mtkit.decode.pairs import tab_pairs, zip_lines
-    from mtkit.decode.translator import Translator
     from mtkit.textio import open_input, open_output, read_lines_lenient
 
     setup_logging(logging.WARNING)
@@ -248,7 +250,7 @@ def translate(
         source = stack.enter_context(open_input(input))
         second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
-        translator = Translator.load(model, device=device, precision=precision, workers=workers)
+        translator = load_translator(model, device=device, precision=precision, workers=workers)
         stack.callback(translator.close)
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)

@@ -138,13 +138,9 @@ class Translator:
 
         The models loaded are this translator's own, so mtkit.runtime's decisions are applied to them here:
         `precision` (auto and int8 included), the fp32 CPU products' backend and packed weights.
-        `workers`: see `Translator`. A CTranslate2 directory (`mtkit export`) runs on CTranslate2 instead
-        (mtkit/decode/ct2.py)."""
+        `workers`: see `Translator`. A CTranslate2 directory (`mtkit export`) opens with
+        mtkit.decode.loading.load_translator, which picks the engine."""
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
-        from mtkit.decode import ct2
-
-        if any(ct2.is_ct2_dir(p) for p in paths):
-            return ct2.load(paths, device, precision, workers)
         models: list[Transformer] = []
         vocabs: list[bytes] = []
         for p in paths:

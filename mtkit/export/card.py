@@ -47,7 +47,7 @@ def _front_matter(langs: tuple[str, str] | None) -> list[str]:
 
 
 def _about(ckpt: dict[str, Any], source: Path, cfg: ModelConfig, langs: tuple[str, str] | None) -> list[str]:
-    from mtkit.info import _parameters, architecture
+    from mtkit.info import architecture, parameters
 
     pair = f"{langs[0]} → {langs[1]}" if langs else "translation"
     vocab = ckpt.get("vocab") or b""
@@ -60,7 +60,7 @@ def _about(ckpt: dict[str, Any], source: Path, cfg: ModelConfig, langs: tuple[st
         "source, target and output embeddings tied as the model was trained.",
         "",
         f"- Architecture: {architecture(cfg)}",
-        f"- Parameters: {_parameters(ckpt['model']):,}",
+        f"- Parameters: {parameters(ckpt['model']):,}",
         f"- Vocabulary: one joint SentencePiece BPE model ({len(vocab):,} bytes), `source.spm` = `target.spm`; "
         "ids `<pad>` 0, `<unk>` 1, `<s>` 2, `</s>` 3; the decoder starts from `<s>`.",
     ]
@@ -110,15 +110,15 @@ def _training(ckpt: dict[str, Any]) -> list[str]:
 
 
 def _scores(ckpt: dict[str, Any], source: Path) -> list[str]:
-    from mtkit.info import _best, _metrics
+    from mtkit.info import best_score, run_metrics
 
     lines = ["## Evaluation", ""]
-    best = _best(ckpt)
+    best = best_score(ckpt)
     if best and "bleu" in best:
         lines.append(f"- Best validation BLEU (sacreBLEU, greedy, on the dev sample): {best['bleu']:.2f}")
     elif best:
         lines.append(f"- Best validation loss (NLL per token): {best['nll']:.3f}")
-    metrics = _metrics(source.parent) if (source.parent / "metrics.jsonl").is_file() else None
+    metrics = run_metrics(source.parent) if (source.parent / "metrics.jsonl").is_file() else None
     for key, label in (("bleu", "BLEU (greedy, dev sample)"), ("loss", "loss"), ("ppl", "perplexity")):
         found = (metrics or {}).get(f"best_valid_{key}")
         if found:

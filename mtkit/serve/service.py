@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mtkit.config import DecodeConfig
-from mtkit.decode import ct2
+from mtkit.decode import ct2, loading
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
@@ -67,7 +67,7 @@ def check_models(models: tuple[str, ...]) -> None:
 def load_translator(models: tuple[str, ...], device: str, precision: str) -> Translator:
     """One Translator for the `-m` files given; an ensemble of several is not served yet."""
     check_models(models)
-    return Translator.load(models[0], device=device, precision=precision)
+    return loading.load_translator(models[0], device=device, precision=precision)
 
 
 def model_info(path: str, translator: Translator) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import pytest
 
 from mtkit.config import DecodeConfig
 from mtkit.decode import ct2
+from mtkit.decode.loading import load_translator
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from mtkit.export import RECORD, export
@@ -63,7 +64,7 @@ def test_greedy_equals_at_each_sentences_own_length_limit(trained_model, ct2_dir
     as mtkit's search ends them."""
     config = DecodeConfig(beam=1, max_len_a=limits[0], max_len_b=limits[1])
     ours = Translator.load(trained_model).translate_stream(toy_sentences, config)
-    theirs = Translator.load(ct2_dir).translate_stream(toy_sentences, config)
+    theirs = load_translator(ct2_dir).translate_stream(toy_sentences, config)
     for a, b in zip(ours, theirs, strict=True):
         assert (b.text, b.score) == (a.text, pytest.approx(a.score, abs=2e-4))
 

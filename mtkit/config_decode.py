@@ -1,0 +1,119 @@
+"""The decoding settings (section 6.1: beam search, and sampling instead of it), typed and validated like the rest.
+
+Kept apart from mtkit/config.py (training and model settings), which re-exports them: `from mtkit.config
+import DecodeConfig` is where callers take them from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mtkit.config_fields import _check, _positive, option
+
+LENPEN_CHOICES = ("gnmt", "fairseq", "none")
+EARLY_STOP_CHOICES = ("exact", "patience", "none")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Beam search settings of section 6.1: beam 4, length penalty alpha 0.6, max length input + 50.
+
+    The length penalty is GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, Eq. 14);
+    "fairseq" is |Y|^alpha and "none" ranks by the plain sum of log-probabilities. |Y|
+    counts the end-of-sentence token, as tensor2tensor and fairseq do. The longest output
+    for a source of n subword tokens is floor(max_len_a * n + max_len_b) tokens before EOS.
+    """
+
+    beam: int = option(4, "Beam size; 1 is greedy search.")
+    alpha: float = option(0.6, "Length penalty exponent (0 ranks by plain log-probability).")
+    lenpen: str = option(
+        "gnmt", "Length penalty formula: gnmt ((5+|Y|)/6)^alpha, fairseq |Y|^alpha, or none.", LENPEN_CHOICES
+    )
+    max_len_a: float = option(1.0, "Longest output = a x source tokens + b.")
+    max_len_b: int = option(50, "Longest output = a x source tokens + b.")
+    nbest: int = option(1, "Write the K best as LINE<TAB>TRANSLATION<TAB>SCORE, K lines per input.")
+    early_stop: str = option(
+        "patience",
+        "patience: stop once `beam` hypotheses end (fairseq, CTranslate2); exact: "
+        "once none live can win (the paper; up to 1.4x the time); none: at the length limit.",
+        EARLY_STOP_CHOICES,
+    )
+
+    def __post_init__(self) -> None:
+        _positive(self, "beam", "nbest")
+        _check(self.lenpen in LENPEN_CHOICES, type(self), "lenpen", f"one of {', '.join(LENPEN_CHOICES)}", self.lenpen)
+        _check(
+            isinstance(self.alpha, (int, float))
+            and self.alpha >= 0
+            and self.alpha == self.alpha
+            and self.alpha != float("inf"),
+            type(self),
+            "alpha",
+            "a finite number >= 0",
+            self.alpha,
+        )
+        _check(
+            isinstance(self.max_len_a, (int, float)) and 0 <= self.max_len_a < float("inf"),
+            type(self),
+            "max_len_a",
+            "a finite number >= 0",
+            self.max_len_a,
+        )
+        _check(
+            isinstance(self.max_len_b, int) and self.max_len_b >= 0,
+            type(self),
+            "max_len_b",
+            "an integer >= 0",
+            self.max_len_b,
+        )
+        _check(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)
+        _check(
+            self.early_stop in EARLY_STOP_CHOICES,
+            type(self),
+            "early_stop",
+            f"one of {', '.join(EARLY_STOP_CHOICES)}",
+            self.early_stop,
+        )
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling instead of beam search (back-translation, Edunov et al. 2018): temperature, then top-k, then top-p.
+
+    Each sample has its own random stream, seeded by (seed, the source's subword ids, the sample's
+    index), so a sentence gets the same samples alone or in any batch. `samples` is set by --nbest.
+    """
+
+    topk: int = option(0, "With --sampling: draw from the K most probable tokens only (0: all; 1: greedy).")
+    topp: float = option(
+        1.0,
+        "With --sampling: draw from the smallest set of tokens whose probability reaches P (nucleus sampling; 1: all).",
+    )
+    temperature: float = option(1.0, "With --sampling: divide the logits by T (< 1 sharper, > 1 flatter).")
+    seed: int = option(1, "With --sampling: the seed; the same seed gives the same samples.")
+    samples: int = 1  # independent samples per sentence (--nbest on the command line)
+
+    def __post_init__(self) -> None:
+        _positive(self, "samples")
+        _check(
+            isinstance(self.topk, int) and self.topk >= 0,
+            type(self),
+            "topk",
+            "0 (all) or a positive integer",
+            self.topk,
+        )
+        _check(
+            isinstance(self.topp, (int, float)) and 0.0 < self.topp <= 1.0,
+            type(self),
+            "topp",
+            "a number in (0, 1]",
+            self.topp,
+        )
+        _check(
+            isinstance(self.temperature, (int, float)) and 0.0 < self.temperature < float("inf"),
+            type(self),
+            "temperature",
+            "a finite number > 0",
+            self.temperature,
+        )
+        _check(isinstance(self.seed, int) and self.seed >= 0, type(self), "seed", "an integer >= 0", self.seed)
