@@ -32,7 +32,7 @@ SIGTERM_IN_VALIDATION = textwrap.dedent("""
             return real(*args, **kwargs)
         return batch
     validation.batch_loss = counted(validation.batch_loss, "loss")  # validation's only: training's is forward's
-    translator.Translator._search = counted(translator.Translator._search, "bleu")  # one decoding batch
+    translator.search_batch = counted(translator.search_batch, "bleu")  # one decoding batch (a module function)
     sys.argv = ["mtkit", *sys.argv[1:]]
     cli.main()
 """)
