@@ -39,6 +39,7 @@ def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: Ex
     check_target(out, fmt.FILES)
     fmt.import_extra()
     ckpt = checkpoint.load(model_path, mmap=True)  # a checkpoint's optimizer state is never read
+    checkpoint.require_model(ckpt, model_path)
     if not ckpt.get("vocab"):
         raise MtkitError(f"{model_path} holds no SentencePiece vocabulary; an exported model needs one.")
     record = {
