@@ -219,7 +219,8 @@ def config_of(ckpt: dict[str, Any]) -> ModelConfig:
     """The ModelConfig a checkpoint, a model file or an export's record holds (its weights need not be there)."""
     if not isinstance(ckpt.get("model_config"), dict):  # callers that know the path have asked already
         raise MtkitError(
-            "the model file is an mtkit file, but a damaged one: it holds no model_config (or it was not written by mtkit)."
+            "the model file is an mtkit file, but a damaged one: it holds no model_config "
+            "(or it was not written by mtkit)."
         )
     return config_from_dict(ModelConfig, ckpt["model_config"])
 
