@@ -11,8 +11,8 @@ for _name in ("httpx", "fastapi", "uvicorn"):
     pytest.importorskip(_name)
 
 from mtkit.decode.translator import Translator
-from tests.conftest import run_cli
-from tests.train.conftest import synthetic_pairs
+from tests.support.cli import run_cli
+from tests.support.corpora import synthetic_pairs
 
 LINES = synthetic_pairs(40, seed=11)[0][:6] + [""]
 
