@@ -98,7 +98,7 @@ def main() -> int:
     parser.add_argument("-k", default="", help="Only the faults whose test names match (pytest -k).")
     parser.add_argument("--row", default="", help="Only the test files whose issue row starts so ('#37', '#37.8').")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))  # the tests import `tests.conftest`; a script run puts only bench/ on the path
+    sys.path.insert(0, str(ROOT))  # the tests import `tests.support`; a script run puts only bench/ on the path
     collector = _Collector()
     start = time.monotonic()
     wanted = [

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import io
 import json
 import re
 import resource
@@ -48,9 +47,8 @@ PEERS = Path(__file__).resolve().parents[2] / "shared" / "peers"
 
 def make_corpus(out: Path, sentences: int, vocab: int, seed: int) -> Path:
     """Random ids with WMT-like lengths; a small real SentencePiece model stands in for the vocabulary."""
-    import sentencepiece as spm
-
     from mtkit.data.binarize import BinaryWriter
+    from mtkit.data.vocab import train_bpe
 
     rng = np.random.default_rng(seed)
     (out / "bin").mkdir(parents=True, exist_ok=True)
@@ -60,20 +58,8 @@ def make_corpus(out: Path, sentences: int, vocab: int, seed: int) -> Path:
         for lang, lengths in (("en", src_len), ("de", tgt_len)):
             with BinaryWriter(out / "bin" / f"{split}.{lang}", vocab) as w:
                 w.add_many([rng.integers(4, vocab, length) for length in lengths])
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(["a b c d e f g h"] * 10),
-        model_writer=model,
-        vocab_size=16,
-        model_type="bpe",
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
-        hard_vocab_limit=False,
-        minloglevel=2,
-    )
-    (out / "spm.model").write_bytes(model.getvalue())
+    # A stand-in (--vocab sizes the model, the ids are random); 260 of its 270 ids are special and byte pieces.
+    (out / "spm.model").write_bytes(train_bpe(["a b c d e f g h"] * 10, vocab_size=270))
     (out / "bpe.json").write_text(json.dumps({"src_lang": "en", "tgt_lang": "de", "vocab_size": vocab}))
     return out
 

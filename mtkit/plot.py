@@ -85,8 +85,11 @@ class Curve:
 # ---- reading --------------------------------------------------------------------------------------------
 
 
-def read_metrics(run: Path) -> list[dict[str, Any]]:
-    """RUN/metrics.jsonl as records; a missing, empty or damaged file is one sentence."""
+def read_records(run: Path) -> list[dict[str, Any]]:
+    """RUN/metrics.jsonl's records, oldest first; a missing or damaged file is one sentence.
+
+    A run killed mid-line leaves its last line cut short: that line is left out, the rest is good.
+    """
     path = run / "metrics.jsonl" if run.is_dir() else run
     if not run.exists():
         raise MtkitError(f"{run} does not exist; give a run directory (the --out of `mtkit train`).")
@@ -107,7 +110,14 @@ def read_metrics(run: Path) -> list[dict[str, Any]]:
             if not isinstance(record, dict) or "event" not in record or "time" not in record:
                 raise MtkitError(f"{path} line {number} is not an mtkit metrics record (no event and time).")
             records.append(record)
+    return records
+
+
+def read_metrics(run: Path) -> list[dict[str, Any]]:
+    """RUN/metrics.jsonl as records to plot; a missing or damaged file, or one with nothing to plot, is one sentence."""
+    records = read_records(run)
     if not any(r["event"] in ("train", "valid") for r in records):
+        path = run / "metrics.jsonl" if run.is_dir() else run
         raise MtkitError(f"{path} has no training or validation records yet; plot it after the first log line.")
     return records
 

@@ -1,4 +1,4 @@
-"""Shared test helpers: drive the real CLI (in this process or a subprocess); Multi30k as a sample or the full corpus.
+"""Fixtures every folder shares; the code that builds them lives in tests/support/.
 
 Every test runs from the repository alone with `multi30k` (a few hundred lines shipped in
 tests/data/sample/). Tests marked `integration` take `multi30k_full`, the whole corpus from
@@ -7,20 +7,24 @@ tests/data/sample/). Tests marked `integration` take `multi30k_full`, the whole 
 
 from __future__ import annotations
 
-import gzip
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.inprocess import in_process
-
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "tests" / "data" / "sample"
-SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-en-de"
+from mtkit import checkpoint
+from tests.support.cli import run_cli
+from tests.support.corpora import (
+    SHARED_MULTI30K,
+    build_data_dir,
+    full_multi30k,
+    sample_multi30k,
+    short_pairs,
+    synthetic_pairs,
+)
+from tests.support.models import TOY_STEPS, random_model, save_run, train_toy
+from tests.support.spm import BYTE_PIECES, pieces, train_spm
 
 # Tests are small; two intra-op threads match the CI machine and keep timings stable.
 torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -34,55 +38,15 @@ os.environ.setdefault("MTKIT_AUTO_PRECISION", "fp32")
 os.environ.setdefault("MTKIT_CPU_MATMUL", "onednn")
 
 
-def run_cli(
-    *args: str,
-    input: str | bytes | None = None,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    timeout: float = 600,
-    process: bool = False,
-) -> subprocess.CompletedProcess:
-    """Run `mtkit ARGS` from this checkout (not whatever `mtkit` is on PATH) and capture what it says.
-
-    By default the command runs inside this test process (`in_process`): starting a Python with torch
-    costs seconds a call, which was most of the suite's time. `process=True` runs `python -m mtkit` in a
-    subprocess, for what only a process shows: /dev/stdin (a process's descriptor 0), a fresh import
-    (a package hidden by PYTHONPATH), a server that might never return. Tests of signals, kills and pipes
-    start their own processes. `timeout` bounds only a subprocess: an in-process call cannot be cut off.
-    """
-    if process:
-        full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-        return subprocess.run(
-            [sys.executable, "-m", "mtkit", *map(str, args)],
-            input=input,
-            capture_output=True,
-            text=not isinstance(input, bytes),
-            cwd=cwd,
-            env=full_env,
-            timeout=timeout,
-        )
-    return in_process(*map(str, args), input=input, cwd=cwd, env=env)
-
-
 @pytest.fixture
 def cli():
     return run_cli
 
 
-def full_multi30k() -> Path | None:
-    """The full corpus's directory (the original .gz files), or None when this machine has none."""
-    env = os.environ.get("MTKIT_MULTI30K")
-    path = Path(env) if env else SHARED_MULTI30K
-    return path if (path / "train.en.gz").is_file() else None
-
-
 @pytest.fixture(scope="session")
 def multi30k(tmp_path_factory) -> Path:
     """The sample in the corpus's own layout (train/val/test_2016_flickr .en/.de.gz), a few hundred lines each."""
-    out = tmp_path_factory.mktemp("multi30k-sample")
-    for path in SAMPLE.glob("*.??"):
-        (out / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes(), mtime=0))
-    return out
+    return sample_multi30k(tmp_path_factory.mktemp("multi30k-sample"))
 
 
 @pytest.fixture(scope="session")
@@ -97,13 +61,31 @@ def multi30k_full() -> Path:
 @pytest.fixture(scope="session")
 def cli_model(tmp_path_factory) -> Path:
     """A randomly initialised tiny model with a BPE vocabulary of synthetic text: for tests of the CLI's plumbing."""
-    import sentencepiece as spm
-
-    from tests.decode.conftest import random_model, save_run, train_spm
-    from tests.train.conftest import synthetic_pairs
-
     src, tgt = synthetic_pairs(300, seed=5)
-    vocab = train_spm(src + tgt, vocab_size=120)
+    vocab = train_spm(src + tgt, vocab_size=120 + BYTE_PIECES)
     run = tmp_path_factory.mktemp("cli-model")
-    model = random_model(len(spm.SentencePieceProcessor(model_proto=vocab)), seed=3)
-    return save_run(run, vocab, {10: model})[-1]
+    return save_run(run, vocab, {10: random_model(pieces(vocab), seed=3)})[-1]
+
+
+@pytest.fixture(scope="session")
+def toy_data(tmp_path_factory) -> Path:
+    """About 7 tiny-preset updates an epoch: resume tests cross an epoch boundary within 20 steps."""
+    splits = {"train": synthetic_pairs(240, 1), "valid": synthetic_pairs(40, 2), "test": synthetic_pairs(20, 3)}
+    return build_data_dir(tmp_path_factory.mktemp("toy"), splits, vocab_size=120 + BYTE_PIECES)
+
+
+@pytest.fixture(scope="session")
+def toy_sentences() -> list[str]:
+    """Held-out sources of the toy task (another seed than the training pairs)."""
+    return [s for s, _ in short_pairs(60, seed=11)]
+
+
+@pytest.fixture(scope="session")
+def trained_model(tmp_path_factory) -> Path:
+    """A kind "model" file of a tiny Transformer trained on the toy reverse task, with its vocabulary."""
+    pairs = short_pairs(600, seed=7)
+    vocab = train_spm([s for s, _ in pairs] + [t for _, t in pairs], vocab_size=120 + BYTE_PIECES)
+    model = train_toy(vocab, pairs)
+    path = tmp_path_factory.mktemp("trained") / "model.pt"
+    checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, vocab, step=TOY_STEPS), path)
+    return path

@@ -3,36 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
-from pathlib import Path
 
 import pytest
 import torch
 
 from mtkit import checkpoint
 from mtkit.errors import MtkitError
-from mtkit.model import build_model
-
-VOCAB = b"opaque SentencePiece bytes: averaging only carries them over"
-
-
-def save_checkpoints(run: Path, steps: list[int], **overrides) -> list[Path]:
-    """Seeded random tiny models saved as training saves them (kind "checkpoint", optimizer state included)."""
-    paths = []
-    for step in steps:
-        torch.manual_seed(step)
-        model = build_model("tiny", 40, **overrides)
-        path = run / f"checkpoint_{step}.pt"
-        checkpoint.atomic_save(
-            checkpoint.model_payload(
-                model, model.cfg, VOCAB, step=step, kind="checkpoint", optimizer={"state": {}, "param_groups": []}
-            ),
-            path,
-        )
-        paths.append(path)
-    shutil.copyfile(paths[-1], run / "checkpoint_last.pt")
-    shutil.copyfile(paths[0], run / "checkpoint_best.pt")
-    return paths
+from tests.support.models import OPAQUE_VOCAB, save_checkpoints
 
 
 def test_the_average_of_two_checkpoints_is_their_exact_mean(tmp_path):
@@ -40,7 +17,7 @@ def test_the_average_of_two_checkpoints_is_their_exact_mean(tmp_path):
     wa, wb = checkpoint.load(a)["model"], checkpoint.load(b)["model"]
     averaged = checkpoint.average([a, b])
     assert averaged["kind"] == "model" and "optimizer" not in averaged
-    assert averaged["step"] == 200 and averaged["vocab"] == VOCAB
+    assert averaged["step"] == 200 and averaged["vocab"] == OPAQUE_VOCAB
     assert averaged["averaged_from"] == [
         {"file": str(p), "step": step, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
         for p, step in ((a, 100), (b, 200))

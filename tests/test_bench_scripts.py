@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from recipe_tools import load_script
 
 from mtkit.data.dataset import open_data
+from tests.support.recipes import load_script
 
 
 def test_train_throughputs_synthetic_corpus_is_data_that_training_reads(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def test_help_and_score_answer_without_importing_torch(tmp_path):
             capture_output=True,
             text=True,
             cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout, as tests/conftest.py's run_cli
+            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout, as tests/support/cli.py's run_cli
             timeout=120,
         )
         assert done.stderr.splitlines()[-1] == "torch imported: False", (args, done.stderr)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.cli import ROOT
 
 FAST = ("--beam", "1", "--max-len-b", "3", "--max-tokens", "256", "--device", "cpu", "--threads", "1")  # fairseq's name
 LINES = "a man runs\nthe dog sits on the street\n\nred ball\n"

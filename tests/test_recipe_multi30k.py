@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from recipe_tools import ROOT, decode_config, load_script, parse_line, parse_mtkit, run_recipe, tree
+
+from tests.support.recipes import ROOT, decode_config, load_script, parse_line, parse_mtkit, run_recipe, tree
 
 ORDER = ["prepare", "bpe", "train", "plot", "average"] + ["translate", "score"] * 4
 # --quick translates only what its result needs: the test set with the last checkpoint, nothing averaged.

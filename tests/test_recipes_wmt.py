@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from recipe_tools import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
 
 from mtkit.config import get_preset
+from tests.support.recipes import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
 
 RECIPES = {
     "wmt14-en-de": ("de", 37000, {"base": 0.1, "big": 0.3}),

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from mtkit.config import BOS, EOS, PAD
 from mtkit.data.batching import epoch_batches, epoch_order, padding_efficiency, plan_batches, shard_all
-from mtkit.data.binarize import BinaryWriter
 from mtkit.data.dataset import open_data
 from mtkit.errors import MtkitError
-
-
-def random_sizes(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, 60, n)
-    return src, np.clip(src + rng.integers(-10, 10, n), 0, None)
+from tests.support.corpora import random_sizes, write_pairs
 
 
 @pytest.mark.parametrize("max_tokens", [64, 300, 4096])
@@ -96,17 +88,8 @@ def test_padding_efficiency_is_real_over_padded() -> None:
     assert both == pytest.approx(12 / 14)
 
 
-def write_data(root, pairs, vocab_size=50) -> None:
-    (root / "bin").mkdir(parents=True)
-    for lang, side in (("en", 0), ("de", 1)):
-        with BinaryWriter(root / "bin" / f"train.{lang}", vocab_size) as w:
-            for pair in pairs:
-                w.add_many([pair[side]])
-    (root / "bpe.json").write_text(json.dumps({"src_lang": "en", "tgt_lang": "de", "vocab_size": vocab_size}))
-
-
 def test_collate_adds_bos_eos_and_right_padding(tmp_path) -> None:
-    write_data(tmp_path, [([10, 11, 12], [20]), ([13], [21, 22, 23, 24]), ([], [25])])
+    write_pairs(tmp_path, [([10, 11, 12], [20]), ([13], [21, 22, 23, 24]), ([], [25])])
     split = open_data(tmp_path).split("train")
     batch = split.collate(np.array([1, 0, 2]))
     assert batch.src.tolist() == [[13, EOS, PAD, PAD], [10, 11, 12, EOS], [EOS, PAD, PAD, PAD]]
@@ -119,6 +102,6 @@ def test_collate_adds_bos_eos_and_right_padding(tmp_path) -> None:
 def test_data_dir_without_binarized_data_is_one_clear_error(tmp_path) -> None:
     with pytest.raises(MtkitError, match="run `mtkit bpe"):
         open_data(tmp_path)
-    write_data(tmp_path / "d", [([1], [2])])
+    write_pairs(tmp_path / "d", [([1], [2])])
     with pytest.raises(MtkitError, match="valid.en.bin is missing"):
         open_data(tmp_path / "d").split("valid")

@@ -20,7 +20,7 @@ from mtkit.data.buckets import bucketed, pad_batch
 from mtkit.data.dataset import open_data
 from mtkit.model import Transformer
 from mtkit.train.loss import label_smoothed_sums
-from tests.data.test_batching import random_sizes, write_data
+from tests.support.corpora import random_sizes, write_pairs
 
 
 def test_the_ladder_grows_by_about_a_fourth_root_of_two_and_ends_at_the_limit() -> None:
@@ -64,7 +64,7 @@ def test_an_unbucketed_plan_counts_its_distinct_shapes() -> None:
 def test_a_bucketed_batch_gives_the_loss_and_gradients_of_the_unpadded_one(tmp_path) -> None:
     """Extra PAD columns and empty rows change no number: padding is masked, empty pairs have no target."""
     pairs = [([5, 6, 7], [8, 9]), ([10], [11, 12, 13, 14]), ([15, 16], [17])]
-    write_data(tmp_path, pairs)
+    write_pairs(tmp_path, pairs)
     split = open_data(tmp_path).split("train")
     (padded_split,) = bucketed((split,), "ladder", 64, 1024)
     indices = np.arange(3)

@@ -7,13 +7,13 @@ import json
 import tarfile
 
 import pytest
-from data_fixtures import build_wmt14_de, build_wmt14_fr, make_tgz, serve
 
 from mtkit.data.corpora import default_registry
 from mtkit.data.fetch import RECORDED, VERIFIED, Fetcher
 from mtkit.data.normalize import normalize
 from mtkit.data.prepare import PrepareOptions, prepare
 from mtkit.errors import MtkitError
+from tests.support.archives import build_wmt14_de, build_wmt14_fr, make_tgz, serve
 
 
 @pytest.fixture

@@ -23,20 +23,7 @@ from mtkit.decode.beam import (
     top_k,
 )
 from mtkit.decode.ensemble import make_step
-
-
-def sources(n: int, vocab_size: int, seed: int, max_len: int = 9) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, max_len + 1, (n,), generator=g).tolist()
-    return [torch.randint(4, vocab_size, (length,), generator=g).tolist() for length in lengths]
-
-
-def batch(ids: list[list[int]]) -> torch.Tensor:
-    """ids + [EOS], right-padded with PAD: what the translator feeds the search."""
-    src = torch.full((len(ids), max(map(len, ids)) + 1), PAD, dtype=torch.long)
-    for row, sentence in enumerate(ids):
-        src[row, : len(sentence) + 1] = torch.tensor([*sentence, EOS])
-    return src
+from tests.support.models import batch, sources
 
 
 def sequence_logprob(model, src: torch.Tensor, outputs: list[list[int]]) -> list[float]:

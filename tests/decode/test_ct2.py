@@ -1,6 +1,6 @@
 """`mtkit translate -m CT2DIR`: CTranslate2 searches behind mtkit's text pipeline, with mtkit's outputs.
 
-A tiny model trained on the toy task (tests/export/conftest.py) is exported, then translated by the
+A tiny model trained on the toy task (tests/support/models.py: train_toy) is exported, then translated by the
 command line through both engines: greedy outputs and scores equal (per-sentence length limits
 included), beam outputs equal with `--lenpen fairseq` (CTranslate2's formula), input order kept
 across chunks and threads, and each setting CTranslate2 cannot run refused in one sentence.
@@ -21,19 +21,18 @@ from mtkit.decode.loading import load_translator
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from mtkit.export import RECORD, export
-from tests.conftest import run_cli
-from tests.export.conftest import toy_sentences, trained_model  # noqa: F401 - fixtures
+from tests.support.cli import run_cli
 
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'mtkit[ct2]'")
 
 
 @pytest.fixture(scope="module")
-def ct2_dir(trained_model, tmp_path_factory) -> Path:  # noqa: F811
+def ct2_dir(trained_model, tmp_path_factory) -> Path:
     return export(trained_model, tmp_path_factory.mktemp("ct2-engine") / "model")
 
 
 @pytest.fixture(scope="module")
-def text(toy_sentences) -> str:  # noqa: F811
+def text(toy_sentences) -> str:
     lines = toy_sentences[:30]
     return "\n".join(lines[:10] + [""] + lines[10:]) + "\n"  # an empty line keeps its place
 
@@ -49,7 +48,7 @@ def split_scores(lines: list[str]) -> tuple[list[str], list[float]]:
     return [p[0] for p in pairs], [float(p[1]) for p in pairs]
 
 
-def test_greedy_equals_mtkit_engine(trained_model, ct2_dir, text):  # noqa: F811
+def test_greedy_equals_mtkit_engine(trained_model, ct2_dir, text):
     args = ("--beam", "1", "--scores", "--lenpen", "gnmt")  # GNMT's penalty too: greedy search ranks nothing
     ours, our_scores = split_scores(translate(trained_model, text, *args))
     theirs, their_scores = split_scores(translate(ct2_dir, text, *args))
@@ -59,7 +58,7 @@ def test_greedy_equals_mtkit_engine(trained_model, ct2_dir, text):  # noqa: F811
 
 
 @pytest.mark.parametrize("limits", [(0.0, 1), (0.5, 1), (1.0, 2)])
-def test_greedy_equals_at_each_sentences_own_length_limit(trained_model, ct2_dir, toy_sentences, limits):  # noqa: F811
+def test_greedy_equals_at_each_sentences_own_length_limit(trained_model, ct2_dir, toy_sentences, limits):
     """Outputs cut by a short limit that differs within a batch: ended with EOS at the limit and rescored,
     as mtkit's search ends them."""
     config = DecodeConfig(beam=1, max_len_a=limits[0], max_len_b=limits[1])
@@ -69,7 +68,7 @@ def test_greedy_equals_at_each_sentences_own_length_limit(trained_model, ct2_dir
         assert (b.text, b.score) == (a.text, pytest.approx(a.score, abs=2e-4))
 
 
-def test_beam_with_fairseq_penalty_equals_mtkit_engine(trained_model, ct2_dir, text):  # noqa: F811
+def test_beam_with_fairseq_penalty_equals_mtkit_engine(trained_model, ct2_dir, text):
     args = ("--beam", "4", "--lenpen", "fairseq", "--alpha", "0.6", "--nbest", "2")
     ours = [line.split("\t") for line in translate(trained_model, text, *args)]
     theirs = [line.split("\t") for line in translate(ct2_dir, text, *args)]
@@ -83,13 +82,17 @@ def test_ct2_default_penalty_is_fairseq(ct2_dir, text):
 
 
 def test_order_kept_across_chunks_batches_and_threads(ct2_dir, text):
-    whole = translate(ct2_dir, text, "--nbest", "2")
-    assert translate(ct2_dir, text, "--nbest", "2", "--buffer-size", "3", "--batch-tokens", "8") == whole
-    assert translate(ct2_dir, text, "--nbest", "2", "--batch-tokens", "8", "--workers", "2") == whole
+    """The same lines in the same order; scores equal to the printed digits' last place (another batch
+    makes CTranslate2 sum in another order, which can round a fourth decimal the other way)."""
+    whole, whole_scores = split_scores(translate(ct2_dir, text, "--nbest", "2"))
+    for args in (("--buffer-size", "3", "--batch-tokens", "8"), ("--batch-tokens", "8", "--workers", "2")):
+        lines, scores = split_scores(translate(ct2_dir, text, "--nbest", "2", *args))
+        assert lines == whole, args
+        assert scores == pytest.approx(whole_scores, abs=2e-4), args
     assert [int(line.split("\t")[0]) for line in whole[::2]] == list(range(1, len(text.splitlines()) + 1))
 
 
-def test_score_only_equals_mtkit_engine(trained_model, ct2_dir, toy_sentences):  # noqa: F811
+def test_score_only_equals_mtkit_engine(trained_model, ct2_dir, toy_sentences):
     pairs = "".join(f"{s}\t{t}\n" for s, t in zip(toy_sentences[:8], toy_sentences[8:16]))
     ours = [list(map(float, line.split("\t"))) for line in translate(trained_model, pairs, "--score-only")]
     theirs = [list(map(float, line.split("\t"))) for line in translate(ct2_dir, pairs, "--score-only")]
@@ -118,7 +121,7 @@ def test_settings_ctranslate2_lacks_are_one_sentence(ct2_dir, args, says):
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-def test_ensemble_and_missing_spm_are_one_sentence(ct2_dir, trained_model, tmp_path):  # noqa: F811
+def test_ensemble_and_missing_spm_are_one_sentence(ct2_dir, trained_model, tmp_path):
     done = run_cli("translate", "-m", ct2_dir, "-m", trained_model, input="small house\n")
     assert done.returncode != 0 and "not an ensemble" in done.stderr and "Traceback" not in done.stderr
     bare = tmp_path / "bare"
@@ -129,7 +132,7 @@ def test_ensemble_and_missing_spm_are_one_sentence(ct2_dir, trained_model, tmp_p
     assert done.returncode != 0 and "no spm.model" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_export_carries_what_the_engine_reads(ct2_dir, trained_model):  # noqa: F811
+def test_export_carries_what_the_engine_reads(ct2_dir, trained_model):
     record = json.loads((ct2_dir / RECORD).read_text(encoding="utf-8"))
     assert "spm.model" in record["files"] and record["model_config"]["max_positions"] > 1
     assert ct2.is_ct2_dir(ct2_dir) and not ct2.is_ct2_dir(trained_model) and not ct2.is_ct2_dir(ct2_dir.parent)

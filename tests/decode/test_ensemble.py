@@ -14,8 +14,8 @@ from mtkit.decode.ensemble import Ensemble, make_step
 from mtkit.decode.scoring import score_batch
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
-from tests.decode.conftest import random_model, save_run, train_spm
-from tests.decode.test_beam import batch, sources
+from tests.support.models import batch, random_model, save_run, sources
+from tests.support.spm import BYTE_PIECES, pieces, train_spm
 
 V = 30
 
@@ -54,8 +54,8 @@ def test_two_models_give_the_log_of_their_mean_probability_between_theirs(make_m
 
 
 def test_models_with_different_vocabularies_are_refused_in_one_sentence(tmp_path, spm_bytes, cli_model):
-    other = train_spm(["a b c d e f g h i j k l m n o p q r s t u v w x y z"] * 50, vocab_size=40)
-    [path] = save_run(tmp_path, other, {1: random_model(40, seed=1)})
+    other = train_spm(["a b c d e f g h i j k l m n o p q r s t u v w x y z"] * 50, vocab_size=40 + BYTE_PIECES)
+    [path] = save_run(tmp_path, other, {1: random_model(pieces(other), seed=1)})
     with pytest.raises(
         MtkitError,
         match=r"^.* and .* have different vocabularies \(their embedded spm.model "

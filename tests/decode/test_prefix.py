@@ -12,7 +12,7 @@ from mtkit.decode.sampling import sample
 from mtkit.decode.scoring import score_batch
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
-from tests.decode.test_beam import batch, sources
+from tests.support.models import batch, sources
 
 V = 30
 

@@ -12,7 +12,7 @@ from mtkit.config import EOS, DecodeConfig, SamplingConfig
 from mtkit.decode.beam import beam_search
 from mtkit.decode.sampling import draw, draw_samples, sample, sampling_weights
 from mtkit.decode.scoring import score_batch
-from tests.decode.test_beam import batch, sources
+from tests.support.models import batch, sources
 
 
 class FirstTokenStep:

@@ -10,7 +10,7 @@ from mtkit.config import BOS, EOS, DecodeConfig
 from mtkit.decode.beam import beam_search
 from mtkit.decode.scoring import score_batch
 from mtkit.decode.translator import Translator
-from tests.decode.test_beam import batch, sources
+from tests.support.models import batch, sources
 
 V = 30
 

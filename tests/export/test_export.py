@@ -21,7 +21,9 @@ from mtkit import checkpoint
 from mtkit.config import BOS, EOS, DecodeConfig
 from mtkit.decode.translator import Translator
 from mtkit.export import RECORD, ExportConfig, export
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
+from tests.support.models import random_model
+from tests.support.spm import BYTE_PIECES, train_spm
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'mtkit[ct2]'")
 
@@ -155,14 +157,17 @@ def test_cli_bad_model_is_one_sentence(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "overrides", [{"pre_norm": True}, {"share_embeddings": "none"}, {"share_embeddings": "decoder", "vocab_size": 140}]
+    "overrides",
+    [
+        {"pre_norm": True},
+        {"share_embeddings": "none"},
+        {"share_embeddings": "decoder", "vocab_size": 140 + BYTE_PIECES},
+    ],
 )
 def test_other_architectures_score_alike(overrides, tmp_path, toy_sentences):
     """Pre-norm (final LayerNorms), an untied output projection, a source table larger than the
     SentencePiece model (placeholder pieces): log-probabilities still equal, on a random model."""
-    from tests.decode.conftest import random_model, train_spm
-
-    vocab = train_spm(toy_sentences * 3, vocab_size=80)
+    vocab = train_spm(toy_sentences * 3, vocab_size=80 + BYTE_PIECES)
     sp = spm.SentencePieceProcessor(model_proto=vocab)
     fields = {"vocab_size": sp.get_piece_size(), "tgt_vocab_size": sp.get_piece_size(), **overrides}
     model = random_model(fields.pop("vocab_size"), seed=2, **fields)

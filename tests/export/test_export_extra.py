@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tests.conftest import ROOT, run_cli
+from tests.support.cli import ROOT, run_cli
 
 
 def test_missing_ctranslate2_is_one_sentence(cli_model, tmp_path):

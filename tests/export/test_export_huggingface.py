@@ -1,6 +1,6 @@
 """`mtkit export --format huggingface`: Transformers' MarianMTModel computes what mtkit computes, and reads back.
 
-A tiny model trained here on a toy task (tests/export/conftest.py) goes through both: greedy outputs
+A tiny model trained here on a toy task (tests/support/models.py: train_toy) goes through both: greedy outputs
 of `generate` equal `mtkit translate --beam 1`'s, logits agree within 1e-5 on a padded batch, the
 tokenizer gives mtkit's ids, generation_config.json holds mtkit's decoding defaults. The directory
 read back by mtkit (`translate -m DIR`, `info DIR`) is the same model, and a Marian model mtkit cannot
@@ -25,7 +25,9 @@ from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from mtkit.export import ExportConfig, export
 from mtkit.marian import load_marian_dir
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
+from tests.support.models import TOY_STEPS, random_model
+from tests.support.spm import BYTE_PIECES, train_spm
 
 transformers = pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'mtkit[hf]'")
 
@@ -118,7 +120,7 @@ def test_model_card_has_front_matter_and_training_facts(exported):
     front, body = card.split("---\n")[1], card.split("---\n", 2)[2]
     for line in ("- translation", "- marian", "- mtkit", "library_name: transformers", "pipeline_tag: translation"):
         assert line in front.splitlines()
-    assert "Updates: 120" in body and "AutoModelForSeq2SeqLM" in body and "--lenpen fairseq" in body
+    assert f"Updates: {TOY_STEPS}" in body and "AutoModelForSeq2SeqLM" in body and "--lenpen fairseq" in body
 
 
 # --------------------------------------------------------------------------- mtkit reads the directory back
@@ -131,7 +133,7 @@ def test_translate_and_info_read_the_directory_back(trained_model, exported, toy
     assert from_dir.stdout == from_file.stdout
     info = run_cli("info", exported, "--json")
     assert info.returncode == 0, info.stderr
-    assert json.loads(info.stdout)["step"] == 120
+    assert json.loads(info.stdout)["step"] == TOY_STEPS
 
 
 def test_weights_read_back_are_the_model(trained_model, exported):
@@ -178,14 +180,12 @@ def test_pickle_weights_are_never_opened(exported, tmp_path):
 
 # --------------------------------------------------------------------------- other architectures and options
 @pytest.mark.parametrize(
-    "overrides", [{"share_embeddings": "decoder", "vocab_size": 140}, {"share_embeddings": "none"}]
+    "overrides", [{"share_embeddings": "decoder", "vocab_size": 140 + BYTE_PIECES}, {"share_embeddings": "none"}]
 )
 def test_other_sharing_computes_alike_and_reads_back(overrides, tmp_path, toy_sentences):
     """An untied source table (larger than the SentencePiece model: placeholder pieces) or an untied output
     projection: logits still equal, on a random model, and the directory reads back to the same weights."""
-    from tests.decode.conftest import random_model, train_spm
-
-    vocab = train_spm(toy_sentences * 3, vocab_size=80)
+    vocab = train_spm(toy_sentences * 3, vocab_size=80 + BYTE_PIECES)
     size = spm.SentencePieceProcessor(model_proto=vocab).get_piece_size()
     fields = {"vocab_size": size, "tgt_vocab_size": size, **overrides}
     model = random_model(fields.pop("vocab_size"), seed=2, **fields)
@@ -205,9 +205,7 @@ def test_other_sharing_computes_alike_and_reads_back(overrides, tmp_path, toy_se
 
 
 def test_pre_norm_is_refused_before_anything_is_written(tmp_path, toy_sentences):
-    from tests.decode.conftest import random_model, train_spm
-
-    vocab = train_spm(toy_sentences * 3, vocab_size=80)
+    vocab = train_spm(toy_sentences * 3, vocab_size=80 + BYTE_PIECES)
     model = random_model(spm.SentencePieceProcessor(model_proto=vocab).get_piece_size(), seed=2, pre_norm=True)
     path = tmp_path / "model.pt"
     checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, vocab), path)

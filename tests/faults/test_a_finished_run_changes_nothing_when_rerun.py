@@ -8,7 +8,7 @@ import pytest
 
 from mtkit.train import trainer
 from mtkit.train.validation import Validation
-from tests.faults.training import in_process_run, snapshot
+from tests.support.training import in_process_run, snapshot
 
 
 @pytest.mark.parametrize(

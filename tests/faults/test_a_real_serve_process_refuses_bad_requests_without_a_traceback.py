@@ -14,8 +14,7 @@ import pytest
 for _name in ("httpx", "fastapi", "uvicorn"):
     pytest.importorskip(_name)
 
-from tests.serve.conftest import Server  # noqa: E402
-from tests.serve.hooks import wait_until  # noqa: E402
+from tests.support.serve import Server, wait_until  # noqa: E402
 
 KEY = "a-key-for-the-test"
 APP = "https://app.example.org"

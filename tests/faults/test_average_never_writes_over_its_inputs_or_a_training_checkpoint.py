@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.test_average import save_checkpoints
+from tests.support.models import save_checkpoints
 
 
 def _bytes(run) -> dict[str, bytes]:

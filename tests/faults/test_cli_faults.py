@@ -14,7 +14,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import ROOT
+from tests.support.cli import ROOT
 
 FAST = ("--beam", "1", "--max-len-b", "3", "--device", "cpu", "--threads", "1")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -15,7 +15,7 @@ import pytest
 
 from mtkit.errors import MtkitError
 from mtkit.export import target
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 
 def _format() -> str:

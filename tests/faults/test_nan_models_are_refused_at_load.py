@@ -7,7 +7,7 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.errors import MtkitError
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 
 @pytest.fixture

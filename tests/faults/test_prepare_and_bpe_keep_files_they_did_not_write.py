@@ -3,56 +3,27 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-
-def _files(tmp_path: Path, n: int = 300, tag: str = "") -> dict[str, Path]:
-    rows = [(f"the house number {i} {tag} is small .", f"das Haus Nummer {i} {tag} ist klein .") for i in range(n)]
-    paths = {}
-    for name, lines in (
-        ("train.en", [a for a, _ in rows]),
-        ("train.de", [b for _, b in rows]),
-        ("valid.en", ["the house is small ."]),
-        ("valid.de", ["das Haus ist klein ."]),
-        ("test.en", ["a small house ."]),
-        ("test.de", ["ein kleines Haus ."]),
-    ):
-        paths[name] = tmp_path / "in" / name
-        paths[name].parent.mkdir(exist_ok=True)
-        paths[name].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return paths
-
-
-def _prepare(cli, files: dict[str, Path], out: Path, test: bool = True):
-    args = ["prepare", "custom", "--out", out, "--workers", "1"]
-    for split in ("train", "valid", "test") if test else ("train", "valid"):
-        args += [f"--{split}-src", files[f"{split}.en"], f"--{split}-tgt", files[f"{split}.de"]]
-    return cli(*args)
-
-
-def _error(done) -> str:
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.startswith("mtkit: error:")]
-    assert len(lines) == 1, done.stderr
-    return lines[0]
+from tests.support.cli import error_line
+from tests.support.corpora import prepare_custom, text_files
 
 
 def test_prepare_keeps_the_users_files_and_refuses_to_overwrite_one(cli, tmp_path):
-    files, out = _files(tmp_path), tmp_path / "out"
+    files, out = text_files(tmp_path), tmp_path / "out"
     (out / "raw").mkdir(parents=True)
     (out / "raw" / "notes.txt").write_text("my notes\n")
     (out / "raw" / "train.en").write_text("my own corpus\n")
-    line = _error(_prepare(cli, files, out))
+    line = error_line(prepare_custom(files, out))
     assert f"{out / 'raw' / 'train.en'} was not written by `mtkit prepare`" in line
     assert (out / "raw" / "train.en").read_text() == "my own corpus\n"
 
     (out / "raw" / "train.en").unlink()
-    assert _prepare(cli, files, out).returncode == 0
+    assert prepare_custom(files, out).returncode == 0
     assert (out / "raw" / "notes.txt").read_text() == "my notes\n"
     assert "raw/notes.txt" not in json.loads((out / "prepare.json").read_text())["files"]
 
     # A rerun without a test set removes the test files mtkit wrote, and only those.
-    done = _prepare(cli, _files(tmp_path, tag="new"), out, test=False)
+    done = prepare_custom(text_files(tmp_path, tag="new"), out, test=False)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (out / "raw").iterdir()) == [
         "notes.txt",
@@ -67,9 +38,9 @@ def test_prepare_keeps_the_users_files_and_refuses_to_overwrite_one(cli, tmp_pat
 
 def test_bpe_keeps_the_users_files_and_refuses_to_overwrite_one(cli, tmp_path):
     out = tmp_path / "out"
-    assert _prepare(cli, _files(tmp_path), out).returncode == 0
+    assert prepare_custom(text_files(tmp_path), out).returncode == 0
     (out / "spm.model").write_bytes(b"a model from elsewhere")
-    line = _error(cli("bpe", out, "--vocab-size", "300"))
+    line = error_line(cli("bpe", out, "--vocab-size", "300"))
     assert f"{out / 'spm.model'} was not written by `mtkit bpe`" in line
     assert (out / "spm.model").read_bytes() == b"a model from elsewhere"
 
@@ -86,7 +57,7 @@ def test_bpe_keeps_the_users_files_and_refuses_to_overwrite_one(cli, tmp_path):
 
 def test_a_publish_cut_short_still_knows_which_files_are_mtkits(cli, tmp_path):
     """Killed between moving files into raw/ and writing the final record: the rerun replaces them."""
-    files, out = _files(tmp_path), tmp_path / "out"
+    files, out = text_files(tmp_path), tmp_path / "out"
     (out / "raw").mkdir(parents=True)
     (out / "raw" / "train.en").write_text("half of an old run\n")
     (out / "raw" / "notes.txt").write_text("my notes\n")
@@ -94,7 +65,7 @@ def test_a_publish_cut_short_still_knows_which_files_are_mtkits(cli, tmp_path):
         json.dumps({"format": 1, "state": "publishing", "files": {"raw/train.en": {}, "raw/old.de": {}}})
     )
     (out / "raw" / "old.de").write_text("from a split no longer prepared\n")
-    done = _prepare(cli, files, out)
+    done = prepare_custom(files, out)
     assert done.returncode == 0, done.stderr
     assert "house number 0" in (out / "raw" / "train.en").read_text()
     assert not (out / "raw" / "old.de").exists() and (out / "raw" / "notes.txt").exists()

@@ -13,7 +13,7 @@ import pytest
 
 from mtkit import locks
 from mtkit.files import LOCK_SUFFIX, Terminated, work_dir
-from tests.conftest import ROOT
+from tests.support.cli import ROOT
 
 
 def _big_custom_corpus(tmp_path: Path, n: int = 400_000) -> list[str]:

@@ -13,7 +13,8 @@ import numpy as np
 
 from mtkit.data.binarize import BinaryWriter, IndexedDataset
 from mtkit.files import DATA_LOCK, data_dir_locked
-from tests.faults.test_prepare_and_bpe_keep_files_they_did_not_write import _error, _files, _prepare
+from tests.support.cli import error_line
+from tests.support.corpora import prepare_custom, text_files
 
 
 def _listing(root) -> dict[str, bytes]:
@@ -22,11 +23,11 @@ def _listing(root) -> dict[str, bytes]:
 
 def test_a_second_prepare_on_a_directory_in_use_is_refused(cli, tmp_path) -> None:
     """fault: prepare on a data directory another prepare holds; expected: exit 1 at once naming it, nothing written."""
-    files, out = _files(tmp_path), tmp_path / "out"
-    assert _prepare(cli, files, out).returncode == 0
+    files, out = text_files(tmp_path), tmp_path / "out"
+    assert prepare_custom(files, out).returncode == 0
     before = _listing(out)
     with data_dir_locked(out, "mtkit prepare"):  # this test plays the first run
-        line = _error(_prepare(cli, files, out, test=False))
+        line = error_line(prepare_custom(files, out, test=False))
         assert _listing(out) == {**before, DATA_LOCK: _listing(out)[DATA_LOCK]}  # nothing else changed
     assert f"is in use by `mtkit prepare` (pid {os.getpid()} on {socket.gethostname()})" in line
     assert _listing(out) == before  # and the lock file went with its holder
@@ -34,11 +35,11 @@ def test_a_second_prepare_on_a_directory_in_use_is_refused(cli, tmp_path) -> Non
 
 def test_bpe_on_a_directory_that_prepare_holds_is_refused(cli, tmp_path) -> None:
     """fault: bpe while a prepare holds the data directory; expected: exit 1 naming it, no spm.model or bin/."""
-    files, out = _files(tmp_path), tmp_path / "out"
-    assert _prepare(cli, files, out).returncode == 0
+    files, out = text_files(tmp_path), tmp_path / "out"
+    assert prepare_custom(files, out).returncode == 0
     before = _listing(out)
     with data_dir_locked(out, "mtkit prepare"):
-        line = _error(cli("bpe", out, "--vocab-size", "300"))
+        line = error_line(cli("bpe", out, "--vocab-size", "300"))
     assert "is in use by `mtkit prepare`" in line and _listing(out) == before
     done = cli("bpe", out, "--vocab-size", "300")  # the holder is gone: the lock went with it
     assert done.returncode == 0, done.stderr

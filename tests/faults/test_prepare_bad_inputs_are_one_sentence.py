@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mtkit.data.corpora import default_registry, unpinned
-from tests.conftest import ROOT
+from tests.support.cli import ROOT
 
 
 def _error(done) -> str:

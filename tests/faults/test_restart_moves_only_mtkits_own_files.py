@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from mtkit.train import rundir
-from tests.conftest import run_cli
-from tests.faults.training import FAST
+from tests.support.cli import run_cli
+from tests.support.training import FAST
 
 TREE = {
     "setup.py": "from setuptools import setup\n",

@@ -19,7 +19,7 @@ pytest.importorskip("httpx")
 
 from mtkit.serve.app import create_app  # noqa: E402
 from mtkit.serve.payload import Limits  # noqa: E402
-from tests.serve.fakes import FakeService, client, ready  # noqa: E402
+from tests.support.fake_service import FakeService, client, ready  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 JSON = {"Content-Type": "application/json"}

@@ -17,8 +17,8 @@ pytest.importorskip("httpx")
 from mtkit.serve import server  # noqa: E402
 from mtkit.serve.guard import API_KEY_ENV, Access  # noqa: E402
 from mtkit.serve.service import ServeSettings  # noqa: E402
-from tests.conftest import run_cli  # noqa: E402
-from tests.serve.fakes import FakeService, client, ready  # noqa: E402
+from tests.support.cli import run_cli  # noqa: E402
+from tests.support.fake_service import FakeService, client, ready  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 KEY = "k3y-0f-the-server"

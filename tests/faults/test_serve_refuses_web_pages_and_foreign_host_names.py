@@ -16,7 +16,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
 from mtkit.serve.guard import Access  # noqa: E402
-from tests.serve.fakes import FakeService, client, ready  # noqa: E402
+from tests.support.fake_service import FakeService, client, ready  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 APP = "https://app.example.org"

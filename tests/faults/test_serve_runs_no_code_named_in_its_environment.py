@@ -2,7 +2,7 @@
 
 That hook let whoever could set the production server's environment run code inside it; the
 tests that needed a slow or failing decoder now monkeypatch `Service.decoder` instead
-(tests/serve/gated.py for a real server process, tests/serve/fakes.py in-process).
+(tests/support/gated.py for a real server process, tests/support/fake_service.py in-process).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.cli.app import os_error_sentence
-from tests.conftest import run_cli
-from tests.faults.test_prepare_and_bpe_keep_files_they_did_not_write import _files, _prepare
+from tests.support.cli import run_cli
+from tests.support.corpora import prepare_custom, text_files
 
 pytestmark = pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="needs /dev/full (Linux)")
 
@@ -45,8 +45,8 @@ def test_translate_to_a_full_disk_names_the_output(cli_model, tmp_path, monkeypa
 
 def test_bpe_on_a_full_disk_names_the_array(tmp_path, monkeypatch) -> None:
     """fault: bpe's binarize on a full disk (ENOSPC); expected: exit 1, one sentence naming the array, no temporary."""
-    files, out = _files(tmp_path), tmp_path / "out"
-    assert _prepare(run_cli, files, out).returncode == 0
+    files, out = text_files(tmp_path), tmp_path / "out"
+    assert prepare_custom(files, out).returncode == 0
     from mtkit.data import binarize
 
     real = binarize._temporary

@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 from mtkit.train import rundir
-from tests.conftest import ROOT, run_cli
-from tests.faults.training import FAST
+from tests.support.cli import ROOT, run_cli
+from tests.support.training import FAST
 
 
 def test_a_symlink_in_place_of_the_lock_is_refused_and_its_target_untouched(toy_data, tmp_path) -> None:

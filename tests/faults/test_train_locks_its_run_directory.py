@@ -6,8 +6,8 @@ import os
 import socket
 
 from mtkit.train import rundir
-from tests.conftest import run_cli
-from tests.faults.training import FAST
+from tests.support.cli import run_cli
+from tests.support.training import FAST
 
 
 def test_a_second_train_on_a_locked_run_directory_names_the_first(toy_data, tmp_path) -> None:

@@ -9,17 +9,16 @@ weights, so the replicas would drift apart silently. Both ranks must refuse in o
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
-from tests.faults.training import FAST
+from tests.support.cli import run_cli
+from tests.support.torchrun import torchrun as launch
+from tests.support.training import FAST
 
 ANOTHER_NODES_DISK = textwrap.dedent("""
     import os, sys
@@ -35,14 +34,7 @@ STEPS = ("--max-tokens", "400", "--valid-every", "100", "--save-every-steps", "0
 
 
 def torchrun(script: Path, data: Path, run: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script)]
-        + ["train", str(data), "--out", str(run), *FAST, *STEPS, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-    )
+    return launch(script, "train", data, "--out", run, *FAST, *STEPS, *args, **env)
 
 
 @pytest.mark.slow

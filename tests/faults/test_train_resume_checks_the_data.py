@@ -6,8 +6,8 @@ import json
 import shutil
 
 from mtkit import checkpoint
-from tests.conftest import run_cli
-from tests.faults.training import FAST, in_process_run
+from tests.support.cli import run_cli
+from tests.support.training import FAST, in_process_run
 
 
 def test_resume_on_other_training_text_names_the_file(toy_data, tmp_path) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from mtkit import checkpoint
-from tests.conftest import run_cli
-from tests.faults.training import FAST
+from tests.support.cli import run_cli
+from tests.support.training import FAST
 
 ARGS = (*FAST, "--save-every-steps", "2", "--valid-every", "100", "--log-every", "100")
 

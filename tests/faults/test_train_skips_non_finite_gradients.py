@@ -7,7 +7,8 @@ import logging
 import torch
 
 from mtkit.train import trainer
-from tests.faults.training import in_process_run, records
+from tests.support.metrics import records
+from tests.support.training import in_process_run
 
 
 def test_an_infinite_gradient_skips_the_update_and_the_weights_stay_finite(

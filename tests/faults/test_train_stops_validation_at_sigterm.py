@@ -14,7 +14,8 @@ import pytest
 from mtkit import checkpoint
 from mtkit.data.batching import plan_batches
 from mtkit.data.dataset import open_data
-from tests.faults.training import records, start_training
+from tests.support.metrics import records
+from tests.support.training import start_training
 
 SIGTERM_IN_VALIDATION = textwrap.dedent("""
     import os, signal, sys

@@ -9,7 +9,7 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.errors import MtkitError
-from tests.faults.training import in_process_run
+from tests.support.training import in_process_run
 
 
 def test_a_full_disk_while_saving_keeps_the_previous_checkpoint(toy_data, tmp_path, monkeypatch) -> None:

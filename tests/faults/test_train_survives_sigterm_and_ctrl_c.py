@@ -13,8 +13,10 @@ import textwrap
 import pytest
 
 from mtkit import checkpoint
-from tests.conftest import run_cli
-from tests.faults.training import FAST, records, start_training, wait_for_event
+from tests.support.cli import run_cli
+from tests.support.metrics import records
+from tests.support.torchrun import start_torchrun
+from tests.support.training import FAST, start_training, wait_for_event
 
 LONG = ("--max-steps", "100000", "--log-every", "1", "--valid-every", "100000", "--save-every-steps", "0")
 
@@ -99,37 +101,11 @@ def test_sigterm_to_one_torchrun_rank_stops_every_rank_after_the_same_update(toy
     # A rank that exits 143 is a failed worker to torchrun, which then ends the others (SIGTERM) and exits 1
     # itself, or restarts them all with --max-restarts: the preempted run is not counted as done.
     import os
-    import subprocess
-    import sys
     import time
-
-    from tests.conftest import ROOT
 
     run, script = tmp_path / "run", tmp_path / "rank.py"
     script.write_text(RANK_WITH_PID)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            str(script),
-            "train",
-            str(toy_data),
-            "--out",
-            str(run),
-            *FAST,
-            "--max-tokens",
-            "400",
-            *LONG,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    process = start_torchrun(script, "train", toy_data, "--out", run, *FAST, "--max-tokens", "400", *LONG)
     wait_for_event(run, "train", process)
     deadline = time.monotonic() + 60
     while not (run / "rank1.pid").is_file() and time.monotonic() < deadline:

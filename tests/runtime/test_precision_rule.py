@@ -1,13 +1,16 @@
 """`--precision auto`: one rule for training and translation, decided by the CPU's capability and a measurement."""
 
+import itertools
+import math
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 import mtkit
 from mtkit.errors import MtkitError
-from mtkit.runtime import decide_training, precision, resolve_dtype, resolve_precision
+from mtkit.runtime import decide_training, matmul, precision, resolve_dtype, resolve_precision
 
 CPU = torch.device("cpu")
 
@@ -86,8 +89,28 @@ def test_the_tests_pin_auto_to_fp32(monkeypatch):
     assert resolve_precision("auto", CPU) == ("fp32", f"{precision.AUTO_ENV}=fp32")
 
 
-def test_the_measurement_is_a_ratio_of_real_timings():
-    assert precision.bf16_matmul_speedup(16) > 0
+def clock(durations: list[float]) -> SimpleNamespace:
+    """A `time` whose perf_counter makes the timed calls, in order, last `durations` seconds each."""
+    ticks = itertools.accumulate(x for d in durations for x in (0.0, d))
+    return SimpleNamespace(perf_counter=lambda: next(ticks))
+
+
+@pytest.mark.parametrize("onednn", [False, True])
+def test_the_product_measurement_is_fp32s_best_time_over_bf16s_measured_once_per_size(monkeypatch, onednn):
+    """Best of 3 each, fp32 counting its faster backend; on real products, timed by a scripted clock."""
+    if onednn and not matmul.onednn_works():
+        pytest.skip("oneDNN's linear op is missing from this PyTorch build")
+    monkeypatch.setattr(precision, "onednn_works", lambda: onednn)
+    rounds = [(4.0, 2.0, 5.0), (3.0, 1.0, 2.5), (5.0, 1.5, 6.0)]  # (fp32, bf16, fp32 oneDNN) per round
+    monkeypatch.setattr(precision, "time", clock([d for r in rounds for d in (r if onednn else r[:2])]))
+    measure = precision.bf16_matmul_speedup
+    measure.cache_clear()
+    try:
+        first = measure(16)
+        assert first == (2.5 if onednn else 3.0) / 1.0
+        assert measure(16) == first  # measured once: the scripted clock has no tick left for a second measurement
+    finally:
+        measure.cache_clear()  # no later test sees the scripted ratio
 
 
 def test_training_measures_a_whole_pass_not_a_product(cpu_rule, monkeypatch):
@@ -99,10 +122,14 @@ def test_training_measures_a_whole_pass_not_a_product(cpu_rule, monkeypatch):
     assert decide_training("auto", CPU, cfg).precision == "fp32"
 
 
-def test_the_pass_measurement_times_real_passes_and_leaves_the_rng_alone():
+def test_the_pass_measurement_leaves_the_rng_alone_and_is_taken_once_per_model():
     cfg = mtkit.build_model("tiny", 40).cfg
+    measure = precision.bf16_update_speedup
+    measure.cache_clear()  # a measurement cached by another test would leave the RNG alone without running
     torch.manual_seed(3)
     expected = torch.rand(3)
     torch.manual_seed(3)
-    assert precision.bf16_update_speedup(cfg, tokens=64) > 0
-    assert torch.equal(torch.rand(3), expected)
+    ratio = measure(cfg, tokens=64)
+    assert torch.equal(torch.rand(3), expected)  # training's seed decides the weights, not this measurement
+    assert math.isfinite(ratio) and measure.cache_info().currsize == 1
+    assert measure(cfg, tokens=64) == ratio and measure.cache_info().hits == 1

@@ -14,8 +14,8 @@ from mtkit.decode.translator import Translation  # noqa: E402
 from mtkit.serve.app import create_app  # noqa: E402
 from mtkit.serve.batcher import Batcher  # noqa: E402
 from mtkit.serve.service import ServeSettings, Service  # noqa: E402
-from tests.serve.fakes import BASE_URL  # noqa: E402
-from tests.serve.hooks import wait_until  # noqa: E402
+from tests.support.fake_service import BASE_URL  # noqa: E402
+from tests.support.serve import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 

@@ -10,7 +10,7 @@ import pytest
 from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translation
 from mtkit.serve.batcher import Batcher, Closed, QueueFull
-from tests.serve.hooks import wait_until
+from tests.support.serve import wait_until
 
 
 class FakeDecoder:

@@ -14,8 +14,8 @@ from mtkit.config import DecodeConfig  # noqa: E402
 from mtkit.serve import service as service_module  # noqa: E402
 from mtkit.serve.payload import RequestError  # noqa: E402
 from mtkit.serve.service import FAILING_AFTER  # noqa: E402
-from tests.serve.fakes import FakeService, client, ready, reverse  # noqa: E402
-from tests.serve.hooks import wait_until  # noqa: E402
+from tests.support.fake_service import FakeService, client, ready, reverse  # noqa: E402
+from tests.support.serve import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 

@@ -8,20 +8,19 @@ for _name in ("httpx", "fastapi", "uvicorn", "ctranslate2"):
     pytest.importorskip(_name)
 
 from mtkit.export import export
-from tests.conftest import run_cli
-from tests.export.conftest import toy_sentences, trained_model  # noqa: F401 - fixtures
-from tests.serve.conftest import Server
+from tests.support.cli import run_cli
+from tests.support.serve import Server
 
 
 @pytest.fixture(scope="module")
-def ct2_server(trained_model, tmp_path_factory):  # noqa: F811
+def ct2_server(trained_model, tmp_path_factory):
     model = export(trained_model, tmp_path_factory.mktemp("ct2-serve") / "model")
     srv = Server(model, tmp_path_factory.mktemp("serve"), "--batch-wait-ms", "20", "--max-lines", "8")
     yield srv, model
     srv.stop()
 
 
-def test_translate_agrees_with_mtkit_translate(ct2_server, toy_sentences):  # noqa: F811
+def test_translate_agrees_with_mtkit_translate(ct2_server, toy_sentences):
     server, model = ct2_server
     lines = toy_sentences[:6] + [""]
     expected = run_cli("translate", "-m", model, "--scores", input="\n".join(lines) + "\n")

@@ -1,7 +1,7 @@
 """`mtkit serve` under overload, decoding errors and SIGTERM, made deterministic by a gated decoder.
 
-The server runs as `python -m tests.serve.gated serve ...` (its decoder wrapped by
-tests.serve.hooks:gated, a monkeypatch in that process): a batch that starts decoding waits
+The server runs as `python -m tests.support.gated serve ...` (its decoder wrapped by
+tests.support.serve:gated, a monkeypatch in that process): a batch that starts decoding waits
 for the test to open the gate, so "one request decoding, one queued" is a
 state the test can reach and check through /health before it sends the next request.
 """
@@ -19,9 +19,8 @@ import pytest
 for _name in ("httpx", "fastapi", "uvicorn"):
     pytest.importorskip(_name)
 
-from tests.conftest import ROOT, run_cli
-from tests.serve.conftest import gated_server
-from tests.serve.hooks import wait_until
+from tests.support.cli import ROOT, run_cli
+from tests.support.serve import gated_server, wait_until
 
 
 def send(server: Any, lines: list[str], answers: list[Any]) -> threading.Thread:

@@ -11,8 +11,9 @@ for _name in ("httpx", "fastapi", "uvicorn"):
     pytest.importorskip(_name)
 
 from mtkit.decode.translator import Translator
-from tests.conftest import run_cli
-from tests.train.conftest import synthetic_pairs
+from tests.support.cli import run_cli
+from tests.support.corpora import synthetic_pairs
+from tests.support.spm import BYTE_PIECES
 
 LINES = synthetic_pairs(40, seed=11)[0][:6] + [""]
 
@@ -81,7 +82,8 @@ def test_health_and_info(server):
     info = server.get("/info").json()
     (model,) = info["models"]
     assert model["step"] == 10 and model["kind"] == "checkpoint"
-    assert model["architecture"]["d_model"] == 64 and model["parameters"] > 0 and model["vocab_size"] == 120
+    assert model["architecture"]["d_model"] == 64 and model["parameters"] > 0
+    assert model["vocab_size"] == 120 + BYTE_PIECES  # conftest's cli_model
     assert info["decode"]["beam"] == 4 and info["limits"]["max_lines"] == 8
 
 

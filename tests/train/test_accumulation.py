@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -20,7 +17,8 @@ from mtkit.model import Transformer
 from mtkit.runtime import Runtime
 from mtkit.train.precision import Precision
 from mtkit.train.trainer import accumulate
-from tests.conftest import ROOT, run_cli
+from tests.support.cli import run_cli
+from tests.support.torchrun import torchrun
 
 
 def grads_after(model: Transformer, split, group: list[np.ndarray], tokens: int) -> dict[str, torch.Tensor]:
@@ -113,28 +111,7 @@ def test_torchrun_two_gloo_ranks_match_one_process_with_twice_the_update_freq(to
     assert one.returncode == 0, one.stderr
     script = tmp_path / "rank_script.py"
     script.write_text(RANK_SCRIPT)
-    two = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            str(script),
-            "train",
-            str(toy_data),
-            "--out",
-            str(multi),
-            *COMMON,
-            "--update-freq",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    two = torchrun(script, "train", toy_data, "--out", multi, *COMMON, "--update-freq", "2")
     assert two.returncode == 0, two.stderr[-3000:]
     assert "world_size 2" in two.stderr and "update_freq 2" in two.stderr
 

@@ -10,12 +10,12 @@ import torch
 
 from mtkit import checkpoint, info
 from mtkit.errors import MtkitError
-from tests.conftest import run_cli
-from tests.train.test_run_records import trained_run  # noqa: F401  (the fixture)
+from tests.support import metrics
+from tests.support.cli import run_cli
 
 
 @pytest.mark.slow
-def test_a_checkpoint_is_described_from_what_it_holds(trained_run: Path) -> None:  # noqa: F811
+def test_a_checkpoint_is_described_from_what_it_holds(trained_run: Path) -> None:
     path = trained_run / "checkpoint_last.pt"
     ckpt = checkpoint.load(path)
     described = info.describe(path)
@@ -31,14 +31,14 @@ def test_a_checkpoint_is_described_from_what_it_holds(trained_run: Path) -> None
 
 
 @pytest.mark.slow
-def test_a_run_lists_its_checkpoints_with_steps_and_sizes(trained_run: Path) -> None:  # noqa: F811
+def test_a_run_lists_its_checkpoints_with_steps_and_sizes(trained_run: Path) -> None:
     described = info.describe(trained_run)
     rows = {row["file"]: row for row in described["checkpoints"]}
     assert set(rows) == {"checkpoint_3.pt", "checkpoint_6.pt", "checkpoint_last.pt", "checkpoint_best.pt"}
     assert rows["checkpoint_3.pt"]["step"] == 3 and rows["checkpoint_last.pt"]["step"] == 6
     assert rows["checkpoint_best.pt"]["step"] == checkpoint.load(trained_run / "checkpoint_best.pt")["step"]
     assert all(row["bytes"] == (trained_run / name).stat().st_size for name, row in rows.items())
-    records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
+    records = metrics.records(trained_run)
     valid = [r for r in records if r["event"] == "valid"]
     best = max(valid, key=lambda r: r["bleu"])
     assert described["metrics"]["best_valid_bleu"] == {"value": best["bleu"], "step": best["step"]}
@@ -47,7 +47,7 @@ def test_a_run_lists_its_checkpoints_with_steps_and_sizes(trained_run: Path) -> 
 
 
 @pytest.mark.slow
-def test_the_cli_prints_text_or_json(trained_run: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_the_cli_prints_text_or_json(trained_run: Path, tmp_path: Path) -> None:
     text = run_cli("info", trained_run)
     assert text.returncode == 0, text.stderr
     for words in ("checkpoint_3.pt", "step        3", "parameters", "best valid bleu", "sha256", "git"):

@@ -16,7 +16,7 @@ from mtkit import checkpoint
 from mtkit.config import PRESETS
 from mtkit.errors import MtkitError
 from mtkit.train.progress import Progress
-from tests.conftest import ROOT, run_cli
+from tests.support.cli import ROOT, run_cli
 
 ARGS = (
     "--preset",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import math
 import shutil
@@ -13,66 +11,9 @@ from pathlib import Path
 import pytest
 
 from mtkit import checkpoint
-from mtkit.config import PRESETS, model_config
 from mtkit.errors import MtkitError
-from mtkit.train import trainer
-
-ARCHIVE_SHA = "ab" * 32
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def data_with_records(toy_data: Path, out: Path) -> Path:
-    """The toy data with the prepare.json and bpe.json that `mtkit prepare` and `mtkit bpe` would write."""
-    data = out / "data"
-    shutil.copytree(toy_data, data)
-    (data / "prepare.json").write_text(
-        json.dumps(
-            {
-                "corpus": "toy",
-                "created": "2026-01-01T00:00:00+00:00",
-                "sources": [
-                    {"file": "toy.tgz", "url": "https://example.org/toy.tgz", "bytes": 10, "sha256": ARCHIVE_SHA}
-                ],
-            }
-        )
-    )
-    bpe = json.loads((data / "bpe.json").read_text())
-    bpe["model"] = {"file": "spm.model", "sha256": sha256(data / "spm.model")}
-    for split in bpe["splits"]:
-        bpe["splits"][split]["inputs"] = {lang: sha256(data / "raw" / f"{split}.{lang}") for lang in ("en", "de")}
-    (data / "bpe.json").write_text(json.dumps(bpe))
-    return data
-
-
-def train_tiny(data: Path, run: Path, steps: int, tensorboard: bool = True) -> None:
-    cfg = dataclasses.replace(
-        PRESETS["tiny"].train,
-        max_steps=steps,
-        save_every_steps=3,
-        valid_every=3,
-        log_every=3,
-        keep_last=5,
-        valid_bleu=5,
-        tensorboard=tensorboard,
-    )
-    vocab = json.loads((data / "bpe.json").read_text())["vocab_size"]
-    trainer.train(data, run, model_config("tiny", vocab), cfg, device="cpu", threads=1)
-
-
-@pytest.fixture(scope="module")
-def trained_run(toy_data, tmp_path_factory) -> Path:
-    """A 6-update tiny run with validation BLEU, TensorBoard and checkpoints at 3 and 6."""
-    out = tmp_path_factory.mktemp("records")
-    data = data_with_records(toy_data, out)
-    train_tiny(data, out / "run", 6)
-    return out / "run"
-
-
-def metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+from tests.support.metrics import records
+from tests.support.training import ARCHIVE_SHA, sha256, train_recorded
 
 
 @pytest.mark.slow
@@ -82,7 +23,7 @@ def test_tensorboard_holds_every_metrics_value_with_its_step_and_wall_time(train
     events = EventAccumulator(str(trained_run / "tb"), size_guidance={"scalars": 0})
     events.Reload()
     expected = {}
-    for record in metrics(trained_run):
+    for record in records(trained_run):
         for key, value in record.items():
             if key not in ("event", "time", "step") and isinstance(value, (int, float)) and math.isfinite(value):
                 expected.setdefault(f"{record['event']}/{key}", []).append(
@@ -140,7 +81,7 @@ def test_a_resume_adds_a_session_and_average_carries_the_newest_provenance(train
     run = tmp_path / "run"
     shutil.copytree(trained_run, run)
     first = json.loads((run / "run.json").read_text())
-    train_tiny(Path(first["data"]["dir"]), run, 9, tensorboard=False)
+    train_recorded(Path(first["data"]["dir"]), run, 9, tensorboard=False)
     record = json.loads((run / "run.json").read_text())
     assert record["start_step"] == 6 and record["earlier"] == [{k: v for k, v in first.items() if k != "earlier"}]
     assert record["data"]["files"] == first["data"]["files"]  # unchanged files: hashes reused, equal

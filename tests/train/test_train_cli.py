@@ -16,7 +16,8 @@ from mtkit.errors import MtkitError
 from mtkit.train import trainer
 from mtkit.train.schedule import inverse_sqrt_lr
 from mtkit.train.validation import Validation
-from tests.conftest import run_cli
+from tests.support import metrics
+from tests.support.cli import run_cli
 
 FAST = ("--preset", "tiny", "--device", "cpu", "--threads", "1")
 
@@ -67,7 +68,7 @@ def test_a_run_directory_holds_config_metrics_and_complete_checkpoints(toy_data,
         "checkpoint_last.pt",
     ]
 
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = metrics.records(run)
     events = [r["event"] for r in records]
     assert events[:2] == ["start", "data"] and events[-1] == "done"
     steps = [r["step"] for r in records if r["event"] == "train"]
@@ -107,7 +108,7 @@ def test_valid_bleu_scores_greedy_dev_translations_and_picks_the_best_by_them(to
         "4",
     )
     assert done.returncode == 0, done.stderr
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = metrics.records(run)
     valids = [r for r in records if r["event"] == "valid"]
     assert [r["step"] for r in valids] == [4, 8]
     assert all(0.0 <= r["bleu"] <= 100.0 for r in valids)
@@ -125,7 +126,7 @@ def test_a_wall_clock_budget_stops_the_run_and_a_rerun_has_nothing_left_to_do(to
     run = tmp_path / "run"
     done = run_cli("train", toy_data, "--out", run, *FAST, "--max-steps", "1000", "--max-minutes", "0.002")
     assert done.returncode == 0, done.stderr
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = metrics.records(run)
     assert records[-1]["event"] == "done" and records[-1]["stopped"] == "max_minutes"
     step = records[-1]["step"]
     assert 1 <= step < 1000 and checkpoint.load(run / "checkpoint_last.pt")["step"] == step
@@ -138,7 +139,7 @@ def test_lr_cooldown_takes_the_logged_rate_down_to_zero_by_the_budgets_end(toy_d
     args = ("--max-steps", "12", "--log-every", "1", "--valid-every", "100", "--lr-cooldown", "0.5")
     done = run_cli("train", toy_data, "--out", run, *FAST, *args)
     assert done.returncode == 0, done.stderr
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = metrics.records(run)
     logged = {r["step"]: r["lr"] for r in records if r["event"] == "train"}
     tiny = PRESETS["tiny"]
     assert sorted(logged) == list(range(1, 13))
@@ -216,7 +217,7 @@ def test_a_nonfinite_loss_skips_the_update_and_many_in_a_row_stop_the_run(
         result = in_process_run(toy_data, tmp_path / "one", max_steps=4, save_every_steps=0)
     assert result.step == 4 and calls["n"] == 5  # 5 updates of one batch, one of them skipped
     assert "nonfinite | step 3 | in_a_row 1 | action update skipped" in caplog.text
-    records = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    records = metrics.records(tmp_path / "one")
     assert [r["step"] for r in records if r["event"] == "nonfinite"] == [3]
     assert all(torch.isfinite(p).all() for p in result.model.parameters())
 

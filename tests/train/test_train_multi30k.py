@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from mtkit.config import EOS
 from mtkit.data.dataset import open_data
-from tests.conftest import run_cli
+from tests.support import metrics
+from tests.support.cli import run_cli
 
 
 def unigram_cross_entropy(data_dir) -> float:
@@ -46,7 +45,7 @@ def test_tiny_model_beats_the_unigram_baseline_on_multi30k(multi30k_data, tmp_pa
         "1",
     )
     assert done.returncode == 0, done.stderr
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = metrics.records(run)
     valid = [r for r in records if r["event"] == "valid"]
     assert [r["step"] for r in valid] == [150, 300]
     baseline = unigram_cross_entropy(multi30k_data)

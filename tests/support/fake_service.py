@@ -1,7 +1,7 @@
 """The app in-process around a fake model: a Service whose "decoder" reverses each line (or raises).
 
 For tests of what the HTTP layer does (Host, Origin, API key, bodies, /health, drain) in a
-fraction of a second, without torch or a subprocess; tests/serve/conftest.py's `Server` is the
+fraction of a second, without torch or a subprocess; tests/support/serve.py's `Server` is the
 real command, for what only a real process shows.
 """
 
@@ -16,7 +16,7 @@ from mtkit.decode.translator import Translation
 from mtkit.serve.batcher import Batcher
 from mtkit.serve.payload import Limits
 from mtkit.serve.service import ServeSettings, Service
-from tests.serve.hooks import wait_until
+from tests.support.serve import wait_until
 
 BASE_URL = "http://127.0.0.1:5000"  # TestClient's own default, http://testserver, is a Host the server refuses
 

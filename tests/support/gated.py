@@ -1,4 +1,4 @@
-"""`python -m tests.serve.gated serve ARGS`: the real `mtkit serve`, its decoder wrapped by `hooks.gated`.
+"""`python -m tests.support.gated serve ARGS`: the real `mtkit serve`, its decoder wrapped by `serve.gated`.
 
 The server has no hook of its own (an environment variable that imports and runs code is not
 for production); this harness monkeypatches `Service.decoder` in its own process before the
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mtkit.serve.service import Service
-from tests.serve.hooks import gated
+from tests.support.serve import gated
 
 
 def main() -> None:

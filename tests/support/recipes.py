@@ -16,8 +16,7 @@ import typer
 from mtkit.cli import app
 from mtkit.cli.options import build
 from mtkit.config import DecodeConfig
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.cli import ROOT
 
 
 def run_recipe(recipe: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
