@@ -3,7 +3,8 @@
 Runs the real training loop (mtkit.train.trainer.train) for each preset and precision in a
 fresh child process (so that peak RSS belongs to one configuration), on a synthetic corpus
 with WMT-like BPE lengths (median ~25 tokens) and the paper's 37k vocabulary, at a fixed
---max-tokens and update-freq 1. The first --warmup-steps updates are not timed. Figures come
+--max-tokens and update-freq 1 (or --max-tokens auto: the paper's ~25k-token update in as few steps as fit on
+the GPU, mtkit/train/probe.py). The first --warmup-steps updates are not timed. Figures come
 from the loop's own per-update log (log_every=1), so they include everything an update costs.
 
     python bench/train_throughput.py                       # small and base, fp32, on CPU
@@ -99,11 +100,13 @@ def run_one(args: argparse.Namespace) -> dict:
     counts = count_tokens(trainer)
     preset = get_preset(args.preset[0])
     model_cfg = model_config(preset.name, open_data(args.data).vocab_size)
+    auto = args.max_tokens == "auto"  # the paper's ~25k-token update, one step where it fits (mtkit/train/probe.py)
     train_cfg = dataclasses.replace(
         preset.train,
-        max_tokens=args.max_tokens,
+        max_tokens="auto" if auto else int(args.max_tokens),
+        max_tokens_fallback=preset.train.max_tokens if isinstance(preset.train.max_tokens, int) else 4096,
         update_freq=1,
-        update_tokens=0,
+        update_tokens=25_000 if auto else 0,
         precision=args.precision[0],
         compile=args.compile[0],
         max_steps=args.warmup_steps + args.steps,
@@ -134,7 +137,9 @@ def run_one(args: argparse.Namespace) -> dict:
         "fp32_matmul": start.get("fp32_matmul"),  # the CPU backend auto picked (it may differ run to run on some CPUs)
         "cpu_heap": start.get("cpu_heap"),  # keep: freed memory reused (mtkit/heap.py); MTKIT_CPU_HEAP=default: not
         "device": args.device,
-        "max_tokens": args.max_tokens,
+        "max_tokens": start["max_tokens"],  # as resolved: auto's answer
+        "update_freq": start["update_freq"],
+        "max_tokens_why": start.get("max_tokens_why"),
         "vocab": model_cfg.vocab_size,
         "params": sum(p.numel() for p in result.model.parameters()),
         "threads": torch.get_num_threads(),
@@ -217,7 +222,12 @@ def main() -> None:
     )
     parser.add_argument("--steps", type=int, default=20, help="Timed updates per configuration.")
     parser.add_argument("--warmup-steps", type=int, default=3, help="Untimed updates first.")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="Tokens per batch and side.")
+    parser.add_argument(
+        "--max-tokens",
+        default="4096",
+        help="Tokens per batch and side (update-freq 1), or auto: the paper's ~25k-token update in as few steps as "
+        "fit, probed at start (on a CPU the preset's value, 7 steps for base).",
+    )
     parser.add_argument("--vocab", type=int, default=37000, help="Vocabulary size (the paper's joint BPE: 37k).")
     parser.add_argument("--sentences", type=int, default=20000, help="Sentence pairs in the synthetic corpus.")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto.")
@@ -304,7 +314,8 @@ def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, 
     print(
         f"{preset:>6} {precision}->{r['resolved']} compile {r['compile']}"
         f"{' (' + str(r['compile_s']) + ' s)' if r.get('compile_s') else ''}, {r['shapes']} shapes, "
-        f"pad_eff {r['pad_eff']}: {r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
+        f"pad_eff {r['pad_eff']}, {r['update_freq']} x {r['max_tokens']:,} tokens: "
+        f"{r['tgt_tokens_per_s']:>8,.0f} tgt tokens/s "
         f"({r['tokens_per_s']:,.0f} src+tgt), {r['s_per_update']:.3f} s/update, peak RSS {r['peak_rss_mb']:,.0f} MB, "
         f"{r['flops_per_tgt_token'] / 1e6:.0f} MFLOP/tgt token, {r['gflops']:.0f} GFLOP/s{peak}"
         + (f", MFU(6N) {r['mfu_6n']:.1%} " if r.get("mfu_6n") else " ")

@@ -101,7 +101,12 @@ class ModelConfig:
 class TrainConfig:
     """Optimisation settings of section 5 (5.3 optimizer, 5.4 regularization) and the run's cadence."""
 
-    max_tokens: int = option(4096, "Tokens per batch and side, padding included.")
+    max_tokens: int | str = option(
+        4096,
+        "Tokens per batch and side, padding included; auto: on a GPU the most that fit, probed at start "
+        "(mtkit/train/probe.py), on a CPU the preset's value.",
+    )
+    max_tokens_fallback: int = 4096  # what --max-tokens auto is where nothing is probed: the preset's max_tokens
     update_freq: int = option(
         1, "Batches accumulated per update on each process (given: wins over the preset's ~25k tokens per update)."
     )
@@ -168,9 +173,13 @@ class TrainConfig:
     max_nonfinite: int = 10  # non-finite losses in a row that stop the run
 
     def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, str) and self.max_tokens.isdigit():  # the command line's, or YAML's "4096"
+            object.__setattr__(self, "max_tokens", int(self.max_tokens))
+        ok = self.max_tokens == "auto" or (type(self.max_tokens) is int and self.max_tokens > 0)
+        _check(ok, type(self), "max_tokens", "a positive integer or auto", self.max_tokens)
         _positive(
             self,
-            "max_tokens",
+            "max_tokens_fallback",
             "update_freq",
             "warmup",
             "max_steps",
@@ -215,8 +224,9 @@ class TrainConfig:
         )
 
     def for_world(self, world_size: int) -> TrainConfig:
-        """Resolve `update_tokens` into `update_freq` for this many ranks (section 5.1's ~25k tokens)."""
-        if self.update_tokens <= 0:
+        """Resolve `update_tokens` into `update_freq` for this many ranks (section 5.1's ~25k tokens); with
+        max_tokens auto, once the trainer has resolved it (mtkit/train/probe.py)."""
+        if self.update_tokens <= 0 or not isinstance(self.max_tokens, int):
             return self
         per_update = self.max_tokens * world_size
         return dataclasses.replace(self, update_freq=max(1, -(-self.update_tokens // per_update)), update_tokens=0)

@@ -6,11 +6,10 @@
 # runs; --dry-run prints them on stdout, one a line, and runs nothing. Rerunning the same command
 # resumes: prepare and bpe skip finished work, train continues from checkpoint_last.pt.
 
-# The paper's update: about 25,000 source and 25,000 target tokens (5.1), split into batches of at
-# most MAX_BATCH tokens a side per GPU (the base/big presets' --max-tokens); mtkit train then picks
-# --update-freq for the world size itself (TrainConfig.update_tokens), so the recipe never passes it.
-UPDATE_TOKENS=25000
-MAX_BATCH=4096
+# The paper's update: about 25,000 source and 25,000 target tokens (5.1). The recipe passes --max-tokens auto:
+# mtkit train probes how many tokens a step fit on each GPU and splits each GPU's share of the update evenly
+# over the fewest steps that fit (one step on an 80 GB GPU), and picks --update-freq for the world size itself
+# (TrainConfig.update_tokens; mtkit/train/probe.py), so the recipe never passes it. `--max-tokens N` fixes it.
 
 wmt14_usage() {
     cat <<EOF
@@ -29,8 +28,8 @@ and write OUT/results.md.
   --data DIR        prepared corpus (default: RECIPE/out/data)
   --out DIR         run directory, translations, scores, results.md (default: RECIPE/out/PRESET)
   --mirror DIR      a directory holding the WMT14 archives (no download)
-  --max-tokens N    tokens per batch and side on each GPU (default: ~25,000 per update in all,
-                    at most $MAX_BATCH a batch); mtkit train picks --update-freq from it
+  --max-tokens N    tokens per batch and side on each GPU (default: auto, the most that fit, probed
+                    by mtkit train at start); mtkit train picks --update-freq for ~25,000 an update
   --precision P     bf16 (default; A100/H100), fp16 (V100 and older), fp32
   --dry-run         print every command, one a line, and run none
 EOF
@@ -84,7 +83,7 @@ is_count() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 wmt14_main() {
     local here=$1
     shift
-    local preset="" gpus=1 nodes=1 node_rank="" master="" data="" out="" mirror="" max_tokens="" precision=bf16
+    local preset="" gpus=1 nodes=1 node_rank="" master="" data="" out="" mirror="" max_tokens=auto precision=bf16
     DRY_RUN=0
     while (($#)); do
         case $1 in
@@ -106,7 +105,7 @@ wmt14_main() {
     [[ -n $preset ]] || wmt14_die "name the model: run.sh base or run.sh big"
     is_count "$gpus" || wmt14_die "--gpus must be a positive integer, got '$gpus'"
     is_count "$nodes" || wmt14_die "--nodes must be a positive integer, got '$nodes'"
-    [[ -z $max_tokens ]] || is_count "$max_tokens" || wmt14_die "--max-tokens must be a positive integer"
+    [[ $max_tokens == auto ]] || is_count "$max_tokens" || wmt14_die "--max-tokens must be a positive integer or auto"
     [[ $precision =~ ^(bf16|fp16|fp32)$ ]] || wmt14_die "--precision must be bf16, fp16 or fp32, got '$precision'"
     if ((nodes > 1)); then
         if ! [[ $node_rank =~ ^[0-9]+$ ]] || ((node_rank >= nodes)); then
@@ -125,11 +124,6 @@ wmt14_main() {
         steps=300000 last=20 dropout=$DROPOUT_BIG paper=$PAPER_BIG
     fi
     local world=$((gpus * nodes))
-    if [[ -z $max_tokens ]]; then  # the fewest batches of <= MAX_BATCH that hold ~UPDATE_TOKENS on all GPUs
-        local per_gpu=$(((UPDATE_TOKENS + world - 1) / world))
-        local batches=$(((per_gpu + MAX_BATCH - 1) / MAX_BATCH))
-        max_tokens=$(((per_gpu + batches - 1) / batches))
-    fi
     local -a launch=(mtkit) mirror_opt=()
     if ((nodes > 1)); then
         launch=(torchrun --nnodes "$nodes" --nproc_per_node "$gpus" --node_rank "$node_rank"

@@ -30,6 +30,8 @@ def a_valid_value(cls: type, field: dataclasses.Field) -> str:
     if field.metadata["choices"]:
         return field.metadata["choices"][-1]
     kind = typing.get_type_hints(cls)[field.name]
+    if set(typing.get_args(kind)) == {int, str}:  # a number or a word: --max-tokens 7 or auto
+        return "7"
     return {int: "7", float: "0.25"}[kind]
 
 

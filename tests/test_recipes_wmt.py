@@ -10,12 +10,20 @@ import dataclasses
 import os
 import shlex
 import subprocess
+import types
 from pathlib import Path
+from unittest import mock
 
+import numpy as np
 import pytest
+import torch
 
 from mtkit.config import get_preset
+from mtkit.train import probe
+from mtkit.train.distributed import World
 from tests.support.recipes import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
+
+SPLIT = types.SimpleNamespace(src_sizes=np.array([30, 120]), tgt_sizes=np.array([35, 110]))  # what the probe reads
 
 RECIPES = {
     "wmt14-en-de": ("de", 37000, {"base": 0.1, "big": 0.3}),
@@ -73,10 +81,17 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
     assert (train["max_steps"], train["keep_last"], train["save_every_minutes"]) == (paper_steps, paper_last, 10)
     assert train["dropout"] == dropout[preset] and train["precision"] == "bf16"
     assert train["update_freq"] is None, "the trainer picks --update-freq for the world size"
-    # The trainer's own arithmetic (TrainConfig.for_world) must land on the paper's ~25,000 tokens a side.
-    cfg = dataclasses.replace(get_preset(preset).train, max_tokens=train["max_tokens"]).for_world(world)
-    assert 25_000 <= cfg.update_freq * cfg.max_tokens * world < 25_000 + world * cfg.update_freq  # rounding up
-    assert cfg.max_tokens <= 4096
+    # --max-tokens auto: whatever a GPU fits, the trainer's own arithmetic (the probe's rule, then
+    # TrainConfig.for_world) must land on the paper's ~25,000 tokens a side.
+    assert train["max_tokens"] == "auto"
+    auto = dataclasses.replace(get_preset(preset).train, max_tokens=train["max_tokens"], length_buckets="ladder")
+    gpu = World(0, world, 0, torch.device("cuda"))
+    for limit in (2_000, 9_000, 30_000):
+        fits = lambda rows, length, limit=limit: rows * length <= limit  # noqa: E731
+        with mock.patch.object(probe.dist, "all_gather_objects", lambda found, w: [found] * w.size):
+            cfg = probe.resolve(auto, None, None, SPLIT, gpu, 1024, fits).cfg
+        assert 25_000 <= cfg.update_freq * cfg.max_tokens * world < 25_000 + world * cfg.update_freq  # rounding up
+        assert cfg.max_tokens <= limit
 
     torchrun = parsed[names.index("train")][2]
     if world == 1:
@@ -117,6 +132,13 @@ def test_default_paths_stay_in_the_recipe_folder_and_dry_run_creates_nothing(rec
     assert params["data"] == folder / "out" / "data" and params["out"] == folder / "out" / "big" / "run"
 
 
+def test_a_given_max_tokens_replaces_auto(tmp_path: Path) -> None:
+    done = run_recipe("wmt14-en-fr", "big", "--max-tokens", "5000", "--dry-run", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    train = next(shlex.split(line) for line in done.stdout.splitlines() if line.startswith("mtkit train"))
+    assert parse_mtkit(train)[1]["max_tokens"] == "5000"  # the option is text: TrainConfig reads the number
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -129,6 +151,7 @@ def test_default_paths_stay_in_the_recipe_folder_and_dry_run_creates_nothing(rec
         (["base", "--nodes", "2", "--node-rank", "2", *MASTER], "0 <= R < 2"),
         (["base", "--node-rank", "1"], "for --nodes 2 or more"),
         (["base", "--precision", "fp8"], "--precision must be"),
+        (["base", "--max-tokens", "lots"], "--max-tokens must be a positive integer or auto"),
     ],
 )
 def test_bad_arguments_are_one_clear_line(args: list[str], message: str, tmp_path: Path) -> None:

@@ -40,6 +40,8 @@ def option_fields(cls: type) -> list[dataclasses.Field]:
 def _annotation(cls: type, f: dataclasses.Field) -> Any:
     choices = f.metadata.get("choices")
     kind = Literal[choices] if choices else typing.get_type_hints(cls)[f.name]  # type: ignore[valid-type]
+    if set(typing.get_args(kind)) == {int, str}:  # a number or a word (`--max-tokens auto`): the config parses it
+        kind = str
     return Optional[kind]
 
 
@@ -69,7 +71,14 @@ def config_options(*classes: type, show_default: Callable[[type, str], str] | No
                 flag = flag_name(f.name)
                 if typing.get_type_hints(cls)[f.name] is bool:  # --no-x too: it overrides a --config file's `x: true`
                     flag = f"{flag}/--no-{flag[2:]}"
-                default = typer.Option(None, flag, help=f.metadata["help"], show_default=shown(cls, f))
+                number_or_word = set(typing.get_args(typing.get_type_hints(cls)[f.name])) == {int, str}
+                default = typer.Option(
+                    None,
+                    flag,
+                    help=f.metadata["help"],
+                    show_default=shown(cls, f),
+                    metavar="<int|auto>" if number_or_word else None,
+                )
                 added.append(
                     inspect.Parameter(
                         f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=_annotation(cls, f)

@@ -53,7 +53,10 @@ def cpu_update_seconds(model_cfg: ModelConfig, train_cfg: TrainConfig, threads: 
     """A rough time per update on CPU, scaled from `small`'s measured throughput by compute and threads."""
     small = dataclasses.replace(PRESETS["small"].model, vocab_size=8000)
     per_token = _compute_per_token(model_cfg) / _compute_per_token(small)
-    tokens = 2 * train_cfg.max_tokens * train_cfg.for_world(1).update_freq
+    from mtkit.train.probe import unprobed
+
+    train_cfg = unprobed(train_cfg, 1)  # --max-tokens auto as a CPU resolves it
+    tokens = 2 * int(train_cfg.max_tokens) * train_cfg.update_freq
     return tokens * per_token / (SMALL_CPU_TOKENS_PER_S * max(threads, 1) / 2)
 
 
@@ -116,6 +119,8 @@ def train(
     chosen = PRESETS[preset or DEFAULT_PRESET]
     if "update_freq" in given:
         given = {**given, "update_tokens": 0}  # an explicit --update-freq wins over the preset's token target
+    if isinstance(chosen.train.max_tokens, int):  # what --max-tokens auto is on a CPU: the preset's value
+        given = {**given, "max_tokens_fallback": chosen.train.max_tokens}
     train_cfg = build(chosen.train, given)
     model_given = build(chosen.model, given)
     if print_config:

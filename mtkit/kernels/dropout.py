@@ -6,7 +6,9 @@ Not in the paper: an engineering choice of kernel. PyTorch's CPU dropout draws i
 through oneDNN. Here each element gets one 31-bit integer draw compared against p * 2^31 (the
 same keep probability, to within 2^-31), and the mask is applied, forward and backward, by
 PyTorch's own one-pass dropout-backward kernel: 1.5x faster forward and backward, 7-10% off a
-`small` update (`python bench/dropout_speed.py`). Other devices keep `F.dropout`, fused there.
+`small` update (`python bench/dropout_speed.py`). Other devices keep `F.dropout`, fused there, and so does a
+step that torch.compile traces (mtkit/train/compile.py): `random_` has no traced form, and inductor fuses
+F.dropout's mask into the kernels around it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """F.dropout, with the cheaper mask for CPU training in fp32 or bf16 (the module docstring says why)."""
     if not training or p == 0.0:
         return x
+    if torch.compiler.is_compiling():  # traced: inductor fuses F.dropout's mask (random_ would break the graph)
+        return F.dropout(x, p, training)
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and 0.0 < p < 1.0:
         out: Tensor = _CpuDropout.apply(x, p)  # type: ignore[no-untyped-call]
         return out

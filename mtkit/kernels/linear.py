@@ -99,7 +99,9 @@ def linear(
     step's feed-forward layers: one pass less over their largest activations), a separate F.relu
     otherwise.
     """
-    if x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"):
+    cpu_fp32 = x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32
+    # Traced by torch.compile: F.linear, which inductor lowers itself (oneDNN's op it lowers only for frozen weights).
+    if cpu_fp32 and not torch.compiler.is_compiling() and not torch.is_autocast_enabled("cpu"):
         learning = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias))
         if not learning and packed is not None and packed.valid_for(weight):
             return onednn_linear(x, packed.tensor, bias, relu)

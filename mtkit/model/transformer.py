@@ -242,8 +242,9 @@ class Transformer(nn.Module):
         """Source ids (B, S), right-padded with 0 -> memory (B, S, d_model)."""
         pad = src.eq(PAD)
         # Without padding, SDPA may take its unmasked fast path. Finding out costs a device
-        # sync, so only the CPU (where it is free) checks; other devices always get the mask.
-        has_pad = bool(pad.any()) if src.device.type == "cpu" else True
+        # sync, so only the CPU (where it is free) checks; other devices always get the mask, and
+        # so does a step torch.compile traces (a data-dependent branch would split its graph).
+        has_pad = bool(pad.any()) if src.device.type == "cpu" and not torch.compiler.is_compiling() else True
         src_mask = (~pad)[:, None, None, :] if has_pad else None  # (B, 1, 1, S)
         x = self.src_embed(src)
         for layer in self.encoder:

@@ -10,10 +10,16 @@ bucket, a number the first log line announces.
 
 On the CPU `auto` stays off. Inductor lowers oneDNN's linear op (mtkit/kernels/linear.py) only for frozen
 inference weights (its lowering asserts the weight is a constant), so a compiled CPU step runs its
-products through PyTorch's default kernels (MKL) instead, losing oneDNN's speedup where it was chosen;
-the model's CPU dropout mask and padding check break the graph (Tensor.random_, a data-dependent bool);
-and compiling took minutes even for a 2+2-layer model on a 2-core AMD EPYC (Zen 3). `--compile on`
+products through PyTorch's default kernels (MKL) instead, losing oneDNN's speedup where it was chosen,
+and compiling takes a minute or two even for a 1+1-layer model on a 2-core AMD EPYC (Zen 3). `--compile on`
 still works there (the tests compare it with eager), with a C++ compiler.
+
+A compiled step is one graph per function (the model's forward, the loss), with no break: while traced
+(`torch.compiler.is_compiling()`) the CPU kernels take plain ops that inductor lowers and fuses (F.linear
+for oneDNN's product, F.dropout for the integer-draw mask, mtkit/kernels), the encoder always masks
+padding instead of asking whether there is any (a data-dependent branch), and the loss is `plain_sums`
+(mtkit/train/loss.py). Eager runs never take those branches. With dynamic sizes that is one compilation
+of each, whatever the number of bucket shapes (before, ~14 graphs a forward and ~350 s to compile).
 
 The model is never changed: the step compiles a wrapper (torch.compile returns a new module around it),
 so checkpoints, which save the model itself, hold no `_orig_mod.` keys and load in any uncompiled model.
@@ -30,15 +36,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
-from mtkit.config import PAD, TrainConfig
+from mtkit.config import TrainConfig
 from mtkit.data.batching import BatchPlan, shape_count
 from mtkit.data.dataset import ParallelSplit
 from mtkit.errors import MtkitError
 from mtkit.runtime import Runtime
 from mtkit.train.forward import LossSums, batch_loss
+from mtkit.train.loss import plain_sums
 from mtkit.train.precision import Precision
 
 logger = logging.getLogger(__name__)
@@ -49,7 +54,7 @@ DYNAMIC_ENV = "MTKIT_COMPILE_DYNAMIC"  # 0: one specialised compilation per batc
 CUDA_MODE = "reduce-overhead"  # CUDA graphs: one recording per batch shape, replayed
 CPU_WHY = (
     "on the CPU compiled steps run their products through MKL (inductor cannot lower oneDNN's linear "
-    "for trained weights), break the graph at dropout, and take minutes to compile"
+    "for trained weights) and take minutes to compile"
 )
 
 
@@ -92,18 +97,7 @@ def resolve_buckets(cfg: TrainConfig, choice: CompileChoice) -> TrainConfig:
     return dataclasses.replace(cfg, length_buckets="ladder" if choice.on else "none")
 
 
-def plain_loss_sums(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-    """(label-smoothed loss sum, detached NLL sum): mtkit/train/loss.py's numbers in plain autograd ops.
-
-    The eager loss writes its gradient during the forward pass to spare memory passes; compiled, inductor
-    fuses these ops into a few kernels anyway, and the eager version's data pointer test and CPU row
-    indexing would break the graph.
-    """
-    lprobs = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
-    real = target.ne(PAD)
-    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
-    loss = ((1.0 - smoothing) * nll - smoothing * lprobs.mean(dim=-1)).masked_fill(~real, 0.0).sum()
-    return loss, nll.masked_fill(~real, 0.0).sum().detach()
+plain_loss_sums = plain_sums  # the loss a compiled step uses: mtkit/train/loss.py's numbers in plain ops
 
 
 class CompiledStep:

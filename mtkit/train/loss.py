@@ -60,12 +60,28 @@ def label_smoothed_sums(logits: Tensor, target: Tensor, smoothing: float) -> tup
     Counting them needs `int(...)`, which waits for the device; the trainer already knows
     each batch's token count from the data, so it calls this and never stalls a GPU queue.
     """
+    if torch.compiler.is_compiling():  # traced: plain ops, which inductor fuses (this path would split the graph)
+        return plain_sums(logits, target, smoothing)
     flat_logits = logits.reshape(-1, logits.size(-1))  # (N, V)
     flat_target = target.reshape(-1)  # (N,)
     if torch.is_grad_enabled() and logits.requires_grad:
         return _SmoothedCrossEntropy.apply(flat_logits, flat_target, smoothing)
     loss, nll = _chunked_sums(flat_logits, flat_target, smoothing, grad_out=None)
     return loss, nll
+
+
+def plain_sums(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """`label_smoothed_sums`' numbers in plain autograd ops, for a step that torch.compile traces.
+
+    The eager version writes its gradient during the forward pass to spare memory passes; compiled, inductor
+    fuses these ops into a few kernels anyway, and the eager version's data-pointer test and CPU row indexing
+    (`nonzero`, a data-dependent size) would break the graph.
+    """
+    lprobs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    real = target.ne(PAD)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    loss = ((1.0 - smoothing) * nll - smoothing * lprobs.mean(dim=-1)).masked_fill(~real, 0.0).sum()
+    return loss, nll.masked_fill(~real, 0.0).sum().detach()
 
 
 def _chunk_rows(vocab: int, dtype: torch.dtype, device: torch.device) -> int:

@@ -80,7 +80,9 @@ class Setup:
     plan: BatchPlan
     sentences: int
     valid_sentences: int
-    compile: dict[str, Any]  # --compile's outcome, the batch shapes an epoch, compile seconds (mtkit/train/compile.py)
+    # Start-time decisions: --compile's outcome, the batch shapes an epoch, compile seconds (mtkit/train/compile.py);
+    # what --max-tokens auto resolved to, and why (mtkit/train/probe.py).
+    decided: dict[str, Any]
 
 
 def start(log: MetricsLog, setup: Setup, resumed: Progress | None) -> None:
@@ -105,9 +107,9 @@ def start(log: MetricsLog, setup: Setup, resumed: Progress | None) -> None:
         f"= up to {max_tokens * per_update:,} tokens per side, "
         f"about {real:,.0f} real",
         update_freq=update_freq,
-        max_tokens=max_tokens,
+        max_tokens=max_tokens,  # an integer: auto is resolved by then (mtkit/train/probe.py)
         torch_threads=torch.get_num_threads(),
-        **s.compile,  # compile, why, batch shapes an epoch, compile seconds (mtkit/train/compile.py)
+        **s.decided,  # compile, why, batch shapes an epoch, compile seconds; max_tokens_why
         length_buckets=s.cfg.length_buckets,
         pad_eff=round(both, 4),
     )

@@ -6,12 +6,14 @@ link, see `checkpoint.save_checkpoint`), with a warning naming the broken file. 
 every rank reads RUN itself (as fairseq and Lightning do: the optimizer state of `big` is too
 large to broadcast), so `agreed_checkpoint` has the ranks compare what they found and refuses
 when they differ: RUN was not on a filesystem every node sees. `check_same_run` refuses another
-model config, another SentencePiece model or another corpus (bpe.json's sha256 of each raw input).
+model config, another SentencePiece model or another corpus (bpe.json's sha256 of each raw input);
+`kept_max_tokens` keeps the value --max-tokens auto resolved to when the run started.
 What a checkpoint holds is the trainer's to say (`Trainer.state_dict`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -177,17 +179,34 @@ def check_same_run(
             "use the same data to resume, or another --out."
         )
     check_corpus(ckpt.get("corpus"), data.corpus, run_dir, data.dir)
-    changed = config_diff(config_from_dict(TrainConfig, ckpt["train_config"]), cfg)
+    # "auto" (precision, compile, length buckets) is resolved afresh each start, so the saved value is no change;
+    # what --max-tokens auto falls back to on a CPU matters only at a fresh start.
+    unresolved = {f.name: "auto" for f in dataclasses.fields(cfg) if getattr(cfg, f.name) == "auto"}
+    saved = config_from_dict(TrainConfig, ckpt["train_config"])
+    saved = dataclasses.replace(saved, **unresolved, max_tokens_fallback=cfg.max_tokens_fallback)
+    changed = config_diff(saved, cfg)
     if changed:
         logger.warning("resuming with changed training settings: %s", "; ".join(changed))
 
 
+def kept_max_tokens(cfg: TrainConfig, ckpt: dict[str, Any], world_size: int) -> TrainConfig:
+    """--max-tokens auto on resume: the value the run resolved at its start (its checkpoint's batch position
+    records it), not a new probe, which could answer another number and so make other batches."""
+    if cfg.max_tokens != "auto":
+        return cfg
+    tokens = int(ckpt["data"]["max_tokens"])
+    logger.info("--max-tokens auto: keeping the %s tokens a batch this run resolved at its start", f"{tokens:,}")
+    return dataclasses.replace(cfg, max_tokens=tokens).for_world(world_size)
+
+
 def checkpoint_to_resume(
     run_dir: Path, world: dist.World, model_cfg: ModelConfig, cfg: TrainConfig, data: TrainingData
-) -> dict[str, Any] | None:
-    """The checkpoint every rank resumes from (None: a fresh start), refused when it is not this run's."""
+) -> tuple[dict[str, Any] | None, TrainConfig]:
+    """The checkpoint every rank resumes from (None: a fresh start), refused when it is not this run's, and
+    `cfg` as the run continues it (`kept_max_tokens`)."""
     check_run_config(run_dir, model_cfg)
     ckpt = agreed_checkpoint(run_dir, world)
     if ckpt is not None:
+        cfg = kept_max_tokens(cfg, ckpt, world.size)
         check_same_run(ckpt, run_dir, model_cfg, cfg, data)
-    return ckpt
+    return ckpt, cfg

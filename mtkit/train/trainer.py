@@ -37,7 +37,7 @@ from mtkit.heap import keep_freed_memory
 from mtkit.model import Transformer
 from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
-from mtkit.train import report, resume, rundir
+from mtkit.train import probe, report, resume, rundir
 from mtkit.train.forward import accumulate, out_of_memory_hint
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, TrainingData, bucket_data, epoch_of, open_training_data, plan_data
@@ -72,7 +72,7 @@ def train(
         with rundir.owned(run, world, restart):
             cfg = train_cfg.for_world(world.size)
             data = open_training_data(Path(data_dir), model_cfg, cfg.valid_bleu)
-            ckpt = resume.checkpoint_to_resume(run, world, model_cfg, cfg, data)
+            ckpt, cfg = resume.checkpoint_to_resume(run, world, model_cfg, cfg, data)  # auto: the run's max_tokens
             trainer = Trainer(data, run, model_cfg, cfg, world)
             if ckpt is not None:
                 trainer.load_state_dict(ckpt)
@@ -109,6 +109,8 @@ class Trainer:
         plan = compile_step.runtime_for(plan, self.compiling, world.device)
         runtime.apply(self.model, plan)
         self.precision = Precision(plan, world.device)
+        self.tokens = probe.resolve(cfg, self.model, self.precision, data.train, world, model_cfg.max_positions)
+        self.cfg = cfg = self.tokens.cfg  # --max-tokens auto: probed on a GPU (mtkit/train/probe.py)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
@@ -204,18 +206,17 @@ class Trainer:
         return TrainResult(self.model, p.step, p.epoch, p.best, stopped)
 
     def _setup(self) -> report.Setup:
-        cfg, precision = self.cfg, self.precision
         return report.Setup(
             params=sum(q.numel() for q in self.model.parameters()),
             world=self.world,
-            cfg=cfg,
-            precision=(precision.name, precision.reason),
-            fp32_matmul=(precision.matmul, precision.matmul_reason),
+            cfg=self.cfg,
+            precision=(self.precision.name, self.precision.reason),
+            fp32_matmul=(self.precision.matmul, self.precision.matmul_reason),
             cpu_heap=self.heap,
             plan=self.plan,
             sentences=len(self.data.train),
             valid_sentences=len(self.data.valid),
-            compile=self.compile_fields,
+            decided={**self.tokens.fields, **self.compile_fields},
         )
 
     def _start_files(self) -> None:
@@ -317,16 +318,15 @@ class Trainer:
         return UpdateResult(applied, loss, nll, grad_norm, save > 0, stop > 0, stop_signal)
 
     def _forward_backward(self, group: list[np.ndarray], tokens: int) -> torch.Tensor:
-        cfg, world = self.cfg, self.world
-        with out_of_memory_hint(self.progress.step + 1, cfg.max_tokens):
+        with out_of_memory_hint(self.progress.step + 1, int(self.cfg.max_tokens)):
             return accumulate(
                 self.ddp,
                 self.data.train,
                 group,
-                world.size / max(tokens, 1),
+                self.world.size / max(tokens, 1),
                 self.precision,
-                cfg.label_smoothing,
-                world.device,
+                self.cfg.label_smoothing,
+                self.world.device,
                 self.loss_sums,
             )
 

@@ -157,7 +157,7 @@ def test_lr_cooldown_takes_the_logged_rate_down_to_zero_by_the_budgets_end(toy_d
         (("--set", "heads=3"), "ModelConfig.d_model must be divisible by heads=3"),
         (("--precision", "fp8"), "'--precision': 'fp8' is not one of 'auto', 'fp32', 'bf16', 'fp16'"),
         (("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
-        (("--max-tokens", "0"), "--max-tokens must be a positive integer, got 0."),
+        (("--max-tokens", "0"), "--max-tokens must be a positive integer or auto, got 0."),
         (("--lr-cooldown", "1.5"), "--lr-cooldown must be a fraction in [0, 1], got 1.5."),
         (("--device", "tpu"), "unknown --device 'tpu'; use auto, cpu, cuda, cuda:N or mps"),
     ],
