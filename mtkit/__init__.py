@@ -19,7 +19,12 @@ from mtkit.errors import MtkitError
 
 __version__ = "0.2.0"
 
-_LAZY = {"build_model": "mtkit.model", "Transformer": "mtkit.model", "Translator": "mtkit.decode.translator"}
+_LAZY = {
+    "build_model": "mtkit.model",
+    "Transformer": "mtkit.model",
+    "Translator": "mtkit.decode.translator",
+    "load_translator": "mtkit.decode.loading",  # mtkit files or a CTranslate2 directory, on the engine it calls for
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -52,9 +52,11 @@ AUTO_ENV = "MTKIT_AUTO_COMPILE"  # pins what "auto" resolves to: on | off
 MODE_ENV = "MTKIT_COMPILE_MODE"  # another torch.compile mode, e.g. max-autotune-no-cudagraphs (measurements)
 DYNAMIC_ENV = "MTKIT_COMPILE_DYNAMIC"  # 0: one specialised compilation per batch shape (measurements)
 CUDA_MODE = "reduce-overhead"  # CUDA graphs: one recording per batch shape, replayed
+# `python bench/train_throughput.py --preset small --compile off --compile on` on a 2-core AMD EPYC (Zen 3):
+# eager 949 target tokens/s, compiled 423 (113 s to compile, 5.7 GB peak RSS against 2.4).
 CPU_WHY = (
-    "on the CPU compiled steps run their products through MKL (inductor cannot lower oneDNN's linear "
-    "for trained weights) and take minutes to compile"
+    "on the CPU a compiled step runs its products through MKL (inductor cannot lower oneDNN's linear for trained "
+    "weights), takes minutes to compile and measured 0.45x eager for small"
 )
 
 
