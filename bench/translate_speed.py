@@ -8,7 +8,7 @@ API: ct2-*), and mtkit's text pipeline over that export (`mtkit translate -m CT2
 Every system translates the same sentences in a child process of its own (one after the
 other, never at once), so that each peak RSS is its own: the child reads VmHWM from
 /proc/self/status (`ru_maxrss` of a child would include what the parent had when it forked).
-The mtkit children import torch, the CTranslate2 children do not. Each child translates the
+The mtkit children import torch, the CTranslate2 children and (on the CPU) mtkit-ct2-* do not. Each child translates the
 first 8 sentences once before the clock starts. With --rounds N the systems run in turn N times
 (A B, then B A, ...) and each keeps its fastest round (a busy machine only slows a round down) and its
 highest peak RSS; a ratio is then given twice, best round over best round and the median over rounds of
@@ -95,17 +95,21 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     """(outputs, target tokens, seconds, the workers' peak RSS in MiB, peak GPU MiB, peak PSS MiB) of mtkit's
     Translator (over the CTranslate2 export for mtkit-ct2-*); the PSS only with forked workers, from a second,
     untimed pass (`PeakPss`)."""
-    import torch
-
     sys.path.insert(0, str(ROOT))
     from mtkit.config import DecodeConfig
     from mtkit.decode.loading import load_translator
 
-    torch.set_num_threads(job["threads"])
     ct2 = precision.startswith("ct2-")
     precision = precision.removeprefix("ct2-")
     model = job["ct2_dir"] if ct2 else job["model"]
-    translator = load_translator(model, device=job["device"], precision=precision, workers=job["workers"])
+    torch = None
+    if not ct2 or on_gpu(job):  # mtkit over CTranslate2 runs without torch, as `mtkit translate -m CT2DIR` does
+        import torch
+
+        torch.set_num_threads(job["threads"])
+    translator = load_translator(
+        model, device=job["device"], precision=precision, workers=job["workers"], threads=job["threads"]
+    )
     config = DecodeConfig(
         beam=job["beam"],
         alpha=job["alpha"],
@@ -120,7 +124,7 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     outputs = [t.text for t in translator.translate_stream(lines, config, job["batch_tokens"])]
     seconds = time.perf_counter() - start
     tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
-    gpu = torch.cuda.max_memory_allocated() / 2**20 if on_gpu(job) else None
+    gpu = torch.cuda.max_memory_allocated() / 2**20 if torch is not None and on_gpu(job) else None
     pss = None
     if job["workers"] > 1 and not ct2:  # CTranslate2's inter_threads are threads of one process
         with PeakPss() as peak:

@@ -18,6 +18,8 @@ from torch import Tensor
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
 from mtkit.decode.ensemble import Ensemble, make_step
+from mtkit.decode.lengths import length_penalty as length_penalty
+from mtkit.decode.lengths import max_output_length
 from mtkit.decode.prefix import force_prefix
 from mtkit.decode.step import Step
 from mtkit.model.transformer import Transformer
@@ -25,24 +27,10 @@ from mtkit.model.transformer import Transformer
 NEG_INF = -math.inf
 
 
-def length_penalty(length: Tensor | float, alpha: float, kind: str) -> Tensor | float:
-    """GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, Eq. 14); fairseq's |Y|^alpha; or 1.
-
-    Non-decreasing in |Y| for alpha >= 0, which the early-stopping bound relies on.
-    """
-    if kind == "gnmt":
-        return ((5.0 + length) / 6.0) ** alpha
-    if kind == "fairseq":
-        return length**alpha
-    if kind == "none":
-        return length * 0.0 + 1.0  # keeps the argument's type: a tensor stays a tensor
-    raise ValueError(f"unknown length penalty {kind!r}")
-
-
 def max_output_lengths(src_lengths: Tensor, config: DecodeConfig, max_positions: int) -> Tensor:
-    """Tokens a sentence may emit before EOS: floor(a * |X| + b), capped so that BOS + output fit the positions."""
-    limit = torch.floor(config.max_len_a * src_lengths.double() + config.max_len_b).long()
-    return limit.clamp(min=0, max=max_positions - 1)
+    """Each sentence's `max_output_length` (mtkit/decode/lengths.py, the rule's one definition), as a tensor."""
+    limits = [max_output_length(n, config, max_positions) for n in src_lengths.tolist()]
+    return torch.tensor(limits, dtype=torch.long, device=src_lengths.device)
 
 
 def top_candidates(logp: Tensor, lprobs: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:

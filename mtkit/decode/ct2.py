@@ -29,18 +29,20 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, DecodeConfig, SamplingConfig
 from mtkit.data.vocab import Vocab
-from mtkit.decode.beam import length_penalty
+from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
+
+if TYPE_CHECKING:  # torch is imported only where asked for (the device, /info's parameter count): see `load`
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -184,8 +186,8 @@ class CT2Engine:
     ) -> Hypotheses:
         """Each sentence's hypotheses (ids without BOS/EOS, score), best first, by mtkit's settings."""
         src = [[self.pieces[i] for i in s] for s in ids]
-        limits = [int(config.max_len_a * len(s) + config.max_len_b) for s in ids]
-        limits = [min(limit, self.max_source_tokens) for limit in limits]  # BOS + output fit the positions
+        # BOS + output fit the positions (the source's max_source_tokens + its EOS)
+        limits = [max_output_length(len(s), config, self.max_source_tokens + 1) for s in ids]
         greedy = sampling is not None or config.beam == 1
         options: dict[str, Any] = dict(
             max_decoding_length=max(limits, default=0) + 1,  # + 1: room for EOS after the longest output
@@ -247,6 +249,8 @@ class CT2Engine:
 
     def parameters(self) -> int:
         """The model's parameter count, from the export record's config (a model on the meta device: no memory)."""
+        import torch
+
         from mtkit.checkpoint import config_of
         from mtkit.model import Transformer
 
@@ -281,10 +285,16 @@ class CT2Translator(Translator):
     def __init__(self, engine: CT2Engine, vocab: Vocab, workers: int = 1):
         self.engine = engine
         self.vocab = vocab
-        self.device = torch.device("cuda" if engine.device == "cuda" else "cpu")
         self.workers = workers  # batches CTranslate2 searches at once (inter_threads), each from a thread here
         self._pool = None
         self.models = []
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]  # read-only here: CTranslate2 picked the device
+        """The device CTranslate2 runs on, as a torch.device (torch imported only if asked: `mtkit serve`'s /info)."""
+        import torch
+
+        return torch.device("cuda" if self.engine.device == "cuda" else "cpu")
 
     @property
     def max_source_tokens(self) -> int:
@@ -323,10 +333,47 @@ class CT2Translator(Translator):
         """Nothing to stop: CTranslate2's threads end with its translator."""
 
 
+def default_threads() -> int:
+    """The CPU threads mtkit's own engine would run with, PyTorch's count, found without importing torch: torch's
+    own setting where torch is already imported; else its default, OMP_NUM_THREADS (or MKL_NUM_THREADS) or the
+    machine's physical cores."""
+    loaded = sys.modules.get("torch")
+    if loaded is not None:
+        return int(loaded.get_num_threads())
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return physical_cores()
+
+
+def physical_cores() -> int:
+    """Physical cores (not hyperthreads), as PyTorch counts them by default; os.cpu_count() where /proc says none."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    cores: set[tuple[str, str]] = set()
+    package = core = ""
+    for line in text.splitlines() + [""]:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "physical id":
+            package = value
+        elif key == "core id":
+            core = value
+        elif not key and core:
+            cores.add((package, core))
+            package = core = ""
+    return len(cores) or os.cpu_count() or 1
+
+
 def load(
     paths: Sequence[str | os.PathLike[str]], device: str, precision: str, workers: int, threads: int = 0
 ) -> CT2Translator:
-    """A CT2Translator for `mtkit translate|serve -m DIR`; one directory (CTranslate2 runs no ensembles)."""
+    """A CT2Translator for `mtkit translate|serve -m DIR`; one directory (CTranslate2 runs no ensembles).
+
+    `threads`: CTranslate2's intra_threads; 0 takes PyTorch's count (`default_threads`), as mtkit's own engine
+    would run. torch itself is not imported: CTranslate2 searches, and torch would cost ~200 MiB of memory."""
     if len(paths) != 1:
         raise MtkitError("CTranslate2 runs one model, not an ensemble; give one -m with a CTranslate2 directory.")
     path = Path(paths[0])
@@ -337,7 +384,7 @@ def load(
             "export it with mtkit export --format ctranslate2, which writes one."
         )
     vocab = Vocab.load(path / SPM_NAME)
-    engine = CT2Engine(path, vocab, device, precision, workers, threads or torch.get_num_threads())
+    engine = CT2Engine(path, vocab, device, precision, workers, threads or default_threads())
     logger.info("CTranslate2 model %s on %s (%s)", path, engine.device, engine.compute_type)
     return CT2Translator(engine, vocab, workers)
 

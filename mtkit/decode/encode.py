@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import logging
 
-import torch
-
 from mtkit.config import DecodeConfig
 from mtkit.data.vocab import Vocab
-from mtkit.decode.beam import max_output_lengths
+from mtkit.decode.lengths import max_output_length
 from mtkit.errors import MtkitError
 
 logger = logging.getLogger(__name__)
@@ -42,7 +40,7 @@ def prefix_ids(
     if not any(prefixes):
         return [[] for _ in prefixes]
     out = vocab.encode_batch(prefixes)
-    limits = max_output_lengths(torch.tensor([len(s) for s in sources]), config, limit + 1).tolist()
+    limits = [max_output_length(len(s), config, limit + 1) for s in sources]
     for i, (prefix, most) in enumerate(zip(out, limits)):
         if len(prefix) > most:
             raise MtkitError(

@@ -20,9 +20,13 @@ def load_translator(
     device: str = "auto",
     precision: str = "fp32",
     workers: int = 1,
+    threads: int = 0,
 ) -> Translator:
-    """A Translator for `path` (several paths: an ensemble of mtkit files), on the engine the files call for."""
+    """A Translator for `path` (several paths: an ensemble of mtkit files), on the engine the files call for.
+
+    `threads`: a CTranslate2 model's CPU threads (0: the count PyTorch would use); mtkit's own engine runs with
+    PyTorch's setting (torch.set_num_threads), which this module leaves alone so as not to import torch."""
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     if any(ct2.is_ct2_dir(p) for p in paths):
-        return ct2.load(paths, device, precision, workers)
+        return ct2.load(paths, device, precision, workers, threads)
     return Translator.load(paths, device=device, precision=precision, workers=workers)

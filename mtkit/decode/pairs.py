@@ -1,4 +1,5 @@
-"""Input lines that carry a second column: SOURCE<TAB>PREFIX (a forced target prefix) or SOURCE<TAB>TARGET (scoring).
+"""Input lines that carry a second column: SOURCE<TAB>PREFIX (a forced target prefix) or SOURCE<TAB>TARGET (scoring),
+and the score of such a pair (PairScore, here without torch: CTranslate2's path scores pairs too).
 
 The second column comes either after the line's first TAB or, line by line, from a second file.
 """
@@ -7,8 +8,23 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from mtkit.errors import MtkitError
+
+
+@dataclass(frozen=True)
+class PairScore:
+    """One input pair's score (lines numbered from 1): log P(target + EOS | source) and |Y| (EOS counted)."""
+
+    line: int
+    logprob: float
+    length: int
+
+    @property
+    def average(self) -> float:
+        """log P per target token: comparable across lengths, as corpus filtering wants."""
+        return self.logprob / self.length
 
 
 def tab_pairs(lines: Iterable[str], required: str | None = None) -> Iterator[tuple[str, str]]:

@@ -23,8 +23,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
-import torch
-
 from mtkit.errors import MtkitError
 
 S = TypeVar("S")  # the state the workers inherit
@@ -43,6 +41,8 @@ def _start_worker(parent: int) -> None:
     (SIGTERM, SIGKILL) would leave it waiting forever: the kernel sends it SIGTERM when the parent ends
     (Linux's PR_SET_PDEATHSIG), and one whose parent already ended before that took hold leaves at once.
     """
+    import torch  # here, not above: CTranslate2's path imports this module, and runs no torch
+
     torch.set_num_threads(1)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0 or os.getppid() != parent:

@@ -7,8 +7,6 @@ counts the end-of-sentence token, as beam search's length does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -16,20 +14,6 @@ from torch import Tensor
 from mtkit.config import BOS, EOS, PAD
 from mtkit.decode.ensemble import Ensemble
 from mtkit.model.transformer import Transformer
-
-
-@dataclass(frozen=True)
-class PairScore:
-    """One input pair's score (lines numbered from 1): log P(target + EOS | source) and |Y| (EOS counted)."""
-
-    line: int
-    logprob: float
-    length: int
-
-    @property
-    def average(self) -> float:
-        """log P per target token: comparable across lengths, as corpus filtering wants."""
-        return self.logprob / self.length
 
 
 def padded(rows: list[list[int]], device: torch.device) -> Tensor:

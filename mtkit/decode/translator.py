@@ -17,24 +17,23 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import torch
-
-from mtkit import checkpoint, runtime
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, DecodeConfig, SamplingConfig
 from mtkit.data.vocab import Vocab
 from mtkit.decode.batches import balanced_batches, chunks, in_order
-from mtkit.decode.beam import beam_search
 from mtkit.decode.encode import prefix_ids, source_ids, target_ids
-from mtkit.decode.ensemble import Ensemble
+from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
-from mtkit.decode.prefix import prefix_tensor
-from mtkit.decode.sampling import sample
-from mtkit.decode.scoring import PairScore, padded, score_batch
-from mtkit.device import pick_device
 from mtkit.errors import MtkitError
-from mtkit.model.transformer import Transformer
+
+# torch and mtkit's own search are imported where mtkit's engine runs, not here: the text pipeline also runs
+# CTranslate2 (mtkit/decode/ct2.py), which needs no torch (and its import costs ~200 MiB of memory).
+if TYPE_CHECKING:
+    import torch
+
+    from mtkit.decode.ensemble import Ensemble
+    from mtkit.model.transformer import Transformer
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +99,10 @@ class Translator:
         Threads would not: a search holds Python's lock between its many small operations, and two threads
         wait for each other. `close()` stops the workers.
         """
+        import torch
+
+        from mtkit.model.transformer import Transformer
+
         models = [model] if isinstance(model, Transformer) else list(model)
         if any(m.training for m in models):
             raise MtkitError("a Translator decodes with dropout off: put its models in eval mode (model.eval()).")
@@ -140,6 +143,9 @@ class Translator:
         `precision` (auto and int8 included), the fp32 CPU products' backend and packed weights.
         `workers`: see `Translator`. A CTranslate2 directory (`mtkit export`) opens with
         mtkit.decode.loading.load_translator, which picks the engine."""
+        from mtkit import checkpoint, runtime
+        from mtkit.device import pick_device
+
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
         models: list[Transformer] = []
         vocabs: list[bytes] = []
@@ -148,7 +154,7 @@ class Translator:
             if not ckpt.get("vocab"):
                 raise MtkitError(f"{p} holds no SentencePiece vocabulary, so its output cannot be turned into text.")
             checkpoint.check_finite(ckpt, p)
-            models.append(typing.cast(Transformer, checkpoint.build_from(ckpt)))
+            models.append(typing.cast("Transformer", checkpoint.build_from(ckpt)))
             vocabs.append(ckpt["vocab"])
             del ckpt  # optimizer state can be twice the model's size
         for p, v in zip(paths[1:], vocabs[1:]):
@@ -165,6 +171,8 @@ class Translator:
     @property
     def decoder(self) -> Transformer | Ensemble:
         """What the searches run: the model, or the ensemble of all the models."""
+        from mtkit.decode.ensemble import Ensemble
+
         return self.model if len(self.models) == 1 else Ensemble(self.models)
 
     @property
@@ -293,6 +301,11 @@ def search_batch(
     if translator.engine is not None:
         found = translator.engine.search(ids, prefixes, config, sampling)
         return [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
+    from mtkit.decode.beam import beam_search
+    from mtkit.decode.prefix import prefix_tensor
+    from mtkit.decode.sampling import sample
+    from mtkit.decode.scoring import padded
+
     src = padded([[*sentence, EOS] for sentence in ids], translator.device)  # (B, S)
     prefix = prefix_tensor(prefixes, translator.device)
     if sampling is None:
@@ -306,4 +319,6 @@ def score_pairs(translator: Translator, *, src: list[list[int]], tgt: list[list[
     """(log P(target + EOS | source), target length + 1) of each pair of the batch."""
     if translator.engine is not None:
         return translator.engine.score(src, tgt)
+    from mtkit.decode.scoring import score_batch
+
     return score_batch(translator.decoder, src, tgt)

@@ -10,6 +10,8 @@ Skipped, with the reason, where the `ct2` extra is not installed; CI installs it
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from mtkit.decode.loading import load_translator
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from mtkit.export import RECORD, export
-from tests.support.cli import run_cli
+from tests.support.cli import ROOT, run_cli
 
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'mtkit[ct2]'")
 
@@ -55,6 +57,34 @@ def test_greedy_equals_mtkit_engine(trained_model, ct2_dir, text):
     assert theirs == ours
     assert their_scores == pytest.approx(our_scores, abs=2e-4)
     assert sum(bool(t) for t in ours) > len(ours) // 2  # the model really translates
+
+
+# `mtkit translate` in a fresh Python that says, as it exits, whether torch was ever imported (on stderr's last line).
+NO_TORCH = """
+import atexit, runpy, sys
+atexit.register(lambda: print("torch imported:", "torch" in sys.modules, file=sys.stderr))
+sys.argv = ["mtkit", *sys.argv[1:]]
+runpy.run_module("mtkit", run_name="__main__")
+"""
+
+
+def test_translate_on_ct2_never_imports_torch(trained_model, ct2_dir, text):
+    """CTranslate2 searches; torch (~200 MiB of memory) has no work, so the pipeline must not import it."""
+    args = ("--beam", "1", "--scores", "--lenpen", "gnmt")
+    done = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, "translate", "-m", str(ct2_dir), *args],
+        input=text,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "torch imported: False", done.stderr
+    ours, our_scores = split_scores(translate(trained_model, text, *args))
+    theirs, their_scores = split_scores(done.stdout.splitlines())
+    assert theirs == ours
+    assert their_scores == pytest.approx(our_scores, abs=2e-4)
 
 
 @pytest.mark.parametrize("limits", [(0.0, 1), (0.5, 1), (1.0, 2)])
