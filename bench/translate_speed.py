@@ -2,8 +2,7 @@
 API: ct2-*), and mtkit's text pipeline over that export (`mtkit translate -m CT2DIR`: mtkit-ct2-*).
 
     python bench/translate_speed.py --model /work/models/m30k/model.pt          # Multi30k test_2016_flickr
-    python bench/translate_speed.py --model runs/small/averaged.pt --limit 200  # a quick check
-    python bench/translate_speed.py --model M.pt --rounds 5  # a shared machine: A B, B A, ...; best and paired ratios
+    python bench/translate_speed.py --model M.pt --rounds 5 --limit 200  # a shared machine: A B, B A, ...; best, paired
 
 Every system translates the same sentences in a child process of its own (one after the
 other, never at once), so that each peak RSS is its own: the child reads VmHWM from
