@@ -1,8 +1,8 @@
 """The run directory as one training process's own: made, locked, and (with --restart) cleared by moving aside.
 
-The lock is an fcntl lock on RUN/.train.lock, the mechanism `mtkit prepare`'s downloads use
-(mtkit/data/fetch.py): the kernel drops it when the process ends however it ends, so a killed
-run never leaves a stale lock behind. The file names its holder (pid and host) for the message
+The lock is a flock on RUN/.train.lock (mtkit/locks.py, as `prepare` and `bpe` lock their data
+directory): the kernel drops it when the process ends however it ends, so a killed run never
+leaves a stale lock behind. The file names its holder (pid and host) for the message
 a second run gets. --restart never deletes: the old run's own files (RUN_FILES, and nothing
 else of RUN) go to RUN/previous-<time>/.
 """
