@@ -17,10 +17,8 @@ import logging
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any, BinaryIO
 
 from mtkit import locks
 from mtkit.errors import MtkitError
+from mtkit.interrupts import signals_held, terminate_as_interrupt
 
 logger = logging.getLogger(__name__)
 
@@ -207,45 +206,24 @@ def data_dir_locked(data_dir: Path, command: str) -> Iterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MtkitError(f"cannot create {data_dir} ({exc.strerror or exc}).") from None
+    lock: locks.Lock | None = None
     with terminate_as_interrupt():  # a SIGTERM at any moment still removes the lock file
         try:
-            lock = locks.acquire(data_dir / DATA_LOCK, f"`{command}` ({locks.holder_note()})")
-        except locks.Busy as busy:
-            raise MtkitError(
-                f"{data_dir} is in use by {busy.holder}; wait for it to end, or use another directory."
-            ) from None
-        try:
+            with signals_held():  # a signal now would leave the file made but not yet ours to remove
+                try:
+                    lock = locks.acquire(data_dir / DATA_LOCK, f"`{command}` ({locks.holder_note()})")
+                except locks.Busy as busy:
+                    raise MtkitError(
+                        f"{data_dir} is in use by {busy.holder}; wait for it to end, or use another directory."
+                    ) from None
             yield
         finally:
-            locks.release(lock, remove=True)
-            if created:
-                with contextlib.suppress(OSError):  # not empty: what was written stays
-                    data_dir.rmdir()
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM seen as an interrupt, so that every `finally` and `except BaseException` cleans up as for Ctrl-C."""
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM (a scheduler's preemption, `kill`) raises `Terminated` like Ctrl-C does.
-
-    Python's default for SIGTERM is to die at once, leaving temporary files behind. Only the
-    main thread can set a handler; elsewhere the block runs unchanged.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise Terminated(f"signal {signal.Signals(signum).name}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+            with signals_held():
+                if lock is not None:
+                    locks.release(lock, remove=True)
+                if created:
+                    with contextlib.suppress(OSError):  # not empty: what was written stays
+                        data_dir.rmdir()
 
 
 @contextlib.contextmanager
@@ -257,21 +235,30 @@ def work_dir(parent: Path, prefix: str) -> Iterator[Path]:
     held until it is gone, so that no other run's sweep ever takes it for a dead one's.
     """
     sweep_stale(parent, prefix)
+    lock: locks.Lock | None = None
+    lock_path: Path | None = None
+    tmp: Path | None = None
     with terminate_as_interrupt():  # from the first file made: a SIGTERM leaves neither lock nor directory
-        fd, name = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}-", suffix=LOCK_SUFFIX, dir=parent)
-        os.close(fd)
-        lock_path, tmp = Path(name), Path(name[: -len(LOCK_SUFFIX)])
         try:
-            lock = locks.acquire(lock_path)
-        except BaseException:
-            lock_path.unlink(missing_ok=True)
-            raise
-        try:
-            tmp.mkdir(mode=0o700)
+            # Made with the signals held: a Ctrl-C between mkstemp's return and the assignment would
+            # leave a lock file that this block does not know the name of. One that came meanwhile is
+            # raised as the `with` ends, inside the try, so the finally removes both.
+            with signals_held():
+                fd, name = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}-", suffix=LOCK_SUFFIX, dir=parent)
+                os.close(fd)
+                lock_path = Path(name)
+                lock = locks.acquire(lock_path)
+                tmp = Path(name[: -len(LOCK_SUFFIX)])
+                tmp.mkdir(mode=0o700)
             yield tmp
         except KeyboardInterrupt as exc:
-            logger.warning("interrupted (%s); removing the temporary files in %s", exc or "Ctrl-C", tmp)
+            logger.warning("interrupted (%s); removing the temporary files in %s", exc or "Ctrl-C", tmp or parent)
             raise
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-            locks.release(lock, remove=True)
+            with signals_held():  # a second Ctrl-C does not cut the cleanup short
+                if tmp is not None:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                if lock is not None:
+                    locks.release(lock, remove=True)
+                elif lock_path is not None:
+                    lock_path.unlink(missing_ok=True)

@@ -1,11 +1,14 @@
 """One mechanism for every file mtkit writes: whole or absent, with the mode `open` would give."""
 
 import os
+import signal
 import sys
+import tempfile
 
 import pytest
 
 from mtkit.atomic import atomic_file, write_atomic
+from tests.support.signals import signal_self_after
 
 
 def test_the_file_appears_whole_with_the_umask_mode(tmp_path):
@@ -27,6 +30,20 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
         with atomic_file(path) as f:
             f.write(b"half of the new")
             raise RuntimeError("killed")
+    assert path.read_bytes() == b"old\n" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_as_the_temporary_is_made_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch, sig):
+    path = tmp_path / "out.txt"
+    write_atomic(path, b"old\n")
+    monkeypatch.setattr(tempfile, "mkstemp", signal_self_after(tempfile.mkstemp, sig))
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as `prepare` and `bpe` see SIGTERM
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            write_atomic(path, b"new\n")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert path.read_bytes() == b"old\n" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
 
 

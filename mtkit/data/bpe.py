@@ -36,7 +36,8 @@ from mtkit.data.corpora import SPLITS, default_registry
 from mtkit.data.encode import all_lines, encode_file, give_back_freed_memory, sample_pairs
 from mtkit.data.owned import listed, previous_record, refuse_foreign
 from mtkit.errors import MtkitError
-from mtkit.files import check_parallel, data_dir_locked, fingerprint, progress_bar, terminate_as_interrupt
+from mtkit.files import check_parallel, data_dir_locked, fingerprint, progress_bar
+from mtkit.interrupts import terminate_as_interrupt
 
 logger = logging.getLogger(__name__)
 

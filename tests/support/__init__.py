@@ -8,5 +8,6 @@
 - metrics: RUN/metrics.jsonl read by `mtkit.plot.read_records`, the reader under `mtkit plot`.
 - torchrun: two gloo ranks on this machine through torch's own launcher.
 - serve, fake_service, gated: a real `mtkit serve` process, a fake in-process one, the gated decoder.
+- signals: a signal delivered right after a given call returns, for the races of Ctrl-C and SIGTERM.
 - recipes: a recipe's run.sh and the commands its dry run prints, parsed by mtkit's own parsers.
 """
