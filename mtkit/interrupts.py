@@ -41,22 +41,40 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back for the block; one that came meanwhile is raised as the block ends.
+    """Hold SIGINT and SIGTERM back for the block; the first that came meanwhile is delivered as it ends.
 
-    For the few lines that make or remove a pair of files (a lock and its directory): an interrupt
-    between the two would leave one behind. Only the main thread receives signals, and only POSIX
-    can hold them back; elsewhere the block runs unchanged.
+    For the few lines between making a file and being inside the `try` that removes it. Held in
+    Python, not with `pthread_sigmask`: a mask holds a signal back from this thread only, and the
+    kernel hands a process's signal to any other thread (torch's, a server's), after which Python
+    raises it in the main thread at once. Here the handlers are swapped for one that notes the
+    signal, and the noted one is raised again (`signal.raise_signal`) to the handler that was in
+    place before, so a command's own handling (train's stop-after-this-update) is kept. Only the
+    main thread can set handlers; elsewhere, or where a handler was not set from Python, the block
+    runs unchanged.
     """
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    previous = {signum: signal.getsignal(signum) for signum in _HELD_SIGNALS}
+    if any(handler is None for handler in previous.values()):
+        yield
+        return
+    pending: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    for signum in _HELD_SIGNALS:
+        signal.signal(signum, note)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            signal.raise_signal(pending[0])

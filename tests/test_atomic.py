@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 from mtkit.atomic import atomic_file, write_atomic
-from tests.support.signals import signal_self_after
+from tests.support.signals import another_thread, signal_self_after
 
 
 def test_the_file_appears_whole_with_the_umask_mode(tmp_path):
@@ -40,7 +40,7 @@ def test_a_signal_as_the_temporary_is_made_keeps_the_old_file_and_leaves_no_temp
     monkeypatch.setattr(tempfile, "mkstemp", signal_self_after(tempfile.mkstemp, sig))
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as `prepare` and `bpe` see SIGTERM
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt), another_thread():
             write_atomic(path, b"new\n")
     finally:
         signal.signal(signal.SIGTERM, previous)

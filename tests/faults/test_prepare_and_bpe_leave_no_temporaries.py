@@ -15,7 +15,7 @@ from mtkit import files, locks
 from mtkit.files import LOCK_SUFFIX, data_dir_locked, work_dir
 from mtkit.interrupts import Terminated
 from tests.support.cli import ROOT
-from tests.support.signals import signal_self_after
+from tests.support.signals import another_thread, signal_self_after
 
 
 def _big_custom_corpus(tmp_path: Path, n: int = 400_000) -> list[str]:
@@ -119,7 +119,7 @@ def test_sigterm_in_a_work_dir_is_an_interrupt_that_removes_it(tmp_path):
 def test_a_signal_as_the_lock_file_is_made_leaves_neither_it_nor_the_directory(tmp_path, monkeypatch, sig):
     # The race CI once hit: a Ctrl-C right after mkstemp returned left PREFIX<pid>-XXXX.lock behind.
     monkeypatch.setattr(files.tempfile, "mkstemp", signal_self_after(files.tempfile.mkstemp, sig))
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), another_thread():
         with work_dir(tmp_path, ".prepare-"):
             time.sleep(5)  # not reached: the held signal is raised before the block is entered
     assert list(tmp_path.iterdir()) == []
@@ -128,7 +128,7 @@ def test_a_signal_as_the_lock_file_is_made_leaves_neither_it_nor_the_directory(t
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_as_the_data_lock_is_taken_leaves_no_lock_file(tmp_path, monkeypatch, sig):
     monkeypatch.setattr(files.locks, "acquire", signal_self_after(locks.acquire, sig))
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), another_thread():
         with data_dir_locked(tmp_path / "out", "mtkit prepare"):
             time.sleep(5)
     assert list(tmp_path.iterdir()) == []
