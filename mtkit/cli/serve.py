@@ -31,8 +31,8 @@ def serve(
         "-m",
         show_default=False,
         metavar="FILE",
-        help="An mtkit model or checkpoint file (e.g. averaged.pt), or a directory of `mtkit export --format "
-        "ctranslate2` (run on CTranslate2).",
+        help="An mtkit model or checkpoint file (e.g. averaged.pt), a Hugging Face Marian directory, or a "
+        "directory of `mtkit export --format ctranslate2` (run on CTranslate2).",
     ),
     host: str = typer.Option(
         "127.0.0.1", help="Address to listen on; 0.0.0.0 opens the server to the network (set an API key)."

@@ -56,10 +56,19 @@ class ServeSettings:
 
 
 def check_models(models: tuple[str, ...]) -> None:
-    """Said before the server starts: the files (or CTranslate2 directories) exist, and (for now) there is one."""
-    missing = [m for m in models if not (Path(m).is_file() or ct2.is_ct2_dir(m))]
-    if missing:
-        raise MtkitError(f"model file {missing[0]} does not exist.")
+    """Said before the server starts: each -m names what `translate -m` reads, and (for now) there is one."""
+    for m in models:
+        path = Path(m)
+        if path.is_dir() and not ct2.is_ct2_dir(m):
+            from mtkit.marian import is_hf_dir  # torch comes with it; a CTranslate2 server never gets here
+
+            if not is_hf_dir(path):
+                raise MtkitError(
+                    f"{m} is a directory but neither a CTranslate2 model (model.bin) nor a Hugging Face "
+                    "Marian model (config.json with a model_type); give a model file or an exported directory."
+                )
+        elif not path.exists():
+            raise MtkitError(f"model file {m} does not exist.")
     if len(models) != 1:
         raise MtkitError(f"mtkit serve takes one model for now; got {len(models)} (-m given more than once).")
 
