@@ -58,17 +58,25 @@ def atomic_save(obj: Any, path: str | os.PathLike) -> None:
         ) from None
 
 
-def save_checkpoint(payload: dict[str, Any], run_dir: str | os.PathLike, keep_last: int) -> Path:
-    """Write `checkpoint_<step>.pt` atomically, point `checkpoint_last.pt` at it, keep the newest `keep_last`.
+def save_checkpoint(
+    payload: dict[str, Any], run_dir: str | os.PathLike, keep_last: int, best: bool = False, numbered: bool = True
+) -> Path:
+    """Write `checkpoint_<step>.pt` atomically, point `checkpoint_last.pt` (and `checkpoint_best.pt` when `best`)
+    at it, keep the newest `keep_last`; returns the file written. `numbered=False`: only `checkpoint_best.pt`.
 
-    `checkpoint_last.pt` becomes a hard link to the new file, swapped in by rename, so the
-    bytes are written once however large the model; where links are not supported it is a
-    second atomic copy. Either way a reader always finds a complete previous or new file.
+    The links are hard links to the new file, swapped in by rename, so the bytes are written once
+    however large the model; where links are not supported they are atomic copies. Either way a
+    reader always finds a complete previous or new file.
     """
     run_dir = Path(run_dir)
+    if not numbered:
+        atomic_save(payload, run_dir / "checkpoint_best.pt")
+        return run_dir / "checkpoint_best.pt"
     path = run_dir / f"checkpoint_{payload['step']}.pt"
     atomic_save(payload, path)
     link_atomically(path, run_dir / "checkpoint_last.pt", payload)
+    if best:
+        link_atomically(path, run_dir / "checkpoint_best.pt", payload)
     numbered = sorted(run_dir.glob("checkpoint_*.pt"), key=lambda p: _step_of(p.name))
     numbered = [p for p in numbered if _step_of(p.name) >= 0]
     for old in numbered[:-keep_last]:

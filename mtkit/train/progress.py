@@ -30,6 +30,7 @@ class Progress:
     bad_valids: int = 0  # validations since the last new best
     nonfinite: int = 0  # non-finite losses or gradients in a row
     elapsed: float = 0.0  # wall-clock seconds of the training loop (validation and saving included)
+    valid_due: bool = False  # a signal cut (or kept from running) the validation due at this step
 
     def state_dict(self, world_size: int, cfg: TrainConfig) -> dict[str, Any]:
         """The checkpoint's `step`, `data` and `progress` entries."""

@@ -170,17 +170,9 @@ class Trainer:
 
     def _save(self, best: bool = False, regular: bool = True) -> None:
         payload = self.state_dict()
-        if not self.world.is_main:
-            return
-        best_path = self.run_dir / "checkpoint_best.pt"
-        if regular:
-            path = checkpoint.save_checkpoint(payload, self.run_dir, self.cfg.keep_last)
-            if best:
-                checkpoint.link_atomically(path, best_path, payload)
+        if self.world.is_main:
+            path = checkpoint.save_checkpoint(payload, self.run_dir, self.cfg.keep_last, best=best, numbered=regular)
             self.log.event("checkpoint", step=self.progress.step, path=path.name, best=best)
-        elif best:
-            checkpoint.atomic_save(payload, best_path)
-            self.log.event("checkpoint", step=self.progress.step, path=best_path.name, best=True)
 
     # ---- the loop ---------------------------------------------------------------------------------------
 
@@ -190,7 +182,7 @@ class Trainer:
 
         p = self.progress
         finished = stop_reason(p, self.cfg, out_of_time(p, self.cfg))
-        if finished:
+        if finished and not p.valid_due:
             report.nothing_to_do(self.run_dir, p, finished)
             return TrainResult(self.model, p.step, p.epoch, p.best, finished)
         self._start_files()
@@ -232,6 +224,8 @@ class Trainer:
         p = self.progress
         state = LoopState(last_save=time.monotonic(), saved_step=p.step)
         stopped = ""
+        if p.valid_due:  # a signal kept the validation due at this step from running: it runs first, then a save
+            stopped = self._after_update(UpdateResult(False, 0.0, 0.0, 0.0, True, False, ""), state)
         while not stopped:
             epoch = epoch_of(self.plan, p.epoch, self.world)
             if p.batch >= len(epoch.batches):  # a resumed position past this epoch's end: start the next one
@@ -279,12 +273,13 @@ class Trainer:
         """Validate, stop and save, decided once with named booleans (fairseq's validate_and_save)."""
         cfg, p = self.cfg, self.progress
         should_stop = stop_reason(p, cfg, r.time_up, r.stop_signal)
-        # A signal stops at once (a preemption's grace is short); any other stop validates one last time.
-        do_validate = not r.stop_signal and (
-            (r.applied and p.step % cfg.valid_every == 0) or (bool(should_stop) and state.last_valid != p.step)
-        )
+        # Due: the schedule's, one a signal cut before the checkpoint resumed from, the last before any other stop.
+        due = (r.applied and p.step % cfg.valid_every == 0) or p.valid_due
+        due = due or (bool(stop_reason(p, cfg, r.time_up)) and state.last_valid != p.step)
         new_best = False
-        if do_validate:
+        if due and r.stop_signal:  # a signal stops at once (a preemption's grace is short); resuming validates
+            p.valid_due = True
+        elif due:
             new_best, cut_short = self._validate()
             state.last_valid = p.step
             # A signal during validation stops it between batches; else patience counts this validation.
@@ -387,6 +382,7 @@ class Trainer:
         result = validate(
             self.model, self.data, self.valid_batches, self.world, self.precision, smoothing, self.stop_requests
         )
+        p.valid_due = bool(result.stopped)  # cut short: it counts for nothing, and the resumed run redoes it
         if result.stopped:
             self.log.event("valid_stopped", level=logging.DEBUG, step=p.step, signal=result.stopped)
             return False, result.stopped

@@ -1,5 +1,7 @@
 """SIGTERM while validating (the dev loss, or --valid-bleu's decoding): validation stops at the next batch, the run
 saves checkpoint_last.pt and exits 143, within a preemption's grace rather than after the whole validation.
+The resumed run does that validation first, so best and patience see the scores an unbroken run sees; so too
+when the signal came during the update a validation was due after.
 
 The hook sends the signal from inside the first batch of the chosen stage and counts the batches
 computed; the validation's other batches are never computed and it records no score.
@@ -14,14 +16,15 @@ import pytest
 from mtkit import checkpoint
 from mtkit.data.batching import plan_batches
 from mtkit.data.dataset import open_data
+from tests.support.cli import run_cli
 from tests.support.metrics import records
-from tests.support.training import start_training
+from tests.support.training import FAST, start_training
 
 SIGTERM_IN_VALIDATION = textwrap.dedent("""
     import os, signal, sys
     from mtkit import cli
     from mtkit.decode import translator
-    from mtkit.train import validation
+    from mtkit.train import trainer, validation
     validation.BLEU_CHUNK_LINES = 2  # --valid-bleu 8: 4 chunks of decoding, a signal read after each
     def counted(real, stage):
         sent = []
@@ -34,12 +37,17 @@ SIGTERM_IN_VALIDATION = textwrap.dedent("""
         return batch
     validation.batch_loss = counted(validation.batch_loss, "loss")  # validation's only: training's is forward's
     translator.search_batch = counted(translator.search_batch, "bleu")  # one decoding batch (a module function)
+    trainer.accumulate = counted(trainer.accumulate, "update")  # one training update's batches
     sys.argv = ["mtkit", *sys.argv[1:]]
     cli.main()
 """)
 
 MAX_TOKENS = 200  # the 40 dev sentences make several validation batches
 ARGS = ("--max-tokens", str(MAX_TOKENS), "--max-steps", "100000", "--valid-every", "1", "--save-every-steps", "0")
+
+
+def _validation_batches(stderr: str) -> list[str]:
+    return [s for line in stderr.splitlines() if line.startswith("validation batch: ") and (s := line[18:]) != "update"]
 
 
 @pytest.mark.parametrize("stage", ["loss", "bleu"])
@@ -52,7 +60,7 @@ def test_sigterm_during_validation_stops_it_between_batches_saves_and_exits_143(
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 143, stderr[-3000:]
     assert "Traceback" not in stderr and stderr.count("mtkit: SIGTERM: saved") == 1
-    batches = [line.split(": ")[1] for line in stderr.splitlines() if line.startswith("validation batch: ")]
+    batches = _validation_batches(stderr)
     valid = open_data(toy_data).split("valid")
     loss_batches = len(plan_batches(valid.src_sizes, valid.tgt_sizes, MAX_TOKENS, 5))
     assert loss_batches > 1
@@ -86,6 +94,38 @@ def test_a_validation_that_finishes_scores_every_batch(toy_data, tmp_path) -> No
     )
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr[-3000:]
-    batches = [line.split(": ")[1] for line in stderr.splitlines() if line.startswith("validation batch: ")]
+    batches = _validation_batches(stderr)
     assert batches.count("bleu") == 4 and batches.count("loss") > 1
     assert [r["event"] for r in records(run)].count("valid") == 1
+
+
+@pytest.mark.parametrize("stage", ["loss", "update"])
+def test_the_resumed_run_first_does_the_validation_the_signal_kept_from_running(toy_data, tmp_path, stage) -> None:
+    """fault: SIGTERM in the dev loss, or in the update a validation is due after; expected: resuming validates
+    at that step first, with the scores of a run never interrupted, and keeps the best checkpoint."""
+    args = (*ARGS[:2], "--valid-every", "1", "--save-every-steps", "0")
+    unbroken = start_training(
+        toy_data, tmp_path / "unbroken", *args, "--max-steps", "1", script=SIGTERM_IN_VALIDATION, env={"SIGTERM_IN": ""}
+    )
+    assert unbroken.communicate(timeout=300) and unbroken.returncode == 0
+    expected = [r for r in records(tmp_path / "unbroken") if r["event"] == "valid"]
+
+    run = tmp_path / "run"
+    cut = start_training(
+        toy_data, run, *args, "--max-steps", "1", script=SIGTERM_IN_VALIDATION, env={"SIGTERM_IN": stage}
+    )
+    _, stderr = cut.communicate(timeout=300)
+    assert cut.returncode == 143 and "valid" not in [r["event"] for r in records(run)], stderr[-3000:]
+    assert checkpoint.load(run / "checkpoint_last.pt")["progress"]["valid_due"] is True
+    assert not (run / "checkpoint_best.pt").exists()
+
+    resumed = run_cli("train", toy_data, "--out", run, *FAST, *args, "--max-steps", "1")  # the run had ended there
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr[-3000:]
+    valid = [r for r in records(run) if r["event"] == "valid"]
+    assert [(r["step"], r["loss"], r["nll"], r["best"]) for r in valid] == [
+        (r["step"], r["loss"], r["nll"], r["best"]) for r in expected
+    ]
+    assert records(run)[-1]["stopped"] == "max_steps"
+    best = checkpoint.load(run / "checkpoint_best.pt")
+    assert best["step"] == 1 and best["progress"]["valid_due"] is False
+    assert checkpoint.load(run / "checkpoint_last.pt")["progress"]["valid_due"] is False

@@ -45,8 +45,8 @@ KILLER = textwrap.dedent("""
     from mtkit import checkpoint, cli
     saves = {"n": 0}
     real_save, real_torch_save = checkpoint.save_checkpoint, torch.save
-    def die_after_step(payload, run_dir, keep_last):
-        path = real_save(payload, run_dir, keep_last)
+    def die_after_step(payload, run_dir, keep_last, **kwargs):
+        path = real_save(payload, run_dir, keep_last, **kwargs)
         if payload["step"] == int(os.environ["KILL_AFTER_STEP"]):
             os.kill(os.getpid(), signal.SIGKILL)
         return path
@@ -185,7 +185,8 @@ def test_progress_reads_and_writes_the_checkpoint_keys_earlier_runs_wrote() -> N
     cfg = dataclasses.replace(PRESETS["tiny"].train, max_tokens=512, seed=5)
     p = Progress.from_state_dict(SAVED_POSITION, world_size=2, cfg=cfg)
     assert p == Progress(step=12, epoch=1, batch=3, best=4.5, bad_valids=1, nonfinite=0, elapsed=81.5)
-    assert p.state_dict(2, cfg) == SAVED_POSITION
+    written = p.state_dict(2, cfg)  # the same keys, and one they did not have (False: no validation due)
+    assert written == {**SAVED_POSITION, "progress": {**SAVED_POSITION["progress"], "valid_due": False}}
 
 
 def test_another_batch_plan_resumes_at_the_start_of_the_next_epoch() -> None:
