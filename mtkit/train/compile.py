@@ -99,9 +99,6 @@ def resolve_buckets(cfg: TrainConfig, choice: CompileChoice) -> TrainConfig:
     return dataclasses.replace(cfg, length_buckets="ladder" if choice.on else "none")
 
 
-plain_loss_sums = plain_sums  # the loss a compiled step uses: mtkit/train/loss.py's numbers in plain ops
-
-
 class CompiledStep:
     """The compiled model (or DDP module) as the trainer calls it: marks each CUDA-graph step, delegates the rest."""
 
@@ -155,7 +152,7 @@ def apply(
     dynamic = os.environ.get(DYNAMIC_ENV) != "0"
     compiled = torch.compile(module, mode=choice.mode, dynamic=dynamic)
     step = CompiledStep(module, compiled, graphs=choice.mode == CUDA_MODE and device.type == "cuda")
-    loss_sums = torch.compile(plain_loss_sums, mode=choice.mode, dynamic=dynamic)
+    loss_sums = torch.compile(plain_sums, mode=choice.mode, dynamic=dynamic)
     seconds = warm_up(step, loss_sums, plan, split, precision, smoothing, device)
     module.zero_grad(set_to_none=True)
     fields.update(compile_mode=choice.mode or "default", compile_s=round(seconds, 1))
