@@ -77,9 +77,9 @@ def save_checkpoint(
     link_atomically(path, run_dir / "checkpoint_last.pt", payload)
     if best:
         link_atomically(path, run_dir / "checkpoint_best.pt", payload)
-    numbered = sorted(run_dir.glob("checkpoint_*.pt"), key=lambda p: _step_of(p.name))
-    numbered = [p for p in numbered if _step_of(p.name) >= 0]
-    for old in numbered[:-keep_last]:
+    steps = sorted(run_dir.glob("checkpoint_*.pt"), key=lambda p: _step_of(p.name))
+    steps = [p for p in steps if _step_of(p.name) >= 0]
+    for old in steps[:-keep_last]:
         old.unlink(missing_ok=True)  # checkpoint_last/best keep their own link to the inode
     return path
 
