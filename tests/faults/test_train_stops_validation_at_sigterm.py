@@ -107,7 +107,8 @@ def test_the_resumed_run_first_does_the_validation_the_signal_kept_from_running(
     unbroken = start_training(
         toy_data, tmp_path / "unbroken", *args, "--max-steps", "1", script=SIGTERM_IN_VALIDATION, env={"SIGTERM_IN": ""}
     )
-    assert unbroken.communicate(timeout=300) and unbroken.returncode == 0
+    _, stderr = unbroken.communicate(timeout=300)
+    assert unbroken.returncode == 0, stderr[-3000:]
     expected = [r for r in records(tmp_path / "unbroken") if r["event"] == "valid"]
 
     run = tmp_path / "run"
