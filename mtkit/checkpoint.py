@@ -16,8 +16,8 @@ An mtkit file is a dict:
     scaler        GradScaler.state_dict() for fp16, else None (the schedule is a pure function of step)
     rng           one `rng_state()` dict per rank: python, numpy, torch, cuda generators
     data          {"epoch", "batch", "world_size", "max_tokens", "seed"}: where the next update starts
-    progress      {"epoch", "batch", "best", "bad_valids", "nonfinite", "elapsed"}: early stopping and wall-clock
-                  state (mtkit/train/progress.py)
+    progress      {"epoch", "batch", "best", "bad_valids", "nonfinite", "elapsed", "valid_due"}: early stopping,
+                  wall-clock and a validation a signal cut short (mtkit/train/progress.py); missing keys default
     corpus        {split: {lang: sha256}} of the raw text bpe.json says the data was made from
   (what is resumed, and when it is refused: mtkit/train/resume.py).
 """
