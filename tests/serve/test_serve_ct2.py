@@ -8,8 +8,7 @@ for _name in ("httpx", "fastapi", "uvicorn", "ctranslate2"):
     pytest.importorskip(_name)
 
 from mtkit.export import export
-from tests.support.cli import run_cli
-from tests.support.serve import Server
+from tests.support.serve import Server, served_and_translated
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +22,9 @@ def ct2_server(trained_model, tmp_path_factory):
 def test_translate_agrees_with_mtkit_translate(ct2_server, toy_sentences):
     server, model = ct2_server
     lines = toy_sentences[:6] + [""]
-    expected = run_cli("translate", "-m", model, "--scores", input="\n".join(lines) + "\n")
-    assert expected.returncode == 0, expected.stderr
-    pairs = [line.rsplit("\t", 1) for line in expected.stdout.splitlines()]
-    answer = server.post("/translate", json={"text": lines})
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["translations"] == [text for text, _ in pairs]
-    assert answer.json()["scores"] == pytest.approx([float(score) for _, score in pairs], abs=1e-3)
+    answer, translations, scores = served_and_translated(server, model, lines)
+    assert answer["translations"] == translations
+    assert answer["scores"] == pytest.approx(scores, abs=1e-3)
 
 
 def test_info_and_limits(ct2_server):

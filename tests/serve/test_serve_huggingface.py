@@ -10,7 +10,7 @@ pytest.importorskip("transformers", reason="the hf extra is not installed: pip i
 
 from mtkit.export import ExportConfig, export
 from tests.support.cli import run_cli
-from tests.support.serve import Server
+from tests.support.serve import Server, served_and_translated
 
 
 @pytest.fixture(scope="module")
@@ -24,13 +24,9 @@ def hf_server(trained_model, tmp_path_factory):
 def test_translations_and_scores_are_mtkit_translates(hf_server, toy_sentences):
     server, model = hf_server
     lines = toy_sentences[:5]
-    expected = run_cli("translate", "-m", model, "--scores", input="\n".join(lines) + "\n")
-    assert expected.returncode == 0, expected.stderr
-    pairs = [line.rsplit("\t", 1) for line in expected.stdout.splitlines()]
-    answer = server.post("/translate", json={"text": lines})
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["translations"] == [text for text, _ in pairs]
-    assert answer.json()["scores"] == pytest.approx([float(score) for _, score in pairs], abs=1e-4)
+    answer, translations, scores = served_and_translated(server, model, lines)
+    assert answer["translations"] == translations
+    assert answer["scores"] == pytest.approx(scores, abs=1e-4)
     info = server.get("/info").json()["models"][0]
     assert info["kind"] == "model" and info["parameters"] > 0
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import ROOT
+from tests.support.cli import ROOT, run_cli
 
 GATE_ENV = "MTKIT_TEST_GATE"
 WAIT_S = 60  # a test that forgets to open the gate fails instead of hanging
@@ -145,3 +145,14 @@ def gated_server(model: Path, tmp: Path, *args: str) -> tuple[Server, Gate]:
     env = {GATE_ENV: str(gate.path)}
     srv = Server(model, tmp, "--queue-size", "1", "--batch-wait-ms", "0", *args, env=env, module="tests.support.gated")
     return srv, gate
+
+
+def served_and_translated(server: Server, model: Path, lines: list[str]) -> tuple[dict, list[str], list[float]]:
+    """The server's /translate answer for `lines`, and what `mtkit translate -m MODEL --scores` says for them:
+    its translations and scores, to compare (each engine's tests choose the scores' tolerance)."""
+    expected = run_cli("translate", "-m", model, "--scores", input="\n".join(lines) + "\n")
+    assert expected.returncode == 0, expected.stderr
+    pairs = [line.rsplit("\t", 1) for line in expected.stdout.splitlines()]
+    answer = server.post("/translate", json={"text": lines})
+    assert answer.status_code == 200, answer.text
+    return answer.json(), [text for text, _ in pairs], [float(score) for _, score in pairs]
