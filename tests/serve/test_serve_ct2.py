@@ -8,7 +8,7 @@ for _name in ("httpx", "fastapi", "uvicorn", "ctranslate2"):
     pytest.importorskip(_name)
 
 from mtkit.export import export
-from tests.support.serve import Server, served_and_translated
+from tests.support.serve import Server, translated
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +22,11 @@ def ct2_server(trained_model, tmp_path_factory):
 def test_translate_agrees_with_mtkit_translate(ct2_server, toy_sentences):
     server, model = ct2_server
     lines = toy_sentences[:6] + [""]
-    answer, translations, scores = served_and_translated(server, model, lines)
-    assert answer["translations"] == translations
-    assert answer["scores"] == pytest.approx(scores, abs=1e-3)
+    translations, scores = translated(model, lines)
+    answer = server.post("/translate", json={"text": lines})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["translations"] == translations
+    assert answer.json()["scores"] == pytest.approx(scores, abs=1e-3)
 
 
 def test_info_and_limits(ct2_server):

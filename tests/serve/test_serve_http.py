@@ -11,8 +11,8 @@ for _name in ("httpx", "fastapi", "uvicorn"):
     pytest.importorskip(_name)
 
 from mtkit.decode.translator import Translator
-from tests.support.cli import run_cli
 from tests.support.corpora import synthetic_pairs
+from tests.support.serve import translated
 from tests.support.spm import BYTE_PIECES
 
 LINES = synthetic_pairs(40, seed=11)[0][:6] + [""]
@@ -21,10 +21,8 @@ LINES = synthetic_pairs(40, seed=11)[0][:6] + [""]
 @pytest.fixture(scope="module")
 def expected(cli_model) -> list[tuple[str, float]]:
     """`mtkit translate --scores` on LINES: (translation, score) per line."""
-    result = run_cli("translate", "-m", cli_model, "--scores", input="\n".join(LINES) + "\n")
-    assert result.returncode == 0, result.stderr
-    pairs = [line.rsplit("\t", 1) for line in result.stdout.splitlines()]
-    return [(text, float(score)) for text, score in pairs]
+    texts, scores = translated(cli_model, LINES)
+    return list(zip(texts, scores, strict=True))
 
 
 def test_translate_agrees_with_mtkit_translate(server, expected):

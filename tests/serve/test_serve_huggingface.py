@@ -10,7 +10,7 @@ pytest.importorskip("transformers", reason="the hf extra is not installed: pip i
 
 from mtkit.export import ExportConfig, export
 from tests.support.cli import run_cli
-from tests.support.serve import Server, served_and_translated
+from tests.support.serve import Server, translated
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +24,11 @@ def hf_server(trained_model, tmp_path_factory):
 def test_translations_and_scores_are_mtkit_translates(hf_server, toy_sentences):
     server, model = hf_server
     lines = toy_sentences[:5]
-    answer, translations, scores = served_and_translated(server, model, lines)
-    assert answer["translations"] == translations
-    assert answer["scores"] == pytest.approx(scores, abs=1e-4)
+    translations, scores = translated(model, lines)
+    answer = server.post("/translate", json={"text": lines})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["translations"] == translations
+    assert answer.json()["scores"] == pytest.approx(scores, abs=1e-4)
     info = server.get("/info").json()["models"][0]
     assert info["kind"] == "model" and info["parameters"] > 0
 

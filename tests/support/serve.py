@@ -147,12 +147,10 @@ def gated_server(model: Path, tmp: Path, *args: str) -> tuple[Server, Gate]:
     return srv, gate
 
 
-def served_and_translated(server: Server, model: Path, lines: list[str]) -> tuple[dict, list[str], list[float]]:
-    """The server's /translate answer for `lines`, and what `mtkit translate -m MODEL --scores` says for them:
-    its translations and scores, to compare (each engine's tests choose the scores' tolerance)."""
-    expected = run_cli("translate", "-m", model, "--scores", input="\n".join(lines) + "\n")
-    assert expected.returncode == 0, expected.stderr
-    pairs = [line.rsplit("\t", 1) for line in expected.stdout.splitlines()]
-    answer = server.post("/translate", json={"text": lines})
-    assert answer.status_code == 200, answer.text
-    return answer.json(), [text for text, _ in pairs], [float(score) for _, score in pairs]
+def translated(model: Path, lines: list[str]) -> tuple[list[str], list[float]]:
+    """What `mtkit translate -m MODEL --scores` says for `lines`: the translations and their scores, to compare
+    with a server's answers (each test chooses the scores' tolerance)."""
+    result = run_cli("translate", "-m", model, "--scores", input="\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr
+    pairs = [line.rsplit("\t", 1) for line in result.stdout.splitlines()]
+    return [text for text, _ in pairs], [float(score) for _, score in pairs]
