@@ -6,7 +6,7 @@
 A variant is NAME=CODE_DIR[:key=value,...]: CODE_DIR is a checkout of mtkit (e.g. `git worktree add
 /tmp/mtkit-main main`), keys are DecodeConfig fields plus precision and batch_tokens, and upper-case keys
 are environment variables for that variant's process (`.:ONEDNN_PRIMITIVE_CACHE_CAPACITY=16`); `threads`
-overrides --threads and `workers` sets `Translator(workers=N)` (`.:workers=2,threads=1`: the worker processes'
+overrides --threads and `workers` sets `load_translator(workers=N)` (`.:workers=2,threads=1`: the worker processes'
 CPU seconds and peak RSS are added to the variant's, their shared weights counted in each). Rounds
 take turns (A B, then B A, ...) so that a shared machine's load falls on all of them. Each variant's
 process loads its model once and translates the input once per round, when its turn comes (the
@@ -52,7 +52,8 @@ from mtkit.decode.translator import Translator
 lines = open(args["input"], encoding="utf-8").read().split("\n")[:-1]
 if args["model"]:
     workers = {"workers": args["workers"]} if args["workers"] > 1 else {}  # older checkouts have no workers
-    tr = Translator.load(args["model"], device="cpu", precision=args.get("precision", "fp32"), **workers)
+    from mtkit.decode.loading import load_translator
+    tr = load_translator(args["model"], device="cpu", precision=args.get("precision", "fp32"), **workers)
 else:
     from mtkit.data.vocab import Vocab
     from mtkit.model import build_model
@@ -69,7 +70,13 @@ else:
         tr = Translator(model, vocab, "cpu", **workers)
     else:
         plan = runtime.decide_decoding(args.get("precision", "fp32"), torch.device("cpu"), model.cfg.d_model)
-        tr = Translator(runtime.apply(model.to(plan.dtype).eval(), plan), vocab, "cpu", **workers)
+        model = runtime.apply(model.to(plan.dtype).eval(), plan)
+        try:  # the text pipeline around an engine (mtkit/decode/engine.py)
+            from mtkit.decode.torch_engine import TorchEngine
+        except ImportError:  # an older checkout: the Translator held the models itself
+            tr = Translator(model, vocab, "cpu", **workers)
+        else:
+            tr = Translator(TorchEngine(model, "cpu"), vocab, **workers)
 fields = {k: v for k, v in args["options"].items() if k in DecodeConfig.__dataclass_fields__}
 config = DecodeConfig(**fields)
 batch_tokens = int(args["options"].get("batch_tokens", 4096))

@@ -294,11 +294,11 @@ def batch_baseline(args: argparse.Namespace, lines: list[str], chunks: list[int]
     import torch
 
     from mtkit.config import DecodeConfig
-    from mtkit.decode.translator import Translator
+    from mtkit.decode.loading import load_translator
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    translator = Translator.load(args.model, device="cpu")
+    translator = load_translator(args.model, device="cpu")
     config = DecodeConfig(beam=args.beam, max_len_b=args.max_len_b)
     figures: dict[str, Any] = {}
     out: list[str] = []

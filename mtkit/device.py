@@ -1,14 +1,23 @@
-"""Which torch device a command runs on: one rule for training and decoding alike."""
+"""Facts of the machine: which torch device a command runs on (one rule for training and decoding alike), and
+how many CPU threads PyTorch runs with, found without importing torch (CTranslate2's path runs without it)."""
 
 from __future__ import annotations
 
-import torch
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mtkit.errors import MtkitError
+
+if TYPE_CHECKING:
+    import torch
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
     """ "auto": CUDA when present (one GPU per local rank), else CPU; anything else is checked."""
+    import torch
+
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -33,3 +42,37 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     elif device.type != "cpu":
         raise MtkitError(f"unsupported --device {name!r}; use auto, cpu, cuda, cuda:N or mps.")
     return device
+
+
+def default_threads() -> int:
+    """The CPU threads mtkit's own engine would run with, PyTorch's count, found without importing torch: torch's
+    own setting where torch is already imported; else its default, OMP_NUM_THREADS (or MKL_NUM_THREADS) or the
+    machine's physical cores."""
+    loaded = sys.modules.get("torch")
+    if loaded is not None:
+        return int(loaded.get_num_threads())
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return physical_cores()
+
+
+def physical_cores() -> int:
+    """Physical cores (not hyperthreads), as PyTorch counts them by default; os.cpu_count() where /proc says none."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    cores: set[tuple[str, str]] = set()
+    package = core = ""
+    for line in text.splitlines() + [""]:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "physical id":
+            package = value
+        elif key == "core id":
+            core = value
+        elif not key and core:
+            cores.add((package, core))
+            package = core = ""
+    return len(cores) or os.cpu_count() or 1

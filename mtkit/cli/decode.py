@@ -228,7 +228,7 @@ def translate(
 
     from tqdm import tqdm
 
-    from mtkit.decode.loading import load_translator
+    from mtkit.decode import loading
     from mtkit.decode.pairs import tab_pairs, zip_lines
     from mtkit.textio import open_input, open_output, read_lines_lenient
 
@@ -236,24 +236,18 @@ def translate(
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
-    from mtkit.decode import ct2
-
-    on_ct2 = any(ct2.is_ct2_dir(m) for m in model)
-    if on_ct2:  # CTranslate2's length penalty; what it cannot run, said now
-        config = ct2.with_defaults(config, given)
-        ct2.check(config, sampler)
     if workers > 1 and threads > 1:
         raise MtkitError("each of --workers runs one thread: give --workers N for N cores, without --threads.")
     threads = threads or (1 if workers > 1 else 0)  # with workers: the products are timed as a worker runs them
-    if threads and not on_ct2:  # CTranslate2 takes them as it loads; torch is not imported for it
-        import torch
-
-        torch.set_num_threads(threads)
+    loader = loading.find(model)  # what runs the model: its defaults, and what it cannot run, said now
+    engine = loader.engine()
+    config = engine.adapt(config, given)
+    engine.check(config, sampler)
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_input(input))
         second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
-        translator = load_translator(model, device=device, precision=precision, workers=workers, threads=threads)
+        translator = loader.open(loading.as_paths(model), device, precision, workers, threads)
         stack.callback(translator.close)
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)

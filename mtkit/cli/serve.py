@@ -91,11 +91,7 @@ def serve(
     import logging
 
     _require_extra()
-    import torch
-
-    from mtkit.decode import ct2
-    from mtkit.device import pick_device
-    from mtkit.runtime import resolve_dtype
+    from mtkit.decode import loading
     from mtkit.serve.guard import Access, load_api_key
     from mtkit.serve.payload import Limits
     from mtkit.serve.server import serve as run_server
@@ -104,15 +100,11 @@ def serve(
     setup_logging(logging.INFO)
     access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
     check_models(tuple(model))
-    decode = build(DecodeConfig(), given)
-    if ct2.is_ct2_dir(model[0]):  # CTranslate2 runs it: its length penalty, its devices and compute types
-        decode = ct2.with_defaults(decode, given)
-        ct2.check(decode)
-        ct2.check_runtime(device, precision)
-    else:
-        resolve_dtype(precision, pick_device(device))  # a bad --device or --precision is said before serving
-    if threads:
-        torch.set_num_threads(threads)
+    loader = loading.find(model)  # what runs the model: its defaults, its devices and precisions, said now
+    engine = loader.engine()
+    decode = engine.adapt(build(DecodeConfig(), given), given)
+    engine.check(decode)
+    loader.check_runtime(device, precision)
     settings = ServeSettings(
         models=tuple(model),
         access=access,
@@ -124,5 +116,6 @@ def serve(
         queue_size=queue_size,
         device=device,
         precision=precision,
+        threads=threads,
     )
     run_server(settings, host, port)

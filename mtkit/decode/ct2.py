@@ -21,6 +21,9 @@ batches of `--batch-tokens`, the server's batching and limits) and hands each ba
   `ctranslate2.set_random_seed` once a batch: the same input and settings give the same samples, but not
   a sentence's own samples whatever its batch as in mtkit.
 - `--workers N` is CTranslate2's `inter_threads=N`: N batches searched at once, by threads of this process.
+
+`CT2Engine` is one of the two engines behind the pipeline (mtkit/decode/engine.py); mtkit/decode/loading.py
+opens a directory with `open_directory` when it is one of CTranslate2's.
 """
 
 from __future__ import annotations
@@ -28,22 +31,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import sys
-from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Literal
 
-from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, DecodeConfig, SamplingConfig
+from mtkit.config import EOS, DecodeConfig, SamplingConfig
 from mtkit.data.vocab import Vocab
+from mtkit.decode.engine import Hypotheses
 from mtkit.decode.lengths import length_penalty, max_output_length
-from mtkit.decode.translator import Translation, Translator
+from mtkit.decode.translator import Translator
+from mtkit.device import default_threads
 from mtkit.errors import MtkitError
 
-if TYPE_CHECKING:  # torch is imported only where asked for (the device, /info's parameter count): see `load`
-    import torch
-
+# torch is imported only where asked for (/info's parameter count): CTranslate2 searches without it.
 logger = logging.getLogger(__name__)
 
 MISSING_EXTRA = "running a CTranslate2 model needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
@@ -51,14 +51,6 @@ RECORD = "mtkit-export.json"  # mtkit/export/target.py's record
 SPM_NAME = "spm.model"  # mtkit/export/ctranslate2.py copies the SentencePiece model under this name
 COMPUTE_TYPES = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16", "auto": "default"}
 DEFAULT_MAX_POSITIONS = 1024  # ModelConfig's default, for a directory whose record does not say
-R = TypeVar("R")
-Hypotheses = list[list[tuple[list[int], float]]]  # per sentence, its (ids, score) best first
-
-
-def is_ct2_dir(path: str | os.PathLike[str]) -> bool:
-    """A CTranslate2 model directory: model.bin beside config.json (a Hugging Face directory has no model.bin)."""
-    p = Path(path)
-    return p.is_dir() and (p / "model.bin").is_file() and (p / "config.json").is_file()
 
 
 def import_ctranslate2() -> Any:
@@ -69,32 +61,8 @@ def import_ctranslate2() -> Any:
     return ctranslate2
 
 
-def check(config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
-    """Refuse, in one sentence, a setting CTranslate2 cannot run as mtkit would (before any work)."""
-    if sampling is not None:
-        return  # sampling ignores the search settings
-    if config.early_stop == "exact":
-        raise MtkitError(
-            "CTranslate2 has no exact stop rule; use --early-stop patience (its own), or none "
-            "(the same outputs as exact, each sentence run to its length limit)."
-        )
-    if config.lenpen == "gnmt" and config.beam > 1 and config.alpha > 0:
-        raise MtkitError(
-            "CTranslate2 ranks beam hypotheses by log P / |Y|^alpha only; use --lenpen fairseq (or none), or --beam 1."
-        )
-
-
-def with_defaults(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
-    """The command line's settings for a CTranslate2 model: its own length penalty (|Y|^alpha, `--lenpen
-    fairseq`) unless --lenpen was given, as mtkit's default GNMT penalty has no CTranslate2 counterpart."""
-    if "lenpen" in given or config.lenpen != "gnmt":
-        return config
-    logger.info("CTranslate2 model: length penalty |Y|^alpha (--lenpen fairseq), CTranslate2's own.")
-    return dataclasses.replace(config, lenpen="fairseq")
-
-
 def check_runtime(device: str, precision: str) -> None:
-    """A --device or --precision CTranslate2 cannot run, said before a server starts loading the model."""
+    """A --device or --precision CTranslate2 cannot run, said before anything is read (and a server starts)."""
     ctranslate2 = import_ctranslate2()
     compute_type(ctranslate2, precision, parse_device(ctranslate2, device)[0])
 
@@ -150,14 +118,19 @@ def target_pieces(path: Path) -> list[str]:
 class CT2Engine:
     """A `ctranslate2.Translator` that searches batches of SentencePiece ids as mtkit's own search would."""
 
-    def __init__(self, path: Path, vocab: Vocab, device: str, precision: str, workers: int, threads: int):
+    parallel: Literal["processes", "threads"] = "threads"  # CTranslate2 lets go of Python's lock as it searches
+
+    def __init__(self, path: Path, pieces: list[str], device: str, precision: str, workers: int, threads: int):
+        """`pieces`: the tokenizer's, in id order; `workers`: CTranslate2's inter_threads, `threads` its
+        intra_threads."""
         ctranslate2 = import_ctranslate2()
         self.ctranslate2 = ctranslate2
         self.path = path
-        self.device, index = parse_device(ctranslate2, device)
-        self.compute_type = compute_type(ctranslate2, precision, self.device)
+        self.kind, index = parse_device(ctranslate2, device)
+        self.device_index = index
+        self.compute_type = compute_type(ctranslate2, precision, self.kind)
         self.record = read_record(path)
-        self.pieces = [vocab.sp.id_to_piece(i) for i in range(len(vocab))]
+        self.pieces = pieces
         target = target_pieces(path)
         if target[: len(self.pieces)] != self.pieces:
             raise MtkitError(
@@ -171,7 +144,7 @@ class CT2Engine:
         try:
             self.translator = ctranslate2.Translator(
                 str(path),
-                device=self.device,
+                device=self.kind,
                 device_index=index,
                 compute_type=self.compute_type,
                 inter_threads=workers,
@@ -179,6 +152,14 @@ class CT2Engine:
             )
         except (RuntimeError, ValueError) as exc:
             raise MtkitError(f"CTranslate2 could not load {path}: {' '.join(str(exc).split())}") from None
+
+    @property
+    def device(self) -> str:
+        return "cpu" if self.kind == "cpu" else f"cuda:{self.device_index}" if self.device_index else "cuda"
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.pieces)
 
     # --------------------------------------------------------------------------- searching
     def search(
@@ -247,6 +228,31 @@ class CT2Engine:
         )
         return [(float(sum(r.log_probs)), len(r.log_probs)) for r in results]
 
+    @staticmethod
+    def check(config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
+        """Refuse, in one sentence, a setting CTranslate2 cannot run as mtkit would (before any work)."""
+        if sampling is not None:
+            return  # sampling ignores the search settings
+        if config.early_stop == "exact":
+            raise MtkitError(
+                "CTranslate2 has no exact stop rule; use --early-stop patience (its own), or none "
+                "(the same outputs as exact, each sentence run to its length limit)."
+            )
+        if config.lenpen == "gnmt" and config.beam > 1 and config.alpha > 0:
+            raise MtkitError(
+                "CTranslate2 ranks beam hypotheses by log P / |Y|^alpha only; "
+                "use --lenpen fairseq (or none), or --beam 1."
+            )
+
+    @staticmethod
+    def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
+        """The command line's settings for a CTranslate2 model: its own length penalty (|Y|^alpha, `--lenpen
+        fairseq`) unless --lenpen was given, as mtkit's default GNMT penalty has no CTranslate2 counterpart."""
+        if "lenpen" in given or config.lenpen != "gnmt":
+            return config
+        logger.info("CTranslate2 model: length penalty |Y|^alpha (--lenpen fairseq), CTranslate2's own.")
+        return dataclasses.replace(config, lenpen="fairseq")
+
     def parameters(self) -> int:
         """The model's parameter count, from the export record's config (a model on the meta device: no memory)."""
         import torch
@@ -270,113 +276,17 @@ class CT2Engine:
             "parameters": self.parameters(),
             "quantization": self.record.get("quantization"),
             "compute_type": self.translator.compute_type,
-            "vocab_size": len(self.pieces),
         }
-
-
-class CT2Translator(Translator):
-    """mtkit's text pipeline (Translator) with CTranslate2 searching the batches (`search_batch` asks the engine).
-
-    Made without Translator.__init__, which places torch models on a device: there are none here.
-    """
-
-    engine: CT2Engine
-
-    def __init__(self, engine: CT2Engine, vocab: Vocab, workers: int = 1):
-        self.engine = engine
-        self.vocab = vocab
-        self.workers = workers  # batches CTranslate2 searches at once (inter_threads), each from a thread here
-        self._pool = None
-        self.models = []
-
-    @property
-    def device(self) -> torch.device:  # type: ignore[override]  # read-only here: CTranslate2 picked the device
-        """The device CTranslate2 runs on, as a torch.device (torch imported only if asked: `mtkit serve`'s /info)."""
-        import torch
-
-        return torch.device("cuda" if self.engine.device == "cuda" else "cpu")
-
-    @property
-    def max_source_tokens(self) -> int:
-        return self.engine.max_source_tokens
-
-    @property
-    def decoder(self) -> Any:
-        raise MtkitError("a CTranslate2 model has no torch decoder; mtkit's own search needs an mtkit model file.")
-
-    def translate_stream(
-        self,
-        lines: Any,
-        config: DecodeConfig = DecodeConfig(),
-        batch_tokens: int = DEFAULT_BATCH_TOKENS,
-        chunk_lines: int = DEFAULT_CHUNK_LINES,
-        sampling: SamplingConfig | None = None,
-    ) -> Iterator[Translation]:
-        """As Translator's; a setting CTranslate2 cannot run is refused now, before the first line is read."""
-        check(config, sampling)
-        return super().translate_stream(lines, config, batch_tokens, chunk_lines, sampling)
-
-    def _run(self, jobs: Sequence[Callable[[Translator], R]]) -> Iterator[tuple[int, R]]:
-        """In order with one worker; else `workers` batches at once, each from a thread (CTranslate2 lets go of
-        Python's lock while it searches), as each is done."""
-        if self.workers == 1 or len(jobs) < 2:
-            return ((k, job(self)) for k, job in enumerate(jobs))
-        return self._threaded(jobs)
-
-    def _threaded(self, jobs: Sequence[Callable[[Translator], R]]) -> Iterator[tuple[int, R]]:
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="mtkit-ct2") as pool:
-            futures = {pool.submit(job, self): k for k, job in enumerate(jobs)}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
 
     def close(self) -> None:
         """Nothing to stop: CTranslate2's threads end with its translator."""
 
 
-def default_threads() -> int:
-    """The CPU threads mtkit's own engine would run with, PyTorch's count, found without importing torch: torch's
-    own setting where torch is already imported; else its default, OMP_NUM_THREADS (or MKL_NUM_THREADS) or the
-    machine's physical cores."""
-    loaded = sys.modules.get("torch")
-    if loaded is not None:
-        return int(loaded.get_num_threads())
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        value = os.environ.get(name, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return physical_cores()
+def open_directory(path: Path, device: str, precision: str, workers: int, threads: int = 0) -> Translator:
+    """mtkit's text pipeline over CTranslate2, for `mtkit translate|serve -m DIR` (mtkit/decode/loading.py).
 
-
-def physical_cores() -> int:
-    """Physical cores (not hyperthreads), as PyTorch counts them by default; os.cpu_count() where /proc says none."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
-    cores: set[tuple[str, str]] = set()
-    package = core = ""
-    for line in text.splitlines() + [""]:
-        key, _, value = (part.strip() for part in line.partition(":"))
-        if key == "physical id":
-            package = value
-        elif key == "core id":
-            core = value
-        elif not key and core:
-            cores.add((package, core))
-            package = core = ""
-    return len(cores) or os.cpu_count() or 1
-
-
-def load(
-    paths: Sequence[str | os.PathLike[str]], device: str, precision: str, workers: int, threads: int = 0
-) -> CT2Translator:
-    """A CT2Translator for `mtkit translate|serve -m DIR`; one directory (CTranslate2 runs no ensembles).
-
-    `threads`: CTranslate2's intra_threads; 0 takes PyTorch's count (`default_threads`), as mtkit's own engine
-    would run. torch itself is not imported: CTranslate2 searches, and torch would cost ~200 MiB of memory."""
-    if len(paths) != 1:
-        raise MtkitError("CTranslate2 runs one model, not an ensemble; give one -m with a CTranslate2 directory.")
-    path = Path(paths[0])
+    `threads`: CTranslate2's intra_threads; 0 takes PyTorch's count (`mtkit.device.default_threads`), as mtkit's
+    own engine would run. torch itself is not imported: CTranslate2 searches, and torch would cost ~200 MiB."""
     import_ctranslate2()
     if not (path / SPM_NAME).is_file():
         raise MtkitError(
@@ -384,14 +294,7 @@ def load(
             "export it with mtkit export --format ctranslate2, which writes one."
         )
     vocab = Vocab.load(path / SPM_NAME)
-    engine = CT2Engine(path, vocab, device, precision, workers, threads or default_threads())
+    pieces = [vocab.sp.id_to_piece(i) for i in range(len(vocab))]
+    engine = CT2Engine(path, pieces, device, precision, workers, threads or default_threads())
     logger.info("CTranslate2 model %s on %s (%s)", path, engine.device, engine.compute_type)
-    return CT2Translator(engine, vocab, workers)
-
-
-def describe(translator: Translator) -> dict[str, Any] | None:
-    """The /info entry of a CTranslate2 model; None for mtkit's own."""
-    return translator.engine.describe() if isinstance(translator, CT2Translator) else None
-
-
-__all__ = ["CT2Engine", "CT2Translator", "check", "check_runtime", "describe", "is_ct2_dir", "load", "with_defaults"]
+    return Translator(engine, vocab, workers)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 
 from mtkit.config import DecodeConfig
-from mtkit.data.vocab import Vocab
+from mtkit.decode.engine import Tokenizer
 from mtkit.decode.lengths import max_output_length
 from mtkit.errors import MtkitError
 
 logger = logging.getLogger(__name__)
 
 
-def source_ids(vocab: Vocab, lines: list[str], first: int, limit: int) -> list[list[int]]:
+def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int) -> list[list[int]]:
     """Each line's ids, cut to `limit` tokens (the model's positions less the EOS appended) with a warning."""
     ids = vocab.encode_batch(lines)
     for i, sentence in enumerate(ids):
@@ -33,7 +33,7 @@ def source_ids(vocab: Vocab, lines: list[str], first: int, limit: int) -> list[l
 
 
 def prefix_ids(
-    vocab: Vocab, prefixes: list[str], sources: list[list[int]], first: int, config: DecodeConfig, limit: int
+    vocab: Tokenizer, prefixes: list[str], sources: list[list[int]], first: int, config: DecodeConfig, limit: int
 ) -> list[list[int]]:
     """The target prefixes' ids; one longer than its sentence's output may be (by `config`, within the model's
     `limit` + 1 positions) is an error."""
@@ -51,7 +51,7 @@ def prefix_ids(
     return out
 
 
-def target_ids(vocab: Vocab, targets: list[str], first: int, limit: int) -> list[list[int]]:
+def target_ids(vocab: Tokenizer, targets: list[str], first: int, limit: int) -> list[list[int]]:
     """The ids of targets to score; one longer than `limit` is an error (BOS + target must fit the positions)."""
     out = vocab.encode_batch(targets)
     for i, target in enumerate(out):

@@ -3,7 +3,9 @@
 Input is read in chunks, so the first translations of a huge (or endless) stream come out
 before the end of it is read; within a chunk, sentences of similar length share a batch (batches.py).
 Each batch is one job, a call of `search_batch` (or `score_pairs`) with the translator as first argument:
-run here, or with `workers` > 1 (CPU only) that many at a time, each in a forked process of one thread (pool.py).
+run here, or with `workers` > 1 that many at a time: for mtkit's engine (CPU only) each in a forked process of one
+thread (pool.py), for CTranslate2 each from a thread of this process. Which engine searches is the loader's choice
+(mtkit/decode/loading.py), made once; the pipeline never asks.
 """
 
 from __future__ import annotations
@@ -11,29 +13,23 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import os
 import sys
-import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, DecodeConfig, SamplingConfig
-from mtkit.data.vocab import Vocab
+from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, SamplingConfig
 from mtkit.decode.batches import balanced_batches, chunks, in_order
 from mtkit.decode.encode import prefix_ids, source_ids, target_ids
+from mtkit.decode.engine import Engine, Tokenizer
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
 from mtkit.errors import MtkitError
 
-# torch and mtkit's own search are imported where mtkit's engine runs, not here: the text pipeline also runs
-# CTranslate2 (mtkit/decode/ct2.py), which needs no torch (and its import costs ~200 MiB of memory).
-if TYPE_CHECKING:
-    import torch
-
-    from mtkit.decode.ensemble import Ensemble
-    from mtkit.model.transformer import Transformer
+# No torch here: the engine (mtkit/decode/engine.py) imports what it runs on; CTranslate2 needs no torch (and
+# its import costs ~200 MiB of memory).
 
 logger = logging.getLogger(__name__)
 
@@ -57,135 +53,77 @@ class Translation:
         return self.hypotheses[0][1]
 
 
-class Engine(Protocol):
-    """Another engine's search behind the text pipeline: batches of source ids (no EOS) in, per sentence its
-    hypotheses (ids without BOS/EOS, score) best first out, by mtkit's settings; and forced scoring."""
-
-    def search(
-        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
-    ) -> list[list[tuple[list[int], float]]]: ...
-
-    def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]: ...
-
-
 class Translator:
-    """A model (or an ensemble of models sharing one vocabulary) and its SentencePiece vocabulary, ready for raw text.
+    """The text pipeline around an engine (mtkit/decode/engine.py): raw text in, translations out.
 
-    >>> translator = Translator.load("runs/small/averaged.pt")  # or a list of files: an ensemble
+    >>> translator = mtkit.load_translator("runs/small/averaged.pt")  # or a list of files: an ensemble
     >>> translator.translate(["A man is riding a bike."])
     >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
     >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
+
+    `mtkit.load_translator` (mtkit/decode/loading.py) opens files on the engine they call for; models in hand
+    (a training run's): `Translator(TorchEngine(model.eval(), device), vocab)`.
     """
 
-    # What searches the batches: None, mtkit's own beam search and sampling over `self.models`; or another
-    # engine that takes the same batches of ids (CTranslate2: mtkit/decode/ct2.py, which `load` picks).
-    engine: Engine | None = None
-
-    def __init__(
-        self,
-        model: Transformer | Sequence[Transformer],
-        vocab: Vocab,
-        device: torch.device | str = "cpu",
-        workers: int = 1,
-    ):
-        """The models are used as they are, never changed: on `device`, in eval mode (dropout off), with whatever
-        kernels were applied to them (`Translator.load` applies mtkit.runtime's decisions to the models it loads;
-        a training model keeps training's).
-
-        `workers`: batches searched at once (CPU only, Linux), each in a process of its own that runs one thread,
-        forked from this one as it is made, before a caller's threads exist (a fork copies only the thread that
-        makes it, and a lock another thread held would stay held); the weights are shared, not copied. One
-        search leaves one of two cores idle while Python works out each step; two searches keep both busy.
-        Threads would not: a search holds Python's lock between its many small operations, and two threads
-        wait for each other. `close()` stops the workers.
+    def __init__(self, engine: Engine, vocab: Tokenizer, workers: int = 1):
+        """`workers`: batches searched at once. With mtkit's engine (CPU only, Linux) each in a process of its
+        own that runs one thread, forked from this one as it is made, before a caller's threads exist (a fork
+        copies only the thread that makes it, and a lock another thread held would stay held); the weights are
+        shared, not copied. One search leaves one of two cores idle while Python works out each step; two
+        searches keep both busy. Threads would not: a search holds Python's lock between its many small
+        operations, and two threads wait for each other. An engine that lets go of that lock while it searches
+        (CTranslate2) runs them as threads of this process. `close()` stops the workers.
         """
-        import torch
-
-        from mtkit.model.transformer import Transformer
-
-        models = [model] if isinstance(model, Transformer) else list(model)
-        if any(m.training for m in models):
-            raise MtkitError("a Translator decodes with dropout off: put its models in eval mode (model.eval()).")
-        for cfg in (m.cfg for m in models):
-            if len(vocab) > min(cfg.vocab_size, cfg.target_vocab_size):
-                raise MtkitError(
-                    f"the SentencePiece vocabulary has {len(vocab)} pieces, more than the model's "
-                    f"{min(cfg.vocab_size, cfg.target_vocab_size)} embeddings."
-                )
-        if len({m.cfg.target_vocab_size for m in models}) > 1:
-            raise MtkitError("the models have output layers of different sizes; an ensemble needs one vocabulary.")
-        self.device = torch.device(device)
+        if len(vocab) > engine.vocab_size:
+            raise MtkitError(
+                f"the SentencePiece vocabulary has {len(vocab)} pieces, more than the model's "
+                f"{engine.vocab_size} embeddings."
+            )
         if workers < 1:
             raise MtkitError("workers must be at least 1.")
-        if workers > 1 and self.device.type != "cpu":
-            raise MtkitError(f"several workers search at once on the CPU only; on {self.device} use one worker.")
-        if workers > 1 and not sys.platform.startswith("linux"):
+        forked = engine.parallel == "processes"
+        if workers > 1 and forked and engine.device != "cpu":
+            raise MtkitError(f"several workers search at once on the CPU only; on {engine.device} use one worker.")
+        if workers > 1 and forked and not sys.platform.startswith("linux"):
             raise MtkitError("several workers need Linux (forked processes that end with their parent); use one.")
+        self.engine = engine
+        self.vocab = vocab
         self.workers = workers
         self._pool: WorkerPool[Translator] | None = None
-        self.models = models
-        self.model = self.models[0]
-        self.vocab = vocab
-        if workers > 1:
+        if workers > 1 and forked:
             self._start_workers()
 
-    @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-        device: str = "auto",
-        precision: str = "fp32",
-        workers: int = 1,
-    ) -> Translator:
-        """From mtkit files of kind "model" (e.g. averaged) or "checkpoint"; several files make an ensemble.
-
-        The models loaded are this translator's own, so mtkit.runtime's decisions are applied to them here:
-        `precision` (auto and int8 included), the fp32 CPU products' backend and packed weights.
-        `workers`: see `Translator`. A CTranslate2 directory (`mtkit export`) opens with
-        mtkit.decode.loading.load_translator, which picks the engine."""
-        from mtkit import checkpoint, runtime
-        from mtkit.device import pick_device
-
-        paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
-        models: list[Transformer] = []
-        vocabs: list[bytes] = []
-        for p in paths:
-            ckpt = checkpoint.load(p)
-            if not ckpt.get("vocab"):
-                raise MtkitError(f"{p} holds no SentencePiece vocabulary, so its output cannot be turned into text.")
-            checkpoint.check_finite(ckpt, p)
-            models.append(typing.cast("Transformer", checkpoint.build_from(ckpt)))
-            vocabs.append(ckpt["vocab"])
-            del ckpt  # optimizer state can be twice the model's size
-        for p, v in zip(paths[1:], vocabs[1:]):
-            if v != vocabs[0]:
-                raise MtkitError(
-                    f"{paths[0]} and {p} have different vocabularies (their embedded spm.model "
-                    "differ); an ensemble needs models trained with one vocabulary."
-                )
-        target = pick_device(device)
-        plan = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
-        models = [runtime.apply(m.to(device=target, dtype=plan.dtype).eval(), plan) for m in models]
-        return cls(models, Vocab.from_bytes(vocabs[0]), target, workers=workers)
-
     @property
-    def decoder(self) -> Transformer | Ensemble:
-        """What the searches run: the model, or the ensemble of all the models."""
-        from mtkit.decode.ensemble import Ensemble
-
-        return self.model if len(self.models) == 1 else Ensemble(self.models)
+    def device(self) -> str:
+        return self.engine.device
 
     @property
     def max_source_tokens(self) -> int:
-        # the EOS appended to the source needs a position too
-        return min(m.cfg.max_positions for m in self.models) - 1
+        return self.engine.max_source_tokens
+
+    def check(self, config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
+        """Refuse, in one sentence, a setting the engine cannot run (before any work)."""
+        self.engine.check(config, sampling)
+
+    def describe(self) -> dict[str, Any]:
+        """What /info says about the model."""
+        return {**self.engine.describe(), "vocab_size": len(self.vocab)}
 
     def _run(self, jobs: Sequence[Callable[[Translator], R]]) -> Iterator[tuple[int, R]]:
         """(index, result) of each job: in order, here, with one worker; else as each is done, `workers` at a time."""
         if self.workers == 1 or len(jobs) < 2:
             return ((k, job(self)) for k, job in enumerate(jobs))
+        if self.engine.parallel == "threads":
+            return self._threaded(jobs)
         pool = self._pool if self._pool is not None and not self._pool.closed else self._start_workers()
         return pool.run(jobs)
+
+    def _threaded(self, jobs: Sequence[Callable[[Translator], R]]) -> Iterator[tuple[int, R]]:
+        """`workers` jobs at once, each from a thread of this process, as each is done."""
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="mtkit-decode") as pool:
+            futures = {pool.submit(job, self): k for k, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
 
     def _start_workers(self) -> WorkerPool[Translator]:
         """Fork the worker processes now, each with a copy-on-write view of this translator (mtkit/decode/pool.py)."""
@@ -198,6 +136,7 @@ class Translator:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+        self.engine.close()
 
     def translate(
         self,
@@ -232,6 +171,7 @@ class Translator:
         """
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
+        self.engine.check(config, sampling)
         for first, chunk in chunks(lines, chunk_lines):
             yield from self._translate_chunk(first, chunk, config, batch_tokens, sampling)
 
@@ -298,27 +238,10 @@ def search_batch(
     sampling: SamplingConfig | None,
 ) -> list[list[tuple[str, float]]]:
     """Each sentence's hypotheses, best first, as (text, score): beam search, or sampling with `sampling`."""
-    if translator.engine is not None:
-        found = translator.engine.search(ids, prefixes, config, sampling)
-        return [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
-    from mtkit.decode.beam import beam_search
-    from mtkit.decode.prefix import prefix_tensor
-    from mtkit.decode.sampling import sample
-    from mtkit.decode.scoring import padded
-
-    src = padded([[*sentence, EOS] for sentence in ids], translator.device)  # (B, S)
-    prefix = prefix_tensor(prefixes, translator.device)
-    if sampling is None:
-        result = beam_search(translator.decoder, src, config, prefix=prefix)
-    else:
-        result = sample(translator.decoder, src, config, sampling, prefix)
-    return [[(translator.vocab.decode(h.tokens), h.score) for h in hypotheses] for hypotheses in result.hypotheses]
+    found = translator.engine.search(ids, prefixes, config, sampling)
+    return [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
 
 
 def score_pairs(translator: Translator, *, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
     """(log P(target + EOS | source), target length + 1) of each pair of the batch."""
-    if translator.engine is not None:
-        return translator.engine.score(src, tgt)
-    from mtkit.decode.scoring import score_batch
-
-    return score_batch(translator.decoder, src, tgt)
+    return translator.engine.score(src, tgt)

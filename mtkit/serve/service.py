@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mtkit.config import DecodeConfig
-from mtkit.decode import ct2, loading
+from mtkit.decode import loading
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
@@ -47,6 +47,7 @@ class ServeSettings:
     queue_size: int = 64
     device: str = "auto"
     precision: str = "fp32"
+    threads: int = 0  # CPU threads: PyTorch's, or CTranslate2's intra_threads (0: PyTorch's count)
     access: Access = Access()
     drain_timeout_s: float = 20.0  # after SIGTERM, below the 30 s Kubernetes and SLURM give before SIGKILL
 
@@ -56,46 +57,16 @@ class ServeSettings:
 
 
 def check_models(models: tuple[str, ...]) -> None:
-    """Said before the server starts: each -m names what `translate -m` reads, and (for now) there is one."""
-    for m in models:
-        path = Path(m)
-        if path.is_dir() and not ct2.is_ct2_dir(m):
-            from mtkit.marian import is_hf_dir  # torch comes with it; a CTranslate2 server never gets here
-
-            if not is_hf_dir(path):
-                raise MtkitError(
-                    f"{m} is a directory but neither a CTranslate2 model (model.bin) nor a Hugging Face "
-                    "Marian model (config.json with a model_type); give a model file or an exported directory."
-                )
-        elif not path.exists():
-            raise MtkitError(f"model file {m} does not exist.")
+    """Said before the server starts: the -m given name what `translate -m` reads, and (for now) one model."""
+    loading.find(models)
     if len(models) != 1:
         raise MtkitError(f"mtkit serve takes one model for now; got {len(models)} (-m given more than once).")
 
 
-def load_translator(models: tuple[str, ...], device: str, precision: str) -> Translator:
+def load_translator(models: tuple[str, ...], device: str, precision: str, threads: int = 0) -> Translator:
     """One Translator for the `-m` files given; an ensemble of several is not served yet."""
     check_models(models)
-    return loading.load_translator(models[0], device=device, precision=precision)
-
-
-def model_info(path: str, translator: Translator) -> dict[str, Any]:
-    """What the model file says about itself: kind, step, architecture, parameters, vocabulary."""
-    from mtkit import checkpoint
-
-    if (described := ct2.describe(translator)) is not None:
-        return described
-
-    ckpt = checkpoint.load(path, mmap=True)  # mapped: its tensors (and any optimizer state) are not read
-    model = translator.model
-    return {
-        "path": str(path),
-        "kind": ckpt.get("kind"),
-        "step": ckpt.get("step"),
-        "architecture": dataclasses.asdict(model.cfg),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "vocab_size": len(translator.vocab),
-    }
+    return loading.open_model(models[0], device=device, precision=precision, threads=threads)
 
 
 class Service:
@@ -106,6 +77,7 @@ class Service:
         self.info: dict[str, Any] = {}
         self.error: str | None = None
         self.batcher: Batcher | None = None
+        self.translator: Translator | None = None
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None
@@ -129,10 +101,10 @@ class Service:
 
     def _load(self) -> None:
         s = self.settings
-        translator = load_translator(s.models, s.device, s.precision)
+        translator = self.translator = load_translator(s.models, s.device, s.precision, s.threads)
         self.info = {
             "model": s.name,
-            "models": [model_info(m, translator) for m in s.models],
+            "models": [translator.describe()],
             "device": str(translator.device),
             "precision": s.precision,
             "decode": dataclasses.asdict(s.decode),
@@ -192,11 +164,11 @@ class Service:
         """The translations of `lines`, decoded in whatever batch the worker puts them in."""
         if self.batcher is None:
             raise RequestError(503, "the model is still loading; retry shortly.", retry_after=RETRY_AFTER_S)
-        if ct2.is_ct2_dir(self.settings.models[0]):
-            try:
-                ct2.check(config)  # a setting CTranslate2 cannot run (mtkit/decode/ct2.py)
-            except MtkitError as exc:
-                raise RequestError(422, str(exc)) from None
+        try:
+            if self.translator is not None:
+                self.translator.check(config)  # a setting the engine cannot run (CTranslate2's)
+        except MtkitError as exc:
+            raise RequestError(422, str(exc)) from None
         try:
             future = self.batcher.submit(lines, config)
         except QueueFull:

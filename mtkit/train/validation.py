@@ -121,12 +121,13 @@ def greedy_bleu(
     `stop()` said yes before every line was translated."""
     from sacrebleu.metrics import BLEU
 
+    from mtkit.decode.torch_engine import TorchEngine
     from mtkit.decode.translator import Translator
 
     was_training = model.training
     hypotheses: list[str] = []
     try:
-        translator = Translator(model.eval(), vocab, device)
+        translator = Translator(TorchEngine(model.eval(), device), vocab)
         for translation in translator.translate_stream(sources, DecodeConfig(beam=1), chunk_lines=BLEU_CHUNK_LINES):
             hypotheses.append(translation.text)
             if stop() and len(hypotheses) < len(sources):

@@ -19,8 +19,7 @@ import pytest
 
 from mtkit.config import DecodeConfig
 from mtkit.decode import ct2
-from mtkit.decode.loading import load_translator
-from mtkit.decode.translator import Translator
+from mtkit.decode.loading import is_ct2_dir, load_translator
 from mtkit.errors import MtkitError
 from mtkit.export import RECORD, export
 from tests.support.cli import ROOT, run_cli
@@ -92,7 +91,7 @@ def test_greedy_equals_at_each_sentences_own_length_limit(trained_model, ct2_dir
     """Outputs cut by a short limit that differs within a batch: ended with EOS at the limit and rescored,
     as mtkit's search ends them."""
     config = DecodeConfig(beam=1, max_len_a=limits[0], max_len_b=limits[1])
-    ours = Translator.load(trained_model).translate_stream(toy_sentences, config)
+    ours = load_translator(trained_model).translate_stream(toy_sentences, config)
     theirs = load_translator(ct2_dir).translate_stream(toy_sentences, config)
     for a, b in zip(ours, theirs, strict=True):
         assert (b.text, b.score) == (a.text, pytest.approx(a.score, abs=2e-4))
@@ -165,7 +164,7 @@ def test_ensemble_and_missing_spm_are_one_sentence(ct2_dir, trained_model, tmp_p
 def test_export_carries_what_the_engine_reads(ct2_dir, trained_model):
     record = json.loads((ct2_dir / RECORD).read_text(encoding="utf-8"))
     assert "spm.model" in record["files"] and record["model_config"]["max_positions"] > 1
-    assert ct2.is_ct2_dir(ct2_dir) and not ct2.is_ct2_dir(trained_model) and not ct2.is_ct2_dir(ct2_dir.parent)
+    assert is_ct2_dir(Path(ct2_dir)) and not is_ct2_dir(Path(trained_model)) and not is_ct2_dir(Path(ct2_dir).parent)
 
 
 def test_missing_extra_names_it(monkeypatch):

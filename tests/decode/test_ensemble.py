@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from mtkit.config import BOS, DecodeConfig
 from mtkit.decode.beam import beam_search
 from mtkit.decode.ensemble import Ensemble, make_step
+from mtkit.decode.loading import load_translator
 from mtkit.decode.scoring import score_batch
-from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from tests.support.models import batch, random_model, save_run, sources
 from tests.support.spm import BYTE_PIECES, pieces, train_spm
@@ -61,8 +61,8 @@ def test_models_with_different_vocabularies_are_refused_in_one_sentence(tmp_path
         match=r"^.* and .* have different vocabularies \(their embedded spm.model "
         r"differ\); an ensemble needs models trained with one vocabulary\.$",
     ):
-        Translator.load([cli_model, path], device="cpu")
-    translator = Translator.load([cli_model, cli_model], device="cpu")
-    assert translator.translate(["a dog runs"], max_len_b=4) == Translator.load(cli_model, device="cpu").translate(
+        load_translator([cli_model, path], device="cpu")
+    translator = load_translator([cli_model, cli_model], device="cpu")
+    assert translator.translate(["a dog runs"], max_len_b=4) == load_translator(cli_model, device="cpu").translate(
         ["a dog runs"], max_len_b=4
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mtkit.config import SamplingConfig
-from mtkit.decode.translator import Translator
+from mtkit.decode.loading import load_translator
 
 OPTIONS = ("--max-len-b", "4", "--device", "cpu", "--threads", "1")
 LINES = ["a dog runs in the park", "a man sits", "the cat plays with a red ball"]
@@ -20,7 +20,7 @@ def test_samples_are_seeded_per_sentence_and_match_the_python_api(cli, cli_model
     assert [r[0] for r in rows] == ["1", "1", "2", "2", "3", "3"] and all(float(r[2]) < 0 for r in rows)
     alone = cli(*args, input=LINES[1] + "\n")  # line 2 alone: the same two samples
     assert [r[1:] for r in rows[2:4]] == [line.split("\t")[1:] for line in alone.stdout.splitlines()]
-    translator = Translator.load(cli_model, device="cpu")
+    translator = load_translator(cli_model, device="cpu")
     first_samples = translator.translate(LINES, max_len_b=4, sampling=SamplingConfig(topk=5, seed=4))
     assert first_samples == [r[1] for r in rows[::2]]
 
@@ -41,7 +41,7 @@ def test_an_ensemble_prefixes_and_scores(cli, cli_model, tmp_path):
     scored = cli("translate", "-m", cli_model, "--score-only", input=pairs)
     assert scored.returncode == 0, scored.stderr
     rows = [line.split("\t") for line in scored.stdout.splitlines()]
-    expected = Translator.load(cli_model, device="cpu").score(list(zip(LINES, prefixed.stdout.splitlines())))
+    expected = load_translator(cli_model, device="cpu").score(list(zip(LINES, prefixed.stdout.splitlines())))
     assert [(float(r[0]), float(r[1]), int(r[2])) for r in rows] == [
         (pytest.approx(s.logprob, abs=1e-3), pytest.approx(s.average, abs=1e-3), s.length) for s in expected
     ]

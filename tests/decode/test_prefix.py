@@ -7,10 +7,10 @@ import torch
 
 from mtkit.config import PAD, DecodeConfig, SamplingConfig
 from mtkit.decode.beam import beam_search
+from mtkit.decode.loading import load_translator
 from mtkit.decode.prefix import force_prefix, prefix_tensor
 from mtkit.decode.sampling import sample
 from mtkit.decode.scoring import score_batch
-from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from tests.support.models import batch, sources
 
@@ -61,7 +61,7 @@ def test_a_prefix_the_search_would_choose_anyway_changes_nothing(make_model):
 
 
 def test_a_prefix_longer_than_the_output_limit_is_one_sentence(cli_model):
-    translator = Translator.load(cli_model, device="cpu")
+    translator = load_translator(cli_model, device="cpu")
     text = translator.translate([("a dog runs", "a man walks in the park")], max_len_a=0.0, max_len_b=40)[0]
     assert text.startswith("a man walks in the park")
     with pytest.raises(MtkitError, match=r"^line 2: the target prefix has \d+ subword tokens, more than the 3 "):

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from mtkit.config import BOS
-from mtkit.decode.translator import Translator
+from mtkit.decode.loading import load_translator
 from mtkit.errors import MtkitError
 from mtkit.runtime import int8, quantize_int8, resolve_dtype
 
@@ -29,8 +29,8 @@ def test_int8_quantizes_every_linear_and_stays_close_to_fp32(make_model):
 
 
 def test_the_translator_decodes_in_int8_on_the_cpu_only(model_file):
-    int8 = Translator.load(model_file, device="cpu", precision="int8")
-    assert not any(type(m) is nn.Linear for m in int8.model.modules())
+    int8 = load_translator(model_file, device="cpu", precision="int8")
+    assert not any(type(m) is nn.Linear for m in int8.engine.model.modules())
     assert len(int8.translate(["A man rides a bike.", "Two dogs play in the snow."], beam=2, max_len_b=5)) == 2
     assert resolve_dtype("int8", torch.device("cpu")) == torch.float32
     with pytest.raises(MtkitError, match="CPU only"):

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 from mtkit.config import BOS, EOS, DecodeConfig
 from mtkit.decode.beam import beam_search
+from mtkit.decode.loading import load_translator
 from mtkit.decode.scoring import score_batch
-from mtkit.decode.translator import Translator
 from tests.support.models import batch, sources
 
 V = 30
@@ -43,11 +43,12 @@ def test_a_beam_hypothesis_scores_what_the_search_said(make_model):
 
 
 def test_the_translator_scores_text_pairs_in_order(cli_model):
-    translator = Translator.load(cli_model, device="cpu")
+    translator = load_translator(cli_model, device="cpu")
     pairs = [("a dog runs in the park", "a man"), ("", "the cat"), ("a cat", "a small red ball on the street")]
     scores = translator.score(pairs, batch_tokens=8)  # small batches: the order must still be the input's
     ids = [(translator.vocab.encode_batch([s])[0], translator.vocab.encode_batch([t])[0]) for s, t in pairs]
     assert [s.line for s in scores] == [1, 2, 3]
     assert [s.length for s in scores] == [len(t) + 1 for _, t in ids]
-    assert [s.logprob for s in scores] == pytest.approx([by_hand(translator.model, s, t) for s, t in ids], abs=1e-4)
+    model = translator.engine.model
+    assert [s.logprob for s in scores] == pytest.approx([by_hand(model, s, t) for s, t in ids], abs=1e-4)
     assert scores[0].average == pytest.approx(scores[0].logprob / scores[0].length)

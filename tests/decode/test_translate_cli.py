@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mtkit.config import DecodeConfig
-from mtkit.decode.translator import Translator
+from mtkit.decode.loading import load_translator
 
 OPTIONS = ("--beam", "2", "--max-len-b", "4", "--batch-tokens", "64", "--device", "cpu", "--threads", "1")
 
@@ -23,7 +23,7 @@ def test_round_trip_with_empty_overlong_and_bad_utf8_lines(cli, model_file, mult
     assert out[2] == ""
     stderr = done.stderr.decode()
     assert "line 5 has" in stderr and "input line 9 is not valid UTF-8" in stderr
-    expected = Translator.load(model_file, device="cpu").translate(lines + ["caf\ufffd au lait"], beam=2, max_len_b=4)
+    expected = load_translator(model_file, device="cpu").translate(lines + ["caf\ufffd au lait"], beam=2, max_len_b=4)
     assert out[:-1] == expected
 
 
@@ -40,7 +40,7 @@ def test_files_scores_and_nbest(cli, model_file, tmp_path):
     rows = [line.split("\t") for line in done.stdout.splitlines()]
     assert [r[0] for r in rows] == ["1", "1", "2", "3", "3"]
     assert float(rows[0][2]) >= float(rows[1][2])
-    translator = Translator.load(model_file, device="cpu")
+    translator = load_translator(model_file, device="cpu")
     [first] = translator.translate_stream(["A dog runs."], DecodeConfig(beam=2, nbest=2, max_len_b=4))
     assert [r[1] for r in rows[:2]] == [text for text, _ in first.hypotheses]
 

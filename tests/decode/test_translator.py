@@ -14,6 +14,8 @@ import torch
 import mtkit
 from mtkit.config import DecodeConfig
 from mtkit.data.vocab import Vocab
+from mtkit.decode.loading import load_translator
+from mtkit.decode.torch_engine import TorchEngine
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from mtkit.model.linear import Linear
@@ -26,12 +28,12 @@ FAST = DecodeConfig(beam=2, max_len_b=5)
 
 @pytest.fixture(scope="module")
 def translator(model_file) -> Translator:
-    return Translator.load(model_file, device="cpu")
+    return load_translator(model_file, device="cpu")
 
 
 def test_translator_is_exported_lazily_and_loads_a_training_checkpoint(translator, model_file):
     assert mtkit.Translator is Translator
-    loaded = mtkit.Translator.load(str(model_file), device="cpu")
+    loaded = mtkit.load_translator(str(model_file), device="cpu")
     assert loaded.translate(["A dog runs."], beam=2) == translator.translate(["A dog runs."], beam=2)
 
 
@@ -92,17 +94,17 @@ def test_a_file_without_a_vocabulary_or_not_from_mtkit_is_one_clear_error(tmp_pa
     model = make_model(10, seed=0)
     checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, None), tmp_path / "novocab.pt")
     with pytest.raises(MtkitError, match="no SentencePiece vocabulary"):
-        Translator.load(tmp_path / "novocab.pt", device="cpu")
+        load_translator(tmp_path / "novocab.pt", device="cpu")
     torch.save({"weights": torch.ones(2)}, tmp_path / "other.pt")
     with pytest.raises(MtkitError, match="not an mtkit model"):
-        Translator.load(tmp_path / "other.pt")
+        load_translator(tmp_path / "other.pt")
     with pytest.raises(MtkitError, match="does not exist"):
-        Translator.load(tmp_path / "missing.pt")
+        load_translator(tmp_path / "missing.pt")
 
 
 def test_a_vocabulary_larger_than_the_model_is_refused(spm_bytes, make_model):
     with pytest.raises(MtkitError, match="more than the model's 50 embeddings"):
-        Translator(make_model(50, seed=0), Vocab.from_bytes(spm_bytes))
+        Translator(TorchEngine(make_model(50, seed=0)), Vocab.from_bytes(spm_bytes))
 
 
 def test_fp16_needs_cuda():
@@ -136,7 +138,7 @@ def test_open_output_leaves_the_old_file_when_writing_fails(tmp_path):
 def test_loading_a_translator_caps_onednns_kernel_caches(cli_model, monkeypatch):
     for name in ("LRU_CACHE_CAPACITY", "ONEDNN_PRIMITIVE_CACHE_CAPACITY"):
         monkeypatch.delenv(name, raising=False)
-    Translator.load(cli_model, device="cpu")
+    load_translator(cli_model, device="cpu")
     assert os.environ["LRU_CACHE_CAPACITY"] == os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "16"
 
 
@@ -146,7 +148,7 @@ def test_a_translator_uses_its_models_as_they_are_and_load_applies_the_runtime(
     vocab = Vocab.from_bytes(spm_bytes)
     model = make_model(len(vocab), seed=3)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    translated = Translator(model, vocab, "cpu").translate(["a dog runs"], beam=1, max_len_b=3)
+    translated = Translator(TorchEngine(model, "cpu"), vocab).translate(["a dog runs"], beam=1, max_len_b=3)
     assert all(m.packed is None and not m.onednn for m in model.modules() if isinstance(m, Linear))
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items()) and not model.training
     sources = multi30k_lines["test_2016_flickr.en"][:2]
@@ -154,9 +156,10 @@ def test_a_translator_uses_its_models_as_they_are_and_load_applies_the_runtime(
     greedy_bleu(model, vocab, sources, multi30k_lines["test_2016_flickr.de"][:2], torch.device("cpu"))
     assert model.training  # validation gives the trained model back as it was
     assert all(m.packed is None for m in model.modules() if isinstance(m, Linear))
-    assert Translator(model.eval(), vocab, "cpu").translate(["a dog runs"], beam=1, max_len_b=3) == translated
+    again = Translator(TorchEngine(model.eval(), "cpu"), vocab)
+    assert again.translate(["a dog runs"], beam=1, max_len_b=3) == translated
     with pytest.raises(MtkitError, match="eval mode"):
-        Translator(model.train(), vocab, "cpu")
-    loaded = Translator.load(model_file, device="cpu")  # its own models: the tests pin oneDNN, so all packed
+        Translator(TorchEngine(model.train(), "cpu"), vocab)
+    loaded = load_translator(model_file, device="cpu")  # its own models: the tests pin oneDNN, so all packed
     if matmul.onednn_works():
-        assert all(m.onednn and m.packed is not None for m in loaded.model.modules() if isinstance(m, Linear))
+        assert all(m.onednn and m.packed is not None for m in loaded.engine.model.modules() if isinstance(m, Linear))

@@ -14,6 +14,8 @@ import torch
 
 import mtkit.decode.translator as translator_module
 from mtkit.config import DecodeConfig, SamplingConfig
+from mtkit.decode.loading import load_translator
+from mtkit.decode.torch_engine import TorchEngine
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 
@@ -38,7 +40,7 @@ def killed(translator, **batch):
 
 @pytest.fixture(scope="module")
 def translators(model_file):
-    one, two = Translator.load(model_file, device="cpu"), Translator.load(model_file, device="cpu", workers=2)
+    one, two = load_translator(model_file, device="cpu"), load_translator(model_file, device="cpu", workers=2)
     yield one, two
     two.close()
 
@@ -85,7 +87,7 @@ def test_the_batches_run_in_worker_processes_of_one_thread_each(model_file, tmp_
     log = tmp_path / "workers.log"
     monkeypatch.setenv("MTKIT_TEST_WORKERS_LOG", str(log))
     monkeypatch.setattr(translator_module, "search_batch", recorded)  # before the workers are forked
-    two = Translator.load(model_file, device="cpu", workers=2)
+    two = load_translator(model_file, device="cpu", workers=2)
     try:
         sentences = ["A dog runs.", "Two men talk.", "A cat sleeps.", "A girl reads.", "It rains."]
         assert len(list(two.translate_stream(sentences, FAST, batch_tokens=8))) == 5
@@ -102,7 +104,7 @@ def test_the_batches_run_in_worker_processes_of_one_thread_each(model_file, tmp_
 
 def test_a_failing_batch_ends_the_stream_with_its_error(model_file, multi30k_lines, monkeypatch):
     monkeypatch.setattr(translator_module, "search_batch", broken)
-    two = Translator.load(model_file, device="cpu", workers=2)
+    two = load_translator(model_file, device="cpu", workers=2)
     try:
         with pytest.raises(ValueError, match="this batch failed"):
             list(two.translate_stream(multi30k_lines["test_2016_flickr.en"][:12], FAST, batch_tokens=40))
@@ -114,7 +116,7 @@ def test_a_worker_that_dies_is_one_clear_error_and_a_later_search_starts_new_one
     model_file, multi30k_lines, monkeypatch
 ):
     monkeypatch.setattr(translator_module, "search_batch", killed)
-    two = Translator.load(model_file, device="cpu", workers=2)
+    two = load_translator(model_file, device="cpu", workers=2)
     lines = multi30k_lines["test_2016_flickr.en"][:12]
     with pytest.raises(MtkitError, match="a decoding worker stopped before its batch was done"):
         list(two.translate_stream(lines, FAST, batch_tokens=40))
@@ -129,12 +131,12 @@ def test_a_worker_that_dies_is_one_clear_error_and_a_later_search_starts_new_one
 def test_workers_are_for_the_cpu_and_at_least_one(translators, monkeypatch):
     one, _ = translators
     with pytest.raises(MtkitError, match="on the CPU only"):
-        Translator(one.model, one.vocab, device="cuda", workers=2)
+        Translator(TorchEngine(one.engine.model, "cuda"), one.vocab, workers=2)
     with pytest.raises(MtkitError, match="at least 1"):
-        Translator(one.model, one.vocab, device="cpu", workers=0)
+        Translator(one.engine, one.vocab, workers=0)
     monkeypatch.setattr(translator_module.sys, "platform", "darwin")
     with pytest.raises(MtkitError, match="need Linux"):
-        Translator(one.model, one.vocab, device="cpu", workers=2)
+        Translator(one.engine, one.vocab, workers=2)
 
 
 @pytest.mark.slow
@@ -153,8 +155,8 @@ def test_workers_end_when_their_parent_is_killed(model_file):
     """A worker waits on a queue whose write end it holds too: without PR_SET_PDEATHSIG it would wait forever."""
     script = (
         "import sys, time\n"
-        "from mtkit.decode.translator import Translator\n"
-        "t = Translator.load(sys.argv[1], device='cpu', workers=2)\n"
+        "from mtkit.decode.loading import load_translator\n"
+        "t = load_translator(sys.argv[1], device='cpu', workers=2)\n"
         "print(' '.join(map(str, t._pool.pids)), flush=True)\n"
         "time.sleep(600)\n"
     )

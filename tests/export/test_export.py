@@ -19,6 +19,7 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import BOS, EOS, DecodeConfig
+from mtkit.decode.loading import load_translator
 from mtkit.decode.translator import Translator
 from mtkit.export import RECORD, ExportConfig, export
 from tests.support.cli import run_cli
@@ -39,7 +40,7 @@ def exported(trained_model, tmp_path_factory) -> Path:
 def engines(trained_model, exported) -> tuple[Translator, object, spm.SentencePieceProcessor]:
     sp = spm.SentencePieceProcessor(model_file=str(exported / "spm.model"))
     ct2 = ctranslate2.Translator(str(exported), device="cpu", intra_threads=1)
-    return Translator.load(trained_model, device="cpu"), ct2, sp
+    return load_translator(trained_model, device="cpu"), ct2, sp
 
 
 def ct2_translate(ct2: object, sp: spm.SentencePieceProcessor, lines: list[str], **options) -> list:
@@ -83,7 +84,7 @@ def test_log_probabilities_equal(engines, toy_sentences):
     for line, output, result in zip(toy_sentences, outputs, scored):
         src, tgt = sp.encode(line) + [EOS], sp.encode(output)
         with torch.no_grad():
-            lprobs = mt.model(torch.tensor([src]), torch.tensor([[BOS] + tgt])).log_softmax(-1)[0]  # (T, V)
+            lprobs = mt.engine.model(torch.tensor([src]), torch.tensor([[BOS] + tgt])).log_softmax(-1)[0]  # (T, V)
         ours = lprobs.gather(1, torch.tensor([tgt + [EOS]]).T).squeeze(1).tolist()
         assert result.log_probs == pytest.approx(ours, abs=1e-4)
 

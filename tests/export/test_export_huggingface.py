@@ -21,7 +21,7 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
-from mtkit.decode.translator import Translator
+from mtkit.decode.loading import load_translator
 from mtkit.errors import MtkitError
 from mtkit.export import ExportConfig, export
 from mtkit.marian import load_marian_dir
@@ -72,14 +72,14 @@ def test_greedy_outputs_equal_mtkit_translate_beam_1(trained_model, loaded, toy_
 def test_beam_outputs_equal_mtkit_with_transformers_length_penalty(trained_model, loaded, toy_sentences):
     """generate's defaults (beam 4, |Y|^0.6, stop after 4 endings) are mtkit's --lenpen fairseq --early-stop patience:
     the one difference from mtkit's defaults is the formula of the length penalty."""
-    mt = Translator.load(trained_model, device="cpu")
+    mt = load_translator(trained_model, device="cpu")
     ours = [t.text for t in mt.translate_stream(toy_sentences, DecodeConfig(lenpen="fairseq", early_stop="patience"))]
     assert generate(loaded, toy_sentences) == ours
 
 
 def test_logits_equal_on_a_padded_batch(trained_model, loaded, toy_sentences):
     tokenizer, model = loaded
-    mt = Translator.load(trained_model, device="cpu")
+    mt = load_translator(trained_model, device="cpu")
     lines = toy_sentences[:8]
     batch = tokenizer(lines, return_tensors="pt", padding=True)
     assert bool(batch.input_ids.eq(PAD).any())  # the batch really holds padding
@@ -87,7 +87,7 @@ def test_logits_equal_on_a_padded_batch(trained_model, loaded, toy_sentences):
     T = max(map(len, targets)) + 1
     decoder_in = torch.tensor([[BOS, *t] + [PAD] * (T - 1 - len(t)) for t in targets])
     with torch.no_grad():
-        ours = mt.model(batch.input_ids, decoder_in)
+        ours = mt.engine.model(batch.input_ids, decoder_in)
         theirs = model(**batch, decoder_input_ids=decoder_in).logits
     real = torch.cat([torch.ones(len(lines), 1, dtype=torch.bool), decoder_in[:, 1:].ne(PAD)], dim=1)
     assert (ours - theirs)[real].abs().max().item() < 1e-5

@@ -10,7 +10,7 @@ import pytest
 for _name in ("httpx", "fastapi", "uvicorn"):
     pytest.importorskip(_name)
 
-from mtkit.decode.translator import Translator
+from mtkit.decode.loading import load_translator
 from tests.support.corpora import synthetic_pairs
 from tests.support.serve import translated
 from tests.support.spm import BYTE_PIECES
@@ -50,7 +50,7 @@ def test_request_settings_and_nbest(server):
     nbest = answer.json()["nbest"]
     assert [len(h) for h in nbest] == [3, 3]
     assert [h[0]["text"] for h in nbest] == answer.json()["translations"]
-    greedy = Translator.load(server.model, device="cpu").translate(LINES[:2], beam=1)
+    greedy = load_translator(server.model, device="cpu").translate(LINES[:2], beam=1)
     assert server.post("/translate", json={"text": LINES[:2], "beam": 1}).json()["translations"] == greedy
 
 

@@ -1,0 +1,78 @@
+"""What the text pipeline (mtkit/decode/translator.py) asks of the engine that searches, and of the tokenizer.
+
+Two peers implement `Engine`: mtkit's own search over PyTorch models (mtkit/decode/torch_engine.py) and
+CTranslate2 (mtkit/decode/ct2.py). The loader (mtkit/decode/loading.py) picks one, once, from what the files
+are; from then on the pipeline, the CLI and the server ask the engine, never the path: which settings it runs
+(`check`), its own defaults (`adapt`), what it is (`describe`), where it runs (`device`). Nothing here imports
+torch, so a CTranslate2 model is served without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any, Literal, Protocol
+
+from mtkit.config import DecodeConfig, SamplingConfig
+
+Hypotheses = list[list[tuple[list[int], float]]]  # per sentence, its (ids without BOS/EOS, score), best first
+
+
+class Tokenizer(Protocol):
+    """Text to ids and back: the methods of `mtkit.data.vocab.Vocab` that decoding calls. Another tokenizer
+    (a Marian model's two SentencePiece models and its vocabulary) slots in by having the same."""
+
+    def __len__(self) -> int: ...
+
+    def encode_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+class Engine(Protocol):
+    """Batches of source ids (no EOS) in, per sentence its hypotheses by mtkit's settings out; forced scoring.
+
+    `parallel`: how `workers` > 1 batches run at once: "processes" forked from this one (each with one
+    thread: mtkit's engine, whose Python work between steps holds the interpreter's lock), or "threads"
+    (an engine that lets go of the lock while it searches: CTranslate2).
+    """
+
+    parallel: Literal["processes", "threads"]
+
+    @property
+    def device(self) -> str:
+        """Where it runs: "cpu", "cuda", "cuda:1", "mps" (what /info and the log say)."""
+        ...
+
+    @property
+    def vocab_size(self) -> int:
+        """The token ids the model embeds: a tokenizer with more cannot feed it."""
+        ...
+
+    @property
+    def max_source_tokens(self) -> int:
+        """The longest source it takes, in tokens, before the EOS appended to it."""
+        ...
+
+    def search(
+        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+    ) -> Hypotheses: ...
+
+    def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
+        """(log P(target + EOS | source), target length + 1) of each pair."""
+        ...
+
+    def check(self, config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
+        """Refuse, with one sentence (MtkitError), a setting this engine cannot run as mtkit would."""
+        ...
+
+    def adapt(self, config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
+        """The command line's settings with this engine's own defaults for the fields not `given`."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What /info says about the model: path, kind, step, architecture, parameters, vocabulary size."""
+        ...
+
+    def close(self) -> None:
+        """Free what the engine holds beyond its memory (nothing for both engines today)."""
+        ...

@@ -1,0 +1,113 @@
+"""mtkit's own engine: beam search, sampling and forced scoring over PyTorch models (one, or an ensemble).
+
+One of the two peers behind the text pipeline (mtkit/decode/engine.py); the other is CTranslate2
+(mtkit/decode/ct2.py). It runs every setting of DecodeConfig, so `check` and `adapt` change nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+
+from mtkit.config import EOS, DecodeConfig, SamplingConfig
+from mtkit.decode.engine import Hypotheses
+from mtkit.errors import MtkitError
+from mtkit.model.transformer import Transformer
+
+if TYPE_CHECKING:
+    from mtkit.decode.ensemble import Ensemble
+
+
+class TorchEngine:
+    """A model (or an ensemble of models sharing one output vocabulary) on `device`, searched by mtkit.
+
+    The models are used as they are, never changed: on `device`, in eval mode (dropout off), with whatever
+    kernels were applied to them (the loader, mtkit/decode/loading.py, applies mtkit.runtime's decisions to
+    the models it loads; a training model keeps training's). `about`: what /info says of the file (path,
+    kind, step), given by the loader that read it.
+    """
+
+    parallel: Literal["processes", "threads"] = "processes"  # one Python thread a search: forked workers
+
+    def __init__(
+        self,
+        model: Transformer | Sequence[Transformer],
+        device: torch.device | str = "cpu",
+        about: dict[str, Any] | None = None,
+    ):
+        models = [model] if isinstance(model, Transformer) else list(model)
+        if any(m.training for m in models):
+            raise MtkitError("a Translator decodes with dropout off: put its models in eval mode (model.eval()).")
+        if len({m.cfg.target_vocab_size for m in models}) > 1:
+            raise MtkitError("the models have output layers of different sizes; an ensemble needs one vocabulary.")
+        self.torch_device = torch.device(device)
+        self.models = models
+        self.model = models[0]
+        self.about = dict(about or {})
+
+    @property
+    def device(self) -> str:
+        return str(self.torch_device)
+
+    @property
+    def vocab_size(self) -> int:
+        """The token ids every model embeds, on both sides."""
+        return min(min(m.cfg.vocab_size, m.cfg.target_vocab_size) for m in self.models)
+
+    @property
+    def max_source_tokens(self) -> int:
+        # the EOS appended to the source needs a position too
+        return min(m.cfg.max_positions for m in self.models) - 1
+
+    @property
+    def decoder(self) -> Transformer | Ensemble:
+        """What the searches run: the model, or the ensemble of all the models."""
+        from mtkit.decode.ensemble import Ensemble
+
+        return self.model if len(self.models) == 1 else Ensemble(self.models)
+
+    def search(
+        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+    ) -> Hypotheses:
+        """Beam search by `config`, or with `sampling` that many samples of each sentence."""
+        from mtkit.decode.beam import beam_search
+        from mtkit.decode.prefix import prefix_tensor
+        from mtkit.decode.sampling import sample
+        from mtkit.decode.scoring import padded
+
+        src = padded([[*sentence, EOS] for sentence in ids], self.torch_device)  # (B, S)
+        prefix = prefix_tensor(prefixes, self.torch_device)
+        if sampling is None:
+            result = beam_search(self.decoder, src, config, prefix=prefix)
+        else:
+            result = sample(self.decoder, src, config, sampling, prefix)
+        return [[(h.tokens, h.score) for h in hypotheses] for hypotheses in result.hypotheses]
+
+    def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
+        from mtkit.decode.scoring import score_batch
+
+        return score_batch(self.decoder, src, tgt)
+
+    @staticmethod
+    def check(config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
+        """Every setting of DecodeConfig runs here."""
+
+    @staticmethod
+    def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
+        """mtkit's defaults are the paper's: nothing to change."""
+        return config
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "path": self.about.get("path"),
+            "kind": self.about.get("kind"),
+            "step": self.about.get("step"),
+            "architecture": dataclasses.asdict(self.model.cfg),
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+        }
+
+    def close(self) -> None:
+        """Nothing to free: the models are plain modules."""
