@@ -61,7 +61,7 @@ else:
     torch.manual_seed(1)
     model = build_model("small", len(vocab))
     workers = {"workers": args["workers"]} if args["workers"] > 1 else {}
-    try:  # what Translator.load does to the models it loads: mtkit.runtime's decisions, applied
+    try:  # what the loader does to the models it loads: mtkit.runtime's decisions, applied
         from mtkit import runtime
     except ImportError:  # an older checkout: its Translator prepared the model itself (quantize_int8 before)
         if args.get("precision") == "int8":

@@ -15,28 +15,26 @@ from typing import Any
 from mtkit.config_decode import EARLY_STOP_CHOICES as EARLY_STOP_CHOICES
 from mtkit.config_decode import LENPEN_CHOICES as LENPEN_CHOICES
 from mtkit.config_decode import DecodeConfig as DecodeConfig
+from mtkit.config_decode import EngineConfig as EngineConfig
 from mtkit.config_decode import SamplingConfig as SamplingConfig
 
-# The field machinery lives in mtkit/config_fields.py; re-exported here, where callers import it from.
-from mtkit.config_fields import (  # noqa: F401
-    ConfigError,
-    _check,
-    _positive,
-    _probability,
-    config_diff,
-    config_from_dict,
-    option,
-    parse_overrides,
-    parse_value,
-    type_name,
-)
+# The field machinery lives in mtkit/config_fields.py; its public names are re-exported here ("X as X"), where
+# callers import them from.
+from mtkit.config_fields import ConfigError as ConfigError
+from mtkit.config_fields import check_field, check_positive, check_probability
+from mtkit.config_fields import config_diff as config_diff
+from mtkit.config_fields import config_from_dict as config_from_dict
+from mtkit.config_fields import option as option
+from mtkit.config_fields import parse_overrides as parse_overrides
 from mtkit.errors import MtkitError
+
+# Precision's one word lives in mtkit/precision.py; re-exported here, where callers import the choices from.
+from mtkit.precision import DECODE_PRECISION_CHOICES as DECODE_PRECISION_CHOICES
+from mtkit.precision import PRECISION_CHOICES as PRECISION_CHOICES
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # fixed SentencePiece ids (docs/architecture.md, "Conventions")
 
 SHARE_CHOICES = ("all", "decoder", "none")
-PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
-DECODE_PRECISION_CHOICES = (*PRECISION_CHOICES, "int8")  # int8: dynamic quantization of the Linear layers (CPU)
 COMPILE_CHOICES = ("on", "off", "auto")  # a YAML --config file reads on/off as booleans: __post_init__ takes those
 LENGTH_BUCKET_CHOICES = ("auto", "none", "ladder", "x8")
 
@@ -65,22 +63,26 @@ class ModelConfig:
     pre_norm: bool = False  # the paper is post-norm; pre-norm is an extra, never the default
 
     def __post_init__(self) -> None:
-        _positive(self, "vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "max_positions")
+        check_positive(
+            self, "vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "max_positions"
+        )
         if self.tgt_vocab_size is not None:
-            _positive(self, "tgt_vocab_size")
-        _probability(self, "dropout", "attention_dropout", "activation_dropout")
-        _check(self.d_model % self.heads == 0, type(self), "d_model", f"divisible by heads={self.heads}", self.d_model)
-        _check(
+            check_positive(self, "tgt_vocab_size")
+        check_probability(self, "dropout", "attention_dropout", "activation_dropout")
+        check_field(
+            self.d_model % self.heads == 0, type(self), "d_model", f"divisible by heads={self.heads}", self.d_model
+        )
+        check_field(
             self.d_model % 2 == 0, type(self), "d_model", "even (sinusoidal positions pair sin and cos)", self.d_model
         )
-        _check(
+        check_field(
             self.share_embeddings in SHARE_CHOICES,
             type(self),
             "share_embeddings",
             f"one of {', '.join(SHARE_CHOICES)}",
             self.share_embeddings,
         )
-        _check(
+        check_field(
             self.share_embeddings != "all" or self.target_vocab_size == self.vocab_size,
             type(self),
             "share_embeddings",
@@ -176,8 +178,8 @@ class TrainConfig:
         if isinstance(self.max_tokens, str) and self.max_tokens.isdigit():  # the command line's, or YAML's "4096"
             object.__setattr__(self, "max_tokens", int(self.max_tokens))
         ok = self.max_tokens == "auto" or (type(self.max_tokens) is int and self.max_tokens > 0)
-        _check(ok, type(self), "max_tokens", "a positive integer or auto", self.max_tokens)
-        _positive(
+        check_field(ok, type(self), "max_tokens", "a positive integer or auto", self.max_tokens)
+        check_positive(
             self,
             "max_tokens_fallback",
             "update_freq",
@@ -190,32 +192,32 @@ class TrainConfig:
         )
         for name in ("update_tokens", "max_epochs", "patience", "save_every_steps", "valid_bleu"):
             value = getattr(self, name)
-            _check(isinstance(value, int) and value >= 0, type(self), name, "0 (off) or a positive integer", value)
-        _probability(self, "label_smoothing")
-        _check(self.lr_scale > 0, type(self), "lr_scale", "positive", self.lr_scale)
-        _check(self.clip_norm >= 0, type(self), "clip_norm", "0 (off) or positive", self.clip_norm)
-        _check(
+            check_field(isinstance(value, int) and value >= 0, type(self), name, "0 (off) or a positive integer", value)
+        check_probability(self, "label_smoothing")
+        check_field(self.lr_scale > 0, type(self), "lr_scale", "positive", self.lr_scale)
+        check_field(self.clip_norm >= 0, type(self), "clip_norm", "0 (off) or positive", self.clip_norm)
+        check_field(
             self.save_every_minutes >= 0,
             type(self),
             "save_every_minutes",
             "0 (off) or positive",
             self.save_every_minutes,
         )
-        _check(self.max_minutes >= 0, type(self), "max_minutes", "0 (no budget) or positive", self.max_minutes)
-        _check(0 <= self.lr_cooldown <= 1, type(self), "lr_cooldown", "a fraction in [0, 1]", self.lr_cooldown)
-        _check(
+        check_field(self.max_minutes >= 0, type(self), "max_minutes", "0 (no budget) or positive", self.max_minutes)
+        check_field(0 <= self.lr_cooldown <= 1, type(self), "lr_cooldown", "a fraction in [0, 1]", self.lr_cooldown)
+        check_field(
             self.precision in PRECISION_CHOICES,
             type(self),
             "precision",
             f"one of {', '.join(PRECISION_CHOICES)}",
             self.precision,
-        )
+        )  # a config field, named as the others are; elsewhere `check_precision`
         if isinstance(self.compile, bool):  # `compile: off` in a --config file (YAML 1.1 booleans)
             object.__setattr__(self, "compile", "on" if self.compile else "off")
         for name, choices in (("compile", COMPILE_CHOICES), ("length_buckets", LENGTH_BUCKET_CHOICES)):
             value = getattr(self, name)
-            _check(value in choices, type(self), name, f"one of {', '.join(choices)}", value)
-        _check(
+            check_field(value in choices, type(self), name, f"one of {', '.join(choices)}", value)
+        check_field(
             len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
             type(self),
             "adam_betas",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mtkit.config_fields import _check, _positive, option
+from mtkit.config_fields import check_field, check_positive, option
+from mtkit.precision import DECODE_PRECISION_CHOICES
 
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
 EARLY_STOP_CHOICES = ("exact", "patience", "none")
@@ -40,9 +41,11 @@ class DecodeConfig:
     )
 
     def __post_init__(self) -> None:
-        _positive(self, "beam", "nbest")
-        _check(self.lenpen in LENPEN_CHOICES, type(self), "lenpen", f"one of {', '.join(LENPEN_CHOICES)}", self.lenpen)
-        _check(
+        check_positive(self, "beam", "nbest")
+        check_field(
+            self.lenpen in LENPEN_CHOICES, type(self), "lenpen", f"one of {', '.join(LENPEN_CHOICES)}", self.lenpen
+        )
+        check_field(
             isinstance(self.alpha, (int, float))
             and self.alpha >= 0
             and self.alpha == self.alpha
@@ -52,22 +55,22 @@ class DecodeConfig:
             "a finite number >= 0",
             self.alpha,
         )
-        _check(
+        check_field(
             isinstance(self.max_len_a, (int, float)) and 0 <= self.max_len_a < float("inf"),
             type(self),
             "max_len_a",
             "a finite number >= 0",
             self.max_len_a,
         )
-        _check(
+        check_field(
             isinstance(self.max_len_b, int) and self.max_len_b >= 0,
             type(self),
             "max_len_b",
             "an integer >= 0",
             self.max_len_b,
         )
-        _check(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)
-        _check(
+        check_field(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)
+        check_field(
             self.early_stop in EARLY_STOP_CHOICES,
             type(self),
             "early_stop",
@@ -94,26 +97,48 @@ class SamplingConfig:
     samples: int = 1  # independent samples per sentence (--nbest on the command line)
 
     def __post_init__(self) -> None:
-        _positive(self, "samples")
-        _check(
+        check_positive(self, "samples")
+        check_field(
             isinstance(self.topk, int) and self.topk >= 0,
             type(self),
             "topk",
             "0 (all) or a positive integer",
             self.topk,
         )
-        _check(
+        check_field(
             isinstance(self.topp, (int, float)) and 0.0 < self.topp <= 1.0,
             type(self),
             "topp",
             "a number in (0, 1]",
             self.topp,
         )
-        _check(
+        check_field(
             isinstance(self.temperature, (int, float)) and 0.0 < self.temperature < float("inf"),
             type(self),
             "temperature",
             "a finite number > 0",
             self.temperature,
         )
-        _check(isinstance(self.seed, int) and self.seed >= 0, type(self), "seed", "an integer >= 0", self.seed)
+        check_field(isinstance(self.seed, int) and self.seed >= 0, type(self), "seed", "an integer >= 0", self.seed)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the engine runs a model for `translate` and `serve` (where it runs is --device): one declaration of
+    --precision for both commands."""
+
+    precision: str = option(
+        "fp32",
+        "fp32, bf16, fp16 (CUDA only), int8 (CPU only: dynamic int8 Linear layers; faster, BLEU within "
+        "a few tenths), or auto (training's rule: bf16 where native and faster).",
+        DECODE_PRECISION_CHOICES,
+    )
+
+    def __post_init__(self) -> None:
+        check_field(
+            self.precision in DECODE_PRECISION_CHOICES,
+            type(self),
+            "precision",
+            f"one of {', '.join(DECODE_PRECISION_CHOICES)}",
+            self.precision,
+        )

@@ -21,7 +21,7 @@ class ConfigError(MtkitError):
         self.name, self.expected, self.value = name, expected, value
 
 
-def _check(ok: bool, cls: type, name: str, expected: str, value: Any) -> None:
+def check_field(ok: bool, cls: type, name: str, expected: str, value: Any) -> None:
     if not ok:
         raise ConfigError(cls, name, expected, value)
 
@@ -36,16 +36,18 @@ def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> A
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
-def _positive(cfg: Any, *names: str) -> None:
+def check_positive(cfg: Any, *names: str) -> None:
     for name in names:
         value = getattr(cfg, name)
-        _check(isinstance(value, int) and value > 0, type(cfg), name, "a positive integer", value)
+        check_field(isinstance(value, int) and value > 0, type(cfg), name, "a positive integer", value)
 
 
-def _probability(cfg: Any, *names: str) -> None:
+def check_probability(cfg: Any, *names: str) -> None:
     for name in names:
         value = getattr(cfg, name)
-        _check(isinstance(value, (int, float)) and 0.0 <= value < 1.0, type(cfg), name, "a number in [0, 1)", value)
+        check_field(
+            isinstance(value, (int, float)) and 0.0 <= value < 1.0, type(cfg), name, "a number in [0, 1)", value
+        )
 
 
 def config_from_dict(cls: type[C], data: Mapping[str, Any]) -> C:

@@ -5,20 +5,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import build, config_options, device_option
-from mtkit.config import (
-    DECODE_PRECISION_CHOICES,
-    DEFAULT_BATCH_TOKENS,
-    DEFAULT_CHUNK_LINES,
-    DecodeConfig,
-    SamplingConfig,
-)
+from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, EngineConfig, SamplingConfig
 from mtkit.errors import MtkitError
 
 
@@ -125,7 +119,7 @@ def _second_file(stack: Any, path: Optional[str]) -> Optional[Iterator[str]]:
 
 
 @app.command()
-@config_options(DecodeConfig, SamplingConfig)
+@config_options(DecodeConfig, SamplingConfig, EngineConfig)
 def translate(
     model: list[str] = typer.Option(
         ...,
@@ -193,11 +187,6 @@ def translate(
         help="With --score-only: the targets, one a line, aligned with the input (which then holds sources only).",
     ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
-    precision: Literal[DECODE_PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
-        "fp32",
-        help="fp32, bf16, fp16 (CUDA only), int8 (CPU only: dynamic int8 Linear layers; faster, BLEU within "
-        "a few tenths), or auto (training's rule: bf16 where native and faster).",
-    ),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     workers: int = typer.Option(
         1,
@@ -233,6 +222,8 @@ def translate(
     from mtkit.textio import open_input, open_output, read_lines_lenient
 
     setup_logging(logging.WARNING)
+    precision = build(EngineConfig(), given).precision
+    given = {k: v for k, v in given.items() if k != "precision"}  # the rest are decoding's settings
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import typer
 
 from mtkit.cli.app import app, setup_logging
 from mtkit.cli.options import build, config_options, device_option
-from mtkit.config import DECODE_PRECISION_CHOICES, DEFAULT_BATCH_TOKENS, DecodeConfig
+from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig, EngineConfig
 from mtkit.errors import MtkitError
 
 
@@ -23,7 +23,7 @@ def _require_extra() -> None:
 
 
 @app.command()
-@config_options(DecodeConfig)
+@config_options(DecodeConfig, EngineConfig)
 def serve(
     model: list[str] = typer.Option(
         ...,
@@ -75,11 +75,6 @@ def serve(
     max_chars: int = typer.Option(16384, min=1, help="Characters in one request at most (413 past it)."),
     max_beam: int = typer.Option(16, min=1, help="The largest beam a request may ask for."),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
-    precision: Literal[DECODE_PRECISION_CHOICES] = typer.Option(  # type: ignore[valid-type]
-        "fp32",
-        help="fp32, bf16, fp16 (CUDA only), int8 (CPU only: dynamic int8 Linear layers; faster, BLEU within "
-        "a few tenths), or auto (training's rule: bf16 where native and faster).",
-    ),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     *,
     given: dict[str, Any],
@@ -101,6 +96,7 @@ def serve(
     access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
     check_models(tuple(model))
     loader = loading.find(model)  # what runs the model: its defaults, its devices and precisions, said now
+    precision = build(EngineConfig(), given).precision
     engine = loader.engine()
     decode = engine.adapt(build(DecodeConfig(), given), given)
     engine.check(decode)

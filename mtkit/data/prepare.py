@@ -31,7 +31,7 @@ from mtkit.data.corpora import SPLITS, Registry, custom_corpus, default_registry
 from mtkit.data.corpus_model import Corpus, Part
 from mtkit.data.fetch import CHECKED_RECORD, RECORDED, Fetched, Fetcher
 from mtkit.data.owned import listed, previous_record, refuse_foreign
-from mtkit.data.prepare_splits import is_local, stage, write_split
+from mtkit.data.prepare_splits import SplitWriter, is_local, stage
 from mtkit.errors import MtkitError
 from mtkit.files import data_dir_locked, sweep_stale, work_dir
 
@@ -105,13 +105,9 @@ def _prepare(corpus: Corpus, opts: PrepareOptions, out: Path, clean: CleanConfig
         # 5. Each split written in full under tmp/raw.
         result = tmp / "raw"
         result.mkdir()
-        timings: dict[str, float] = {}
-        splits = {
-            split: write_split(corpus, split, parts, paths, result, tmp, opts.workers, opts.progress, clean, timings)
-            for split in SPLITS
-            if (parts := corpus.parts(split))
-        }
-        record = _record(corpus, settings, fetched, clean, splits, result, timings)
+        writer = SplitWriter(corpus, paths, result, tmp, clean, opts.workers, opts.progress)
+        splits = {split: writer.write(split, parts) for split in SPLITS if (parts := corpus.parts(split))}
+        record = _record(corpus, settings, fetched, clean, splits, result, writer.timings)
         # 6. The finished files moved into DIR/raw, then prepare.json.
         _publish(result, out, record, owned)
     return {**record, "reused": False}

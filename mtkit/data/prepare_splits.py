@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,21 +46,25 @@ def _label(corpus: Corpus, member: Member) -> str:
     return member.source if is_local(corpus) else member.describe()
 
 
-def write_split(
-    corpus: Corpus,
-    split: str,
-    parts: tuple[Part, ...],
-    paths: Paths,
-    result: Path,
-    tmp: Path,
-    workers: int | None,
-    progress: bool,
-    clean: CleanConfig,
-    timings: dict[str, float],
-) -> dict[str, Any]:
-    if split == "train":
-        return _write_train(corpus, parts, paths, result, tmp, workers, progress, clean, timings)
-    return _write_eval(corpus, split, parts, paths, result)
+@dataclass(frozen=True)
+class SplitWriter:
+    """Where and how one `prepare` run writes its splits: the staged inputs, the result directory, a scratch
+    directory, the cleaning settings and its workers; `timings` collects the train split's phases."""
+
+    corpus: Corpus
+    paths: Paths
+    result: Path
+    tmp: Path
+    clean: CleanConfig
+    workers: int | None = None
+    progress: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def write(self, split: str, parts: tuple[Part, ...]) -> dict[str, Any]:
+        """One split's files under `result`, and its record for prepare.json."""
+        if split == "train":
+            return _write_train(self, parts)
+        return _write_eval(self.corpus, split, parts, self.paths, self.result)
 
 
 def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Paths, result: Path) -> dict[str, Any]:
@@ -86,17 +91,9 @@ def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Path
     return {"lines": len(texts[corpus.src]), "parts": records}
 
 
-def _write_train(
-    corpus: Corpus,
-    parts: tuple[Part, ...],
-    paths: Paths,
-    result: Path,
-    tmp: Path,
-    workers: int | None,
-    progress: bool,
-    clean: CleanConfig,
-    timings: dict[str, float],
-) -> dict[str, Any]:
+def _write_train(writer: SplitWriter, parts: tuple[Part, ...]) -> dict[str, Any]:
+    """The train split: every part cleaned (and deduplicated, if asked) into one pair of files."""
+    corpus, paths, result, clean, timings = writer.corpus, writer.paths, writer.result, writer.clean, writer.timings
     src, tgt = corpus.src, corpus.tgt
     sides = [
         (
@@ -112,15 +109,15 @@ def _write_train(
     sizes = [count_parallel(*side) for side in sides]
     timings["count_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    out_dir = tmp / "undeduped" if clean.dedup else result
+    out_dir = writer.tmp / "undeduped" if clean.dedup else result
     out_dir.mkdir(exist_ok=True)
     total, records = CleanStats(), []
     # The worker pool is forked before any progress bar exists: no thread is alive at fork time.
     with (
-        Cleaner(src, tgt, clean, workers=workers) as cleaner,
+        Cleaner(src, tgt, clean, workers=writer.workers) as cleaner,
         open(out_dir / f"train.{src}", "wb") as fs,
         open(out_dir / f"train.{tgt}", "wb") as ft,
-        progress_bar(progress, sum(sizes), "cleaning train", "pairs") as bar,
+        progress_bar(writer.progress, sum(sizes), "cleaning train", "pairs") as bar,
     ):
         for part, n, (src_path, tgt_path, src_label, tgt_label) in zip(parts, sizes, sides):
             logger.info("cleaning %s (%d pairs)", part.name, n)

@@ -42,6 +42,7 @@ from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translator
 from mtkit.device import default_threads
 from mtkit.errors import MtkitError
+from mtkit.precision import DTYPES, check_precision
 
 # torch is imported only where asked for (/info's parameter count): CTranslate2 searches without it.
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ logger = logging.getLogger(__name__)
 MISSING_EXTRA = "running a CTranslate2 model needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
 RECORD = "mtkit-export.json"  # mtkit/export/target.py's record
 SPM_NAME = "spm.model"  # mtkit/export/ctranslate2.py copies the SentencePiece model under this name
-COMPUTE_TYPES = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16", "auto": "default"}
+COMPUTE_TYPES = {**DTYPES, "int8": "int8", "auto": "default"}  # mtkit's precisions by CTranslate2's (= torch's) names
 DEFAULT_MAX_POSITIONS = 1024  # ModelConfig's default, for a directory whose record does not say
 
 
@@ -84,8 +85,7 @@ def parse_device(ctranslate2: Any, name: str) -> tuple[str, int]:
 
 def compute_type(ctranslate2: Any, precision: str, device: str) -> str:
     """CTranslate2's compute_type for mtkit's --precision ("auto": the type the model was exported in)."""
-    if precision not in COMPUTE_TYPES:
-        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(COMPUTE_TYPES)}.")
+    check_precision(precision)
     wanted = COMPUTE_TYPES[precision]
     supported = ctranslate2.get_supported_compute_types(device)
     if wanted != "default" and wanted not in supported:

@@ -2,7 +2,7 @@
 
 Precision (training's and translation's one rule), the fp32 CPU matrix products' backend, which weights are
 packed for oneDNN, the kernel-cache caps, and int8 quantization. Only entry points decide (`Trainer`,
-`Translator.load`, and through it `mtkit serve`); they hand the `Runtime` value to `apply`, which sets each
+the decoding loader, and through it `mtkit serve`); they hand the `Runtime` value to `apply`, which sets each
 layer's kernel choice as an attribute of the layer. No process-global state: measurements are cached as pure
 functions of their arguments, and environment pins (MTKIT_CPU_MATMUL, MTKIT_AUTO_PRECISION) are read when a
 decision is made.
@@ -21,12 +21,11 @@ from __future__ import annotations
 from mtkit.runtime.caches import DECODING_KERNEL_CACHES, TRAINING_KERNEL_CACHES, cap_kernel_caches
 from mtkit.runtime.decide import decide_decoding, decide_training
 from mtkit.runtime.int8 import quantize_int8
-from mtkit.runtime.plan import TORCH_DTYPES, Runtime, apply
+from mtkit.runtime.plan import Runtime, apply
 from mtkit.runtime.precision import cpu_has_native_bf16, resolve_dtype, resolve_precision
 
 __all__ = [
     "DECODING_KERNEL_CACHES",
-    "TORCH_DTYPES",
     "TRAINING_KERNEL_CACHES",
     "Runtime",
     "apply",

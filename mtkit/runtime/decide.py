@@ -2,7 +2,7 @@
 
 Only entry points call these: `Trainer` (on rank 0 under torchrun, every rank then applying rank 0's value:
 ranks timing at once would skew the measurements, and ranks that measured for themselves could choose
-differently on a borderline one) and `Translator.load` (which `mtkit translate` and `mtkit serve` use).
+differently on a borderline one) and the decoding loader (mtkit/decode/loading.py: `mtkit translate`, `serve`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a process computes with, as one value (`Runtime`), and how it is applied to a model (`apply`).
 
-An entry point (Trainer, Translator.load) decides once (mtkit/runtime/decide.py) and applies the value to
+An entry point (Trainer, the decoding loader) decides once (mtkit/runtime/decide.py) and applies the value to
 the models it owns: each Linear layer gets its kernel choice and, for inference, its packed weight as
 attributes, the way nanoGPT's attention gets `self.flash`. Nothing is process-global: two models in one
 process may compute differently, and a model handed to someone else (a validation translator) keeps what
@@ -17,15 +17,13 @@ import torch
 from mtkit.errors import MtkitError
 from mtkit.model.linear import Linear
 from mtkit.model.transformer import FeedForward, Transformer
+from mtkit.precision import RESOLVED, check_precision, torch_dtype
 from mtkit.runtime.caches import cap_kernel_caches
 from mtkit.runtime.int8 import quantize_int8
 from mtkit.runtime.matmul import BACKENDS, onednn_works
 from mtkit.runtime.packing import PACKING, pack
 
 logger = logging.getLogger(__name__)
-
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-PRECISIONS = (*TORCH_DTYPES, "int8")  # int8: dynamic int8 Linear layers around fp32 (decoding on the CPU)
 
 
 @dataclass(frozen=True)
@@ -46,8 +44,7 @@ class Runtime:
     kernel_caches: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise MtkitError(f"unknown precision {self.precision!r}; choose one of: {', '.join(PRECISIONS)}.")
+        check_precision(self.precision, RESOLVED)
         if self.matmul not in BACKENDS:
             raise MtkitError(f"unknown CPU matmul backend {self.matmul!r}; choose one of: {', '.join(BACKENDS)}.")
         if self.matmul == "onednn" and not onednn_works():
@@ -58,7 +55,7 @@ class Runtime:
     @property
     def dtype(self) -> torch.dtype:
         """The dtype of the model's weights and activations (int8 runs fp32 around its int8 layers)."""
-        return TORCH_DTYPES.get(self.precision, torch.float32)
+        return torch_dtype(self.precision)
 
 
 def apply(model: Transformer, plan: Runtime) -> Transformer:

@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mtkit.config import DECODE_PRECISION_CHOICES, ModelConfig
+from mtkit.config import ModelConfig, TrainConfig
 from mtkit.errors import MtkitError
 from mtkit.kernels.linear import onednn_linear
+from mtkit.precision import PRECISION_CHOICES, check_precision, torch_dtype
 from mtkit.runtime.int8 import int8_available
 from mtkit.runtime.matmul import onednn_works
-from mtkit.runtime.plan import TORCH_DTYPES, Runtime, apply
+from mtkit.runtime.plan import Runtime, apply
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,10 @@ def bf16_matmul_speedup(d_model: int = 512) -> float:
 
 
 def smoothed_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
-    """A stand-in training loss for `bf16_update_speedup` (training passes its own)."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), label_smoothing=0.1, reduction="sum")
+    """The stand-in training loss that `bf16_update_speedup` times: label-smoothed cross-entropy in fp32, with
+    training's default epsilon (the ratio of fp32 to bf16 time does not depend on it)."""
+    smoothing = TrainConfig().label_smoothing
+    return F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), label_smoothing=smoothing, reduction="sum")
 
 
 @functools.cache
@@ -120,8 +123,7 @@ def resolve_precision(
     (training; by MIN_PASS_SPEEDUP), else a matrix product of width d_model (translation; by
     MIN_PRODUCT_SPEEDUP); fp32 everywhere else.
     """
-    if precision not in TORCH_DTYPES and precision != "auto":
-        raise MtkitError(f"unknown precision {precision!r}; choose one of: auto, {', '.join(TORCH_DTYPES)}.")
+    check_precision(precision, PRECISION_CHOICES)
     if precision == "fp16" and device.type != "cuda":
         raise MtkitError("precision fp16 needs a CUDA device; use fp32 or bf16 on the CPU.")
     if precision != "auto":
@@ -159,8 +161,7 @@ def check_trainable(precision: str, device: torch.device) -> None:
 
 def resolve_decoding_precision(precision: str, device: torch.device) -> tuple[str, str]:
     """(fp32 | bf16 | fp16 | int8, why) for translation: training's rule (`resolve_precision`), plus int8 on the CPU."""
-    if precision not in DECODE_PRECISION_CHOICES:
-        raise MtkitError(f"unknown precision {precision!r}; choose one of: {', '.join(DECODE_PRECISION_CHOICES)}.")
+    check_precision(precision)
     if precision == "int8":
         if device.type != "cpu":
             raise MtkitError("precision int8 runs on the CPU only; use --device cpu, or fp16/bf16 on a GPU.")
@@ -176,4 +177,4 @@ def resolve_decoding_precision(precision: str, device: torch.device) -> tuple[st
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
     """The dtype a translation model runs in (`resolve_decoding_precision`); int8 runs fp32 around its int8 layers."""
-    return TORCH_DTYPES.get(resolve_decoding_precision(precision, device)[0], torch.float32)
+    return torch_dtype(resolve_decoding_precision(precision, device)[0])

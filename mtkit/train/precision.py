@@ -14,17 +14,10 @@ from contextlib import AbstractContextManager
 
 import torch
 
+from mtkit.precision import torch_dtype
 from mtkit.runtime import Runtime
-from mtkit.train.loss import label_smoothed_sums
 
 logger = logging.getLogger(__name__)
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def pass_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Training's loss, for `--precision auto`'s measurement of a whole training pass (runtime.decide_training)."""
-    return label_smoothed_sums(logits, target, 0.1)[0]
 
 
 class Precision:
@@ -40,7 +33,7 @@ class Precision:
     def autocast(self) -> AbstractContextManager:
         if self.name == "fp32":
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=DTYPES[self.name])
+        return torch.autocast(self.device.type, dtype=torch_dtype(self.name))
 
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()

@@ -41,7 +41,7 @@ from mtkit.train import probe, report, resume, rundir
 from mtkit.train.forward import accumulate, out_of_memory_hint
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, TrainingData, bucket_data, epoch_of, open_training_data, plan_data
-from mtkit.train.precision import Precision, pass_loss
+from mtkit.train.precision import Precision
 from mtkit.train.progress import Progress
 from mtkit.train.schedule import learning_rate
 from mtkit.train.signals import StopRequests, agreed_signal
@@ -100,9 +100,7 @@ class Trainer:
         self.heap = keep_freed_memory() if world.device.type == "cpu" else ("default", f"{world.device.type} training")
         self.model = Transformer(model_cfg).to(world.device)
         # Measured on rank 0 only and shared: ranks timing at once would skew it, and must not differ.
-        plan = dist.decided_by_main(
-            lambda: runtime.decide_training(cfg.precision, world.device, model_cfg, pass_loss), world
-        )
+        plan = dist.decided_by_main(lambda: runtime.decide_training(cfg.precision, world.device, model_cfg), world)
         # --compile and the batch shapes it wants (mtkit/train/compile.py); the step is compiled once built.
         self.compiling = compile_step.decide(cfg.compile, world.device)
         self.cfg = cfg = compile_step.resolve_buckets(cfg, self.compiling)
