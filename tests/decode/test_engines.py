@@ -1,0 +1,178 @@
+"""Engines as peers behind one text pipeline, opened by one registry of loaders (mtkit/decode/engine.py, loading.py).
+
+The pipeline runs any engine: a toy one in pure Python (it copies each source as its own translation) gets
+input order, empty lines, prefixes, threads and the engine's own refusals from the pipeline alone. The
+registry decides what a path is, once, and a new source is one `register`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from mtkit.config import DecodeConfig, SamplingConfig
+from mtkit.decode import loading
+from mtkit.decode.engine import Engine, Hypotheses, Tokenizer
+from mtkit.decode.translator import Translator
+from mtkit.errors import MtkitError
+from tests.support.cli import ROOT
+
+
+class Words:
+    """A tokenizer of whole words, ids from 4 (the special ids come first), learned as it meets them."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.words: list[str] = []
+
+    def __len__(self) -> int:
+        return 4 + 1000
+
+    def encode_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
+        out = []
+        for line in lines:
+            for w in line.split():
+                if w not in self.ids:
+                    self.ids[w] = 4 + len(self.words)
+                    self.words.append(w)
+            out.append([self.ids[w] for w in line.split()])
+        return out
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return " ".join(self.words[i - 4] for i in ids)
+
+
+class Echo:
+    """An engine that translates each sentence into itself (after its prefix), scored -length; refuses beam 3."""
+
+    device = "cpu"
+    vocab_size = 4 + 1000
+    max_source_tokens = 20
+
+    def __init__(self, parallel: Literal["processes", "threads"] = "threads") -> None:
+        self.parallel = parallel
+        self.batches = 0
+        self.closed = False
+
+    def search(
+        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+    ) -> Hypotheses:
+        self.batches += 1
+        return [[([*p, *s], -float(len(s)))] for s, p in zip(ids, prefixes)]
+
+    def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
+        return [(-float(len(t)), len(t) + 1) for t in tgt]
+
+    @staticmethod
+    def check(config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
+        if config.beam == 3:
+            raise MtkitError("Echo runs no beam of 3.")
+
+    @staticmethod
+    def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
+        return config if "beam" in given else dataclasses.replace(config, beam=1)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "echo"}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_pipeline_runs_any_engine_and_keeps_input_order():
+    engine: Engine = Echo()
+    vocab: Tokenizer = Words()
+    translator = Translator(engine, vocab, workers=2)  # the engine's own threads
+    lines = [f"w{i} " * (1 + i % 7) for i in range(40)] + [""]
+    out = list(translator.translate_stream(lines, DecodeConfig(), batch_tokens=16, chunk_lines=9))
+    assert [t.line for t in out] == list(range(1, 42))
+    assert [t.text for t in out] == [" ".join(line.split()) for line in lines]
+    assert translator.translate([("a b", "c")]) == ["c a b"]
+    assert [s.length for s in translator.score([("a", "b c")])] == [3]
+    assert translator.describe() == {"kind": "echo", "vocab_size": 1004} and translator.device == "cpu"
+    translator.close()
+    assert engine.closed
+
+
+def test_the_engine_refuses_what_it_cannot_run_before_any_batch():
+    engine = Echo()
+    translator = Translator(engine, Words())
+    with pytest.raises(MtkitError, match="no beam of 3"):
+        translator.translate_stream(["a b"], DecodeConfig(beam=3)).__next__()
+    assert engine.batches == 0
+
+
+def test_a_tokenizer_larger_than_the_engine_is_refused():
+    class Big(Words):
+        def __len__(self) -> int:
+            return 5000
+
+    with pytest.raises(MtkitError, match="more than the model's 1004 embeddings"):
+        Translator(Echo(), Big())
+
+
+def test_forked_workers_are_asked_of_an_engine_on_the_cpu_only():
+    engine = Echo("processes")
+    engine.device = "cuda"
+    with pytest.raises(MtkitError, match="on the CPU only"):
+        Translator(engine, Words(), workers=2)
+    threaded = Echo("threads")
+    threaded.device = "cuda"
+    Translator(threaded, Words(), workers=2).close()  # an engine's own threads run anywhere
+
+
+def test_the_registry_says_what_a_path_is_once(tmp_path, cli_model):
+    assert loading.find(cli_model).name == "mtkit"
+    ct2 = tmp_path / "ct2"
+    ct2.mkdir()
+    (ct2 / "model.bin").write_bytes(b"")
+    (ct2 / "config.json").write_text("{}")
+    assert loading.find(ct2).name == "ctranslate2"
+    assert loading.is_ct2_dir(ct2) and not loading.is_ct2_dir(Path(cli_model))
+    with pytest.raises(MtkitError, match="not an ensemble"):
+        loading.find([ct2, cli_model])
+    with pytest.raises(MtkitError, match="neither a CTranslate2 model"):
+        loading.find(tmp_path)
+    with pytest.raises(MtkitError, match="does not exist"):
+        loading.find(tmp_path / "missing.pt")
+    with pytest.raises(MtkitError, match="--lenpen fairseq"):
+        loading.find(ct2).engine().check(DecodeConfig(beam=4, lenpen="gnmt"))
+    assert loading.find(ct2).engine().adapt(DecodeConfig(), ()).lenpen == "fairseq"
+    assert loading.find(cli_model).engine().adapt(DecodeConfig(), ()) == DecodeConfig()
+
+
+def test_a_new_source_is_one_registered_loader(monkeypatch):
+    monkeypatch.setattr(loading, "LOADERS", list(loading.LOADERS))
+    opened: list[Any] = []
+
+    def open_echo(paths: list[Path], device: str, precision: str, workers: int, threads: int) -> Translator:
+        opened.append((paths, device, precision, workers, threads))
+        return Translator(Echo(), Words(), workers)
+
+    def no_check(device: str, precision: str) -> None:
+        pass
+
+    hub = loading.Loader("hub", lambda p: str(p).startswith("hub:"), lambda: Echo, no_check, open_echo)
+    loading.register(hub, first=True)
+    translator = loading.open_model("hub:echo", device="cpu", threads=2)
+    assert translator.translate(["x y"]) == ["x y"]
+    assert opened == [([Path("hub:echo")], "cpu", "fp32", 1, 2)]
+    assert loading.find("hub:echo").engine().adapt(DecodeConfig(), ()).beam == 1
+
+
+def test_the_pipeline_and_the_registry_import_no_torch():
+    """A CTranslate2 model is translated and served without torch (its import costs ~200 MiB)."""
+    code = (
+        "import sys\n"
+        "import mtkit.decode.translator, mtkit.decode.loading, mtkit.decode.ct2, mtkit.decode.engine\n"
+        "import mtkit.precision, mtkit.device\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
