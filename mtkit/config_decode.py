@@ -1,7 +1,8 @@
 """The decoding settings (section 6.1: beam search, and sampling instead of it), typed and validated like the rest.
 
-Kept apart from mtkit/config.py (training and model settings), which re-exports them: `from mtkit.config
-import DecodeConfig` is where callers take them from.
+One concept: what `translate` and `serve` are asked for about a search (DecodeConfig, SamplingConfig) and how the
+engine runs it (EngineConfig). mtkit/config.py holds the training and model settings and re-exports these
+("X as X"), so that `from mtkit.config import DecodeConfig` is where callers take every setting from.
 """
 
 from __future__ import annotations
