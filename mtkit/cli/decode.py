@@ -230,14 +230,14 @@ def translate(
     if workers > 1 and threads > 1:
         raise MtkitError("each of --workers runs one thread: give --workers N for N cores, without --threads.")
     threads = threads or (1 if workers > 1 else 0)  # with workers: the products are timed as a worker runs them
-    loader = loading.find(model)  # what runs the model: its defaults, and what it cannot run, said now
-    engine = loader.engine()
-    config = engine.adapt(config, given)
-    engine.check(config, sampler)
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_input(input))
         second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
+        loader = loading.find(model)  # what runs the model: its defaults, and what it cannot run, said now
+        engine = loader.engine()
+        config = engine.adapt(config, given)
+        engine.check(config, sampler)
         translator = loader.open(loading.as_paths(model), device, precision, workers, threads)
         stack.callback(translator.close)
         interactive = source.isatty()  # translate each line as it is typed
