@@ -110,7 +110,7 @@ def open_model(
     return find(path).open(as_paths(path), device, precision, workers, threads)
 
 
-load_translator = open_model  # the name of mtkit's Python API since 0.2 (docs/python-api.md)
+load_translator = open_model  # `mtkit.load_translator`: the Python API's name since 0.2 (docs/reference/api.md)
 
 
 # ----------------------------------------------------------------------------- the registered sources
