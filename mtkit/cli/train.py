@@ -63,7 +63,8 @@ def cpu_update_seconds(model_cfg: ModelConfig, train_cfg: TrainConfig, threads: 
 # The codes a scheduler reads (mtkit/train/signals.py): shown in --help above the exit codes of every command.
 SIGNAL_EXIT_CODES = (
     "After SIGTERM (a preemption: SLURM, Kubernetes, torchrun) training saves checkpoint_last.pt and exits 143; "
-    "after Ctrl-C it saves and exits 130. Rerunning the same command resumes the run."
+    "after SIGHUP (the terminal or ssh session closed) it saves and exits 129; after Ctrl-C it saves and exits 130. "
+    "Rerunning the same command resumes the run."
 )
 
 
@@ -156,7 +157,7 @@ def train(
                 f"mtkit: {result.stopped}: saved {out}/checkpoint_last.pt at step {result.step}; "
                 "the same command resumes the run."
             )
-        # 143 / 130, as a shell reports a process the signal ended: a Job or an elastic agent retries, not "done".
+        # 143 / 129 / 130, as a shell reports a process the signal ended: a Job or an elastic agent retries, not "done".
         raise typer.Exit(EXIT_CODES[result.stopped])
     if rank == 0:
         best = f"best dev BLEU {-result.best:.2f}" if train_cfg.valid_bleu else f"best valid NLL {result.best:.3f}"
