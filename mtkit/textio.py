@@ -108,7 +108,7 @@ def open_output(path: str | os.PathLike | None) -> Iterator[BinaryIO]:
     no permission) is said at once, not after the translating.
     """
     if path is None or str(path) == "-":
-        yield sys.stdout.buffer
+        yield _Named(sys.stdout.buffer, STDOUT)  # type: ignore[misc]
         return
     if Path(path).is_dir():
         raise MtkitError(f"output {path} is a directory; give a file name.")
@@ -129,12 +129,18 @@ def open_output(path: str | os.PathLike | None) -> Iterator[BinaryIO]:
         raise _cannot_write(path, exc) from None
 
 
+STDOUT = "standard output"
+
+
 def _cannot_write(path: str | os.PathLike, exc: OSError) -> MtkitError:
+    if path == STDOUT:  # a full disk or a failing device under `> FILE`
+        return MtkitError(f"cannot write to standard output: {exc.strerror or exc}.")
     return MtkitError(f"cannot write {path} ({exc.strerror or exc}); it was not created or changed.")
 
 
 class _Named:
-    """An output file whose write errors name it: the system names no file for a write to an open one."""
+    """An output file (or standard output) whose write errors name it: the system names no file for a write to
+    an open one."""
 
     def __init__(self, f: BinaryIO, path: str | os.PathLike) -> None:
         self._f, self._path = f, path
@@ -142,12 +148,16 @@ class _Named:
     def write(self, data: bytes) -> int:
         try:
             return self._f.write(data)
+        except BrokenPipeError:
+            raise  # the reader went away: a normal end (mtkit/cli/app.py)
         except OSError as exc:
             raise _cannot_write(self._path, exc) from None
 
     def flush(self) -> None:
         try:
             self._f.flush()
+        except BrokenPipeError:
+            raise
         except OSError as exc:
             raise _cannot_write(self._path, exc) from None
 

@@ -21,6 +21,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from mtkit import __version__
 from mtkit.errors import MtkitError
 from mtkit.interrupts import Terminated, terminate_as_interrupt
+from mtkit.textio import STDOUT
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -36,6 +37,14 @@ class _StdoutClosed(Exception):
     """The reader of our stdout went away (`mtkit translate ... | head -1`): a normal end, not an error."""
 
 
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP ended the command (mtkit/interrupts.py): exit 128 + its number."""
+
+    def __init__(self, terminated: Terminated) -> None:
+        super().__init__(terminated.signal_name)
+        self.signum, self.signal_name = terminated.signum, terminated.signal_name
+
+
 def _flags_without_metavar(command: Any) -> None:
     """typer shows `<bool>` after a flag as if it took a value; a flag takes none, so show nothing."""
     for param in command.params:
@@ -46,7 +55,8 @@ def _flags_without_metavar(command: Any) -> None:
 class MtkitGroup(TyperGroup):
     """The root command: gives every subcommand the exit-code epilog and flags shown as flags.
 
-    It also turns a closed stdout into `_StdoutClosed` before typer's own handler, which would exit 1.
+    It also turns a closed stdout into `_StdoutClosed` before typer's own handler, which would exit 1, and
+    SIGTERM or SIGHUP into `_Stopped` before click's, which would exit 130 as for Ctrl-C.
     """
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
@@ -72,6 +82,8 @@ class MtkitGroup(TyperGroup):
             return super().invoke(ctx)
         except BrokenPipeError as exc:
             raise _StdoutClosed() from exc
+        except Terminated as exc:  # past click, which would make it an Abort (exit 130) after an empty line
+            raise _Stopped(exc) from None
 
 
 app = typer.Typer(
@@ -167,8 +179,13 @@ def main() -> None:
     under `> FILE` is one sentence and exit 1, as coreutils' close_stdout makes it, not
     "Exception ignored" and exit 120.
     """
-    with terminate_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: every `finally` removes its temporaries
-        code = _run()
+    stdout = sys.stdout
+    sys.stdout = _NamedStdout(stdout) if stdout is not None else stdout  # type: ignore[assignment]
+    try:
+        with terminate_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: every `finally` removes its temporaries
+            code = _run()
+    finally:
+        sys.stdout = stdout
     if (failed := _flush_stdout()) is not None and code != 1:
         err.print(f"[bold red]mtkit: error:[/] {escape(_stdout_sentence(failed))}")
         code = 1
@@ -193,18 +210,43 @@ def _run() -> int:
         # flushes stdout at exit, so point stdout at /dev/null first.
         _discard_stdout()
         return 0
-    except Terminated as exc:
+    except (Terminated, _Stopped) as exc:
         err.print(f"mtkit: stopped by {exc.signal_name}.")
         return 128 + exc.signum
     except (typer.Abort, KeyboardInterrupt):
         err.print("mtkit: interrupted.")
         return 130
     except OSError as exc:  # the system said no: disk full, permission denied, a directory, a damaged file
-        stdout_failed = _flush_stdout() if exc.filename is None else None
-        sentence = _stdout_sentence(exc) if stdout_failed is not None else os_error_sentence(exc)
+        sentence = _stdout_sentence(exc) if exc.filename == STDOUT else os_error_sentence(exc)
         err.print(f"[bold red]mtkit: error:[/] {escape(sentence)}")
         return 1
     return code if isinstance(code, int) else 0
+
+
+class _NamedStdout:
+    """sys.stdout whose write errors name it (the system names no file for a write to an open one)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, STDOUT) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, STDOUT) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _discard_stdout() -> None:

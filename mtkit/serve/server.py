@@ -37,7 +37,14 @@ ANSWER_S = 2.0
 # large_client_header_buffers is 4 of 8 KiB).
 MAX_HEAD_BYTES = 16 * 1024
 # The loggers whose messages about clients (bad requests, timeouts, disconnects) are said once per cause.
-NOISY_LOGGERS = ("uvicorn.error", "asyncio", "mtkit.serve.app", "mtkit.serve.service", "mtkit.serve.connections")
+NOISY_LOGGERS = (
+    "uvicorn.error",
+    "asyncio",
+    "mtkit.serve.app",
+    "mtkit.serve.guard",
+    "mtkit.serve.service",
+    "mtkit.serve.connections",
+)
 
 
 def bind(host: str, port: int) -> socket.socket:
