@@ -10,9 +10,11 @@ refused with 400), `backlog`. Two things uvicorn does not do are written here, a
   arrived whole (head and body) within `read_timeout_s` of its connection or its first byte;
   a head still incomplete then gets 408, a body cut short is a disconnect.
 - A connection limit (nginx's worker_connections) below the process's descriptor limit, with
-  nginx's answer to running short (ngx_drain_connections): a new connection closes the
-  connections that wait idle, oldest first (nothing asked, or between two requests), so a
-  probe's /health and a good client get in while idle sockets pile up. Only when every
+  nginx's answer to running short (ngx_drain_connections): a new connection closes a
+  connection that waits idle (nothing asked, or between two requests), so a probe's /health
+  and a good client get in while idle sockets pile up. Unlike nginx, connections that never
+  got an answer go first (oldest first), kept-alive ones of clients already served after them:
+  sockets opened to hold the server's descriptors never finish a request. Only when every
   connection is busy with a request is the new one answered 503. uvicorn's `limit_concurrency`
   is not used: it answers 503 after a connection was accepted and its request read, which keeps
   no descriptor free, and it refuses /health as well.
@@ -37,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 # Descriptors kept for the process itself (model files, logs, torch's threads, the listening socket).
 RESERVED_FDS = 64
-DRAIN_AT_ONCE = 32  # idle connections closed at most for one new one (nginx closes 32 reusable ones)
+DRAIN_AT_ONCE = 32  # idle connections closed at most for one new one (nginx's batch of reusable ones)
 REPEAT_WINDOW_S = 60.0  # a cause is said again, with its count, at most this often
 
 
@@ -131,6 +133,7 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             self._read_timer: asyncio.TimerHandle | None = None
             self._since = time.monotonic()  # when it last became idle: the oldest idle ones are closed first
+            self._served = 0  # answers given: a client that got one is kept over one that never asked
             super().connection_made(transport)
             if len(self.connections) > limits.max_connections and not self._drain():
                 logger.warning(
@@ -142,9 +145,12 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
             self._arm()
 
         def _drain(self) -> bool:
-            """Close the idle connections (oldest first, up to DRAIN_AT_ONCE); whether any was closed."""
-            idle = sorted((p for p in self.connections if p is not self and _idle(p)), key=lambda p: p._since)
-            for p in idle[:DRAIN_AT_ONCE]:
+            """Close idle connections to get back to the limit: first those that never had an answer, then kept-alive
+            ones, oldest first within each; whether any was closed."""
+            idle = sorted(
+                (p for p in self.connections if p is not self and _idle(p)), key=lambda p: (p._served, p._since)
+            )
+            for p in idle[: min(DRAIN_AT_ONCE, len(self.connections) - limits.max_connections)]:
                 _close(p)
             if idle:
                 logger.warning(
@@ -170,7 +176,7 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
                 self._disarm()  # read whole (or the connection is done with): the read timeout is over
 
         def on_response_complete(self) -> None:
-            self._since = time.monotonic()
+            self._since, self._served = time.monotonic(), self._served + 1
             super().on_response_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
