@@ -9,15 +9,17 @@ refused with 400), `backlog`. Two things uvicorn does not do are written here, a
   nothing, or a header line a minute, holds its connection for ever. Here a request must have
   arrived whole (head and body) within `read_timeout_s` of its connection or its first byte;
   a head still incomplete then gets 408, a body cut short is a disconnect.
-- A connection limit (nginx's worker_connections) below the process's descriptor limit, with
-  nginx's answer to running short (ngx_drain_connections): a new connection closes a
-  connection that waits idle (nothing asked, or between two requests), so a probe's /health
-  and a good client get in while idle sockets pile up. Unlike nginx, connections that never
-  got an answer go first (oldest first), kept-alive ones of clients already served after them:
-  sockets opened to hold the server's descriptors never finish a request. Only when every
-  connection is busy with a request is the new one answered 503. uvicorn's `limit_concurrency`
-  is not used: it answers 503 after a connection was accepted and its request read, which keeps
-  no descriptor free, and it refuses /health as well.
+- A connection limit (nginx's worker_connections) below the process's descriptor limit,
+  kept where descriptors are taken: at accept (`ListeningSocket`, the socket uvicorn serves
+  on). At the limit a new connection first closes one that waits idle (nothing asked yet, or
+  between two requests), nginx's answer to running short (ngx_drain_connections), so a probe's
+  /health and a good client get in while idle sockets pile up; it is accepted once that one's
+  descriptor is back. Unlike nginx, connections that never got an answer go first (oldest
+  first), kept-alive ones of clients already served after them: sockets opened to hold the
+  server's descriptors never finish a request. When every connection is busy with a request,
+  a few more are accepted to be answered 503 and closed; the rest wait in the listen queue.
+  uvicorn's `limit_concurrency` is not used: it answers 503 after a connection was accepted
+  and its request read, which keeps no descriptor free, and it refuses /health as well.
 
 What clients do wrong is logged once per cause and then counted (`OncePerCause`), not a line
 (or an asyncio traceback) per event: a few hundred idle sockets must not write megabytes of log.
@@ -28,8 +30,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import h11
@@ -39,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 # Descriptors kept for the process itself (model files, logs, torch's threads, the listening socket).
 RESERVED_FDS = 64
-DRAIN_AT_ONCE = 32  # idle connections closed at most for one new one (nginx's batch of reusable ones)
+REFUSE_ROOM = 16  # connections accepted past the limit, when all are busy, only to be answered 503 and closed
 REPEAT_WINDOW_S = 60.0  # a cause is said again, with its count, at most this often
 
 
@@ -63,10 +66,56 @@ def connection_limit(asked: int) -> int:
     return asked
 
 
-@dataclass(frozen=True)
+@dataclass
 class ConnectionLimits:
+    """The limits, and the connections they hold now (shared by the listening socket and every protocol)."""
+
     max_connections: int = 512
     read_timeout_s: float = 60.0
+    accepted: int = 0  # descriptors of connections accepted and not yet lost
+    protocols: set[Any] = field(default_factory=set)  # uvicorn's set of live connections, once one is made
+    refusing: int = 0  # connections accepted while all were busy, to be answered 503
+
+    def make_room(self) -> bool:
+        """At the limit: close idle connections (never answered first, then oldest); whether one may be accepted."""
+        live = [p for p in self.protocols if not p.transport.is_closing()]
+        closing = self.accepted - len(live)  # their descriptors come back within a loop turn
+        over = self.accepted - closing - self.max_connections + 1
+        if over <= 0:  # closing ones make room: wait for them
+            return False
+        idle = sorted((p for p in live if _idle(p)), key=lambda p: (p._served, p._since))
+        for p in idle[:over]:
+            _close(p)
+        if idle:
+            logger.warning(
+                "%d connections reached (--max-connections): closing idle ones, oldest first.", self.max_connections
+            )
+            return False  # accepted once their descriptors are back
+        if self.accepted >= self.max_connections + REFUSE_ROOM:
+            return False
+        logger.warning("every connection (--max-connections %d) is busy; new ones get 503.", self.max_connections)
+        self.refusing += 1
+        return True
+
+
+class ListeningSocket(socket.socket):
+    """The listening socket, accepting only while `limits` has room (asyncio calls its `accept`)."""
+
+    limits: ConnectionLimits
+
+    @classmethod
+    def wrap(cls, sock: socket.socket, limits: ConnectionLimits) -> ListeningSocket:
+        listening = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        listening.limits = limits
+        return listening
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        limits = self.limits
+        if limits.accepted >= limits.max_connections and not limits.make_room():
+            raise BlockingIOError  # asyncio tries again at its next turn, when the closed ones are gone
+        conn, address = super().accept()
+        limits.accepted += 1
+        return conn, address
 
 
 class OncePerCause(logging.Filter):
@@ -127,7 +176,7 @@ def _raw_answer(status: int, reason: str, message: str, retry_after: int | None 
 
 
 def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with the read timeout and the connection limit of `limits` (see the module)."""
+    """uvicorn's h11 protocol with the read timeout of `limits`, counting connections for `ListeningSocket`."""
 
     class LimitedH11(H11Protocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -135,29 +184,13 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
             self._since = time.monotonic()  # when it last became idle: the oldest idle ones are closed first
             self._served = 0  # answers given: a client that got one is kept over one that never asked
             super().connection_made(transport)
-            if len(self.connections) > limits.max_connections and not self._drain():
-                logger.warning(
-                    "every connection (--max-connections %d) is busy; new ones get 503.", limits.max_connections
-                )
+            limits.protocols = self.connections  # uvicorn's set of live connections
+            if limits.refusing:  # accepted only to be refused: every connection was busy
+                limits.refusing -= 1
                 transport.write(_raw_answer(503, "Service Unavailable", "the server is busy; retry.", 1))
                 _close(self)
                 return
             self._arm()
-
-        def _drain(self) -> bool:
-            """Close idle connections to get back to the limit: first those that never had an answer, then kept-alive
-            ones, oldest first within each; whether any was closed."""
-            idle = sorted(
-                (p for p in self.connections if p is not self and _idle(p)), key=lambda p: (p._served, p._since)
-            )
-            for p in idle[: min(DRAIN_AT_ONCE, len(self.connections) - limits.max_connections)]:
-                _close(p)
-            if idle:
-                logger.warning(
-                    "%d connections reached (--max-connections): closing idle ones, oldest first.",
-                    limits.max_connections,
-                )
-            return bool(idle)
 
         def _arm(self) -> None:
             self._disarm()
@@ -181,6 +214,7 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            limits.accepted -= 1
             super().connection_lost(exc)
 
         def _read_timed_out(self) -> None:

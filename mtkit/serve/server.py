@@ -21,7 +21,7 @@ import socket
 from types import FrameType
 
 from mtkit.errors import MtkitError
-from mtkit.serve.connections import ConnectionLimits, connection_limit, protocol_class, quiet_repeats
+from mtkit.serve.connections import ConnectionLimits, ListeningSocket, connection_limit, protocol_class, quiet_repeats
 from mtkit.serve.guard import API_KEY_ENV, is_loopback
 from mtkit.serve.service import ServeSettings, Service
 
@@ -118,7 +118,7 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
         sig: signal.signal(sig, handler) for sig, handler in ((signal.SIGTERM, _terminated), (signal.SIGHUP, hung_up))
     }
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=[ListeningSocket.wrap(sock, limits)])
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
