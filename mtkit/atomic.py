@@ -58,12 +58,15 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
 
 
 def is_special(path: str | os.PathLike) -> bool:
-    """Whether `path` (links followed) names something there already that is not a regular file or a directory."""
+    """Whether `path` (links followed) names something there already that is not a regular file or a directory,
+    or a link of the system's under /dev or /proc (`/dev/stdout` redirected to a file leads to a regular file:
+    renaming over it would replace the link)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+    system_link = os.path.islink(path) and os.path.abspath(path).startswith(("/dev/", "/proc/"))
+    return system_link or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 @contextlib.contextmanager

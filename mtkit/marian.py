@@ -34,6 +34,7 @@ import torch
 
 from mtkit.config import BOS, EOS, PAD, ModelConfig
 from mtkit.errors import MtkitError
+from mtkit.marian_sizes import check_shapes, check_sizes
 
 IN, OUT, NONE = "in", "out", "none"  # which axis of a weight is the model dimension (to permute)
 HF_MISSING = (
@@ -179,19 +180,6 @@ def _refuse(path: Path, difference: str) -> MtkitError:
     return MtkitError(f"{path} is a Marian model that mtkit cannot represent: {difference}.")
 
 
-# The config.json fields of a Marian model that are sizes: each a positive whole number.
-WHOLE_FIELDS = (
-    "vocab_size",
-    "d_model",
-    "encoder_ffn_dim",
-    "decoder_ffn_dim",
-    "encoder_attention_heads",
-    "decoder_attention_heads",
-    "encoder_layers",
-    "decoder_layers",
-)
-
-
 def model_config_of(hf: dict[str, Any], path: Path) -> ModelConfig:
     """ModelConfig for a Marian config.json, or one sentence naming the first thing mtkit's model lacks."""
 
@@ -200,11 +188,7 @@ def model_config_of(hf: dict[str, Any], path: Path) -> ModelConfig:
 
     if field("model_type") != "marian":
         raise MtkitError(f"{path} holds a Transformers {field('model_type')!r} model; mtkit reads Marian models only.")
-    for name in WHOLE_FIELDS:  # read below as numbers: a missing or mistyped one is said, not a TypeError
-        value = field(name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            said = "is missing" if value is None else f"is {json.dumps(value)[:40]}"
-            raise MtkitError(f"{path / 'config.json'}: the field {name} {said}; it must be a positive whole number.")
+    check_sizes(hf, path)
     checks = [
         (
             field("activation_function", "gelu") == "relu",
@@ -265,39 +249,9 @@ def model_config_of(hf: dict[str, Any], path: Path) -> ModelConfig:
         raise MtkitError(f"{path / 'config.json'} has a missing or invalid field ({exc}).") from None
 
 
-def check_shapes(tensors: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> None:
-    """The weights' sizes against config.json's: a disagreement is one sentence naming the field and the file."""
-    tgt_vocab = cfg.tgt_vocab_size or cfg.vocab_size
-    tgt_field = "decoder_vocab_size" if cfg.tgt_vocab_size else "vocab_size"
-    expected: list[tuple[tuple[str, ...], tuple[tuple[str, int], ...]]] = []
-    for mtkit_name, aliases in embedding_names(cfg.share_embeddings).items():
-        rows = ("vocab_size", cfg.vocab_size) if mtkit_name.startswith("src") else (tgt_field, tgt_vocab)
-        expected.append((aliases, (rows, ("d_model", cfg.d_model))))
-    for side, layers in (("encoder", cfg.encoder_layers), ("decoder", cfg.decoder_layers)):
-        for i in range(layers):
-            m = f"model.{side}.layers.{i}"
-            expected.append(((f"{m}.self_attn.q_proj.weight",), (("d_model", cfg.d_model), ("d_model", cfg.d_model))))
-            expected.append(((f"{m}.fc1.weight",), ((f"{side}_ffn_dim", cfg.d_ff), ("d_model", cfg.d_model))))
-    for aliases, dims in expected:
-        name = next((a for a in aliases if a in tensors), None)
-        if name is None:
-            continue  # said with every other missing weight by from_marian
-        shape = tuple(tensors[name].shape)
-        if len(shape) != len(dims):
-            raise MtkitError(
-                f"{path}: the weight {name} has shape {list(shape)}; a Marian model's has {len(dims)} axes."
-            )
-        for size, (field, value) in zip(shape, dims):
-            if size != value:
-                raise MtkitError(
-                    f"{path / 'config.json'}: the field {field} ({value}) disagrees with the weights ({name} is "
-                    f"{list(shape)}); the file was edited or belongs to another model."
-                )
-
-
 def from_marian(tensors: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> dict[str, torch.Tensor]:
     """MarianMTModel's weights (any of a tied matrix's names) as mtkit's state_dict; every missing one listed."""
-    check_shapes(tensors, cfg, path)
+    check_shapes(tensors, cfg, path, embedding_names(cfg.share_embeddings))
     inverse = torch.argsort(permutation(cfg.d_model))
     bias = tensors.get("final_logits_bias")
     if bias is not None and bool(bias.ne(0).any()):

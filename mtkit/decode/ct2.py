@@ -40,6 +40,7 @@ from mtkit.data.vocab import Vocab
 from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
+from mtkit.files import read_json
 
 if TYPE_CHECKING:  # torch is imported only where asked for (the device, /info's parameter count): see `load`
     import torch
@@ -141,16 +142,7 @@ def target_pieces(path: Path) -> list[str]:
     """The target vocabulary, in CTranslate2's index order (a shared one, or the target's own)."""
     for name in ("shared_vocabulary.json", "target_vocabulary.json"):
         if (path / name).is_file():
-            try:
-                pieces = json.loads((path / name).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:  # cut short by a full disk or an interrupted copy
-                reason = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else exc
-                raise MtkitError(
-                    f"{path / name} is damaged ({reason}); export the model again with mtkit export."
-                ) from None
-            if not isinstance(pieces, list) or not all(isinstance(p, str) for p in pieces):
-                raise MtkitError(f"{path / name} is not a list of pieces; export the model again with mtkit export.")
-            return pieces
+            return [str(p) for p in read_json(path / name, list, "export the model again with mtkit export")]
     raise MtkitError(
         f"{path} has no shared_vocabulary.json or target_vocabulary.json; it is not a whole CTranslate2 model."
     )

@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from mtkit import checkpoint
-from mtkit.atomic import atomic_file, write_atomic
+from mtkit.atomic import atomic_file, is_special, write_atomic
 from tests.support.cli import ROOT
 
 FAST = ("--beam", "1", "--max-len-b", "3", "--device", "cpu", "--threads", "1")
@@ -46,6 +46,15 @@ def test_a_named_pipe_gets_the_bytes_and_stays_a_pipe(tmp_path):
     assert got == [b"hello\n"]
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert [p.name for p in tmp_path.iterdir()] == ["fifo"]  # no temporary beside it
+
+
+def test_system_names_are_written_into_even_when_they_lead_to_a_regular_file(tmp_path):
+    """`-o /dev/stdout` with stdout redirected to a file: a regular file, but the name is the system's link."""
+    assert is_special("/dev/stdout") and is_special("/proc/self/fd/1")
+    assert not is_special(tmp_path) and not is_special(tmp_path / "new.txt")
+    regular = tmp_path / "out.txt"
+    regular.write_text("x")
+    assert not is_special(regular)
 
 
 def test_a_link_to_a_device_is_written_through(tmp_path):
