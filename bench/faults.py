@@ -4,6 +4,7 @@
     python bench/faults.py -k train        # only the training faults
     python bench/faults.py -k serve        # only the server's (issue 37 rows 1-4: Origin, Host, key, bodies, hook)
     python bench/faults.py --row '#37'     # only the faults of issue 37's rows (ISSUE_ROWS)
+    python bench/faults.py --row '#46.3'   # only the test file of issue 46's row 3
 
 Each test drives the real `mtkit` command (`python -m mtkit` with this interpreter, the same
 code the installed console script runs) with tiny models, signals sent by the test, damaged
@@ -51,6 +52,21 @@ ISSUE_ROWS: dict[str, str] = {
     "test_system_errors_and_damaged_files_are_one_sentence": "#37.14",
     "test_every_corpus_source_is_pinned_and_downloads_stay_on_https": "#37.15",
     "test_metrics_jsonl_is_strict_json": "#37.16",
+    "test_outputs_that_are_not_regular_files_are_written_into_not_replaced": "#46.1",
+    "test_serve_keeps_answering_while_idle_clients_hold_connections": "#46.2",
+    "test_serve_decodes_no_request_whose_client_left_or_whose_time_ran_out": "#46.3",
+    "test_train_saves_and_exits_129_at_a_hang_up": "#46.4",
+    "test_serve_drains_at_a_hang_up_as_at_sigterm": "#46.5",
+    "test_one_huge_line_is_cut_before_it_is_encoded": "#46.6",
+    "test_a_killed_torchrun_rank_is_named_in_one_sentence": "#46.7",
+    "test_a_damaged_hugging_face_config_is_one_sentence_naming_the_field": "#46.8",
+    "test_a_truncated_ctranslate2_vocabulary_is_one_sentence": "#46.10",
+    "test_a_full_standard_output_is_one_sentence_and_exit_1": "#46.11",
+    "test_a_cut_line_in_metrics_jsonl_costs_only_that_line": "#46.12",
+    "test_serve_warns_when_its_api_key_file_is_readable_by_others": "#46.13",
+    "test_serve_takes_the_first_line_of_the_api_key_file": "#46.14",
+    "test_serve_matches_wildcard_host_names_as_starlette_does": "#46.15",
+    "test_translate_leaves_no_temporary_file_at_sigterm_or_a_hang_up": "#46.16",
 }
 
 

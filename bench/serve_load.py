@@ -14,12 +14,17 @@ translation, and how many sentences the server decoded together on average. The 
 --max-tokens: all at once, and (unless --no-chunks) CLIENTS x LINES sentences at a time, the
 largest batch those clients can form.
 
-Then (unless --bad-clients 0) each client count runs again with --bad-clients more clients
-sending bad requests at --bad-per-s in all until the good ones are done: a foreign Origin, a
-foreign Host, no API key (the server runs with one), text/plain, broken JSON, nesting past the
-recursion limit, a 5000-digit number, alpha 1e308. Reported: the good clients' figures beside
-those of the run without bad traffic, each bad kind's answers (and any that were not the
-expected status), and whether the server's log holds a traceback. The last line printed is
+Then (unless --bad-clients 0) each client count runs again with bad clients beside the good
+ones until those are done (bench/bad_clients.py): --bad-clients sending bad requests at
+--bad-per-s in all (a foreign Origin, a foreign Host, no API key (the server runs with one),
+text/plain, broken JSON, nesting past the recursion limit, a 5000-digit number, alpha 1e308);
+--idle-sockets connections that send nothing or half a head, reopened when closed; and
+--abandon-per-s heavy requests whose client hangs up before the answer. The server runs with
+--server-nofile descriptors (256, as in issue 46). Clean and bad runs are paired and
+interleaved (A B B A for --rounds 2) so that a shared machine's load hits both. Reported: the
+good clients' figures beside those of the clean run of the same round, each bad kind's answers
+(and any that were not the expected status), the sockets' and the server's counts (requests
+dropped undecoded), and whether the server's log holds a traceback. The last line printed is
 one JSON object.
 """
 
@@ -30,9 +35,11 @@ import asyncio
 import gzip
 import itertools
 import json
+import multiprocessing
 import os
 import platform
 import re
+import resource
 import secrets
 import signal
 import statistics
@@ -45,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bad_clients import BAD, bad_summary, run_spoilers, set_key  # bench/bad_clients.py
 from procstat import read_stat  # bench/procstat.py: a script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,26 +67,8 @@ def read(path: str, limit: int) -> list[str]:
 
 
 API_KEY = secrets.token_urlsafe(24)  # the server needs it (bad clients "without a key" show that it does)
+set_key(API_KEY)
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
-JSON = {**AUTH, "Content-Type": "application/json"}
-# kind -> (expected status, headers, body): refused before any decoding, each in its own way. Sent as raw bytes
-# on a kept-alive socket, so that the load generator itself (sharing the CPUs) costs as little as it can.
-BAD: dict[str, tuple[int, dict[str, str], bytes]] = {
-    "foreign_origin": (403, {**JSON, "Origin": "https://evil.example"}, b'{"text": ["a"]}'),
-    "foreign_host": (400, {**JSON, "Host": "evil.example"}, b'{"text": ["a"]}'),
-    "no_api_key": (401, {"Content-Type": "application/json"}, b'{"text": ["a"]}'),
-    "text_plain": (415, {**AUTH, "Content-Type": "text/plain"}, b'{"text": ["a"]}'),
-    "broken_json": (400, JSON, b'{"text": ["a"'),
-    "deep_nesting": (422, JSON, b'{"text": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"),
-    "huge_number": (422, JSON, b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}"),
-    "huge_alpha": (422, JSON, b'{"text": ["a"], "alpha": 1e308}'),
-}
-
-
-def raw_request(kind: str, host: str) -> bytes:
-    _, headers, body = BAD[kind]
-    head = {"Host": host, **headers, "Content-Length": str(len(body))}
-    return ("POST /translate HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n").encode() + body
 
 
 def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str]:
@@ -108,8 +98,13 @@ def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen,
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MTKIT_SERVE_API_KEY": API_KEY}
+
+    def limit_files() -> None:  # the issue's setting: 400 idle sockets against 256 descriptors
+        if args.server_nofile:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (args.server_nofile, args.server_nofile))
+
     with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f, env=env)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f, env=env, preexec_fn=limit_files)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -154,6 +149,16 @@ async def client(
         out["differ"] += sum(g != reference[i] for g, i in zip(got, picked))
 
 
+async def health(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
+    """/health's body; a connection the server closed as idle (under the bad load) is tried again."""
+    for _ in range(9):
+        try:
+            return (await http.get(url + "/health")).json()
+        except httpx.TransportError:
+            await asyncio.sleep(0.1)
+    return (await http.get(url + "/health")).json()
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds the server process has used so far (user + system, all its threads)."""
     fields = read_stat(f"/proc/{pid}/stat")
@@ -166,41 +171,6 @@ def log_tail(path: Path, n: int = 20) -> list[str]:
 
 def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
-
-
-async def bad_client(url: str, kinds: list[str], gap_s: float, stop: asyncio.Event, out: dict[str, Counter]) -> None:
-    """Send bad requests of each kind in turn, one every `gap_s` seconds, until `stop` is set; count the statuses."""
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    requests = {kind: raw_request(kind, f"{host}:{port}") for kind in kinds}
-    conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-    for kind in itertools.cycle(kinds):
-        if stop.is_set():
-            break
-        start = time.perf_counter()
-        try:
-            if conn is None:
-                conn = await asyncio.open_connection(host.strip("[]"), int(port))
-            reader, writer = conn
-            writer.write(requests[kind])
-            await writer.drain()
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
-            length = re.search(r"content-length: *(\d+)", head)
-            await reader.readexactly(int(length.group(1)) if length else 0)
-            out[kind][head.split(" ", 2)[1]] += 1
-            if "connection: close" in head:
-                writer.close()
-                conn = None
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-            out[kind][type(exc).__name__] += 1
-            conn = None
-        left = gap_s - (time.perf_counter() - start)
-        if left > 0:
-            try:
-                await asyncio.wait_for(stop.wait(), left)
-            except asyncio.TimeoutError:
-                pass
-    if conn is not None:
-        conn[1].close()
 
 
 async def load(
@@ -216,22 +186,38 @@ async def load(
     with `bad_clients` more sending bad requests (--bad-per-s in all) for as long as the good ones run."""
     out: dict[str, Any] = {"latency": [], "errors": Counter(), "lost": 0, "answered": 0, "sentences": 0, "differ": 0}
     bad: dict[str, Counter] = {kind: Counter() for kind in BAD}
+    idle: Counter = Counter()  # idle and slow sockets, abandoned requests (bench/bad_clients.py)
     order = itertools.cycle(range(len(lines)))
     work = [[[next(order) for _ in range(args.lines)] for _ in range(args.requests)] for _ in range(clients)]
     limits = httpx.Limits(max_connections=clients + bad_clients, max_keepalive_connections=clients + bad_clients)
-    kinds = list(BAD)
-    gap_s = bad_clients / args.bad_per_s if args.bad_per_s > 0 else 0.0
+    spoilers = None
+    if bad_clients:  # in a process of their own: this event loop times the good clients only
+        ctx = multiprocessing.get_context("spawn")
+        ready, stop, results = ctx.Event(), ctx.Event(), ctx.Queue()
+        spec = {
+            "url": url,
+            "api_key": API_KEY,
+            "bad_clients": bad_clients,
+            "bad_per_s": args.bad_per_s,
+            "idle_sockets": args.idle_sockets,
+            "abandon_per_s": args.abandon_per_s,
+            "heavy": lines[: args.abandon_lines],
+        }
+        spoilers = ctx.Process(target=run_spoilers, args=(spec, ready, stop, results), daemon=True)
+        spoilers.start()
+        await asyncio.to_thread(ready.wait, 60)
     async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as http:
-        before = (await http.get(url + "/health")).json()["decoded"]
-        stop = asyncio.Event()
-        rotated = [kinds[i % len(kinds) :] + kinds[: i % len(kinds)] for i in range(bad_clients)]
-        spoilers = [asyncio.ensure_future(bad_client(url, k, gap_s, stop, bad)) for k in rotated]
+        before = (await health(http, url))["decoded"]
         start, cpu = time.perf_counter(), cpu_s(pid)
         await asyncio.gather(*(client(http, url, w, lines, reference, out) for w in work))
         wall, cpu = time.perf_counter() - start, cpu_s(pid) - cpu
-        stop.set()
-        await asyncio.gather(*spoilers)
-        after = (await http.get(url + "/health")).json()["decoded"]
+        if spoilers is not None:
+            stop.set()
+            spoiled = await asyncio.to_thread(results.get, True, 120)
+            spoilers.join(60)
+            bad, idle = {k: Counter(c) for k, c in spoiled["bad"].items()}, Counter(spoiled["sockets"])
+        end = await health(http, url)
+        after = end["decoded"]
     batches = after["batches"] - before["batches"]
     sent = clients * args.requests
     lat = out["latency"]
@@ -251,23 +237,8 @@ async def load(
         "server_batches": batches,
         "sentences_per_batch": round((after["sentences"] - before["sentences"]) / max(batches, 1), 2),
         "server_cpu_s": round(cpu, 2),
-        **({"bad_clients": bad_clients, "bad": bad_summary(bad, wall)} if bad_clients else {}),
-    }
-
-
-def bad_summary(bad: dict[str, Counter], wall: float) -> dict[str, Any]:
-    """How many bad requests were sent, per second, and each kind's answers; `unexpected`: not its status."""
-    sent = sum(sum(c.values()) for c in bad.values())
-    unexpected = {
-        kind: {k: v for k, v in answers.items() if k != str(BAD[kind][0])}
-        for kind, answers in bad.items()
-        if set(answers) - {str(BAD[kind][0])}
-    }
-    return {
-        "sent": sent,
-        "per_s": round(sent / wall, 1),
-        "answers": {kind: dict(c) for kind, c in bad.items()},
-        "unexpected": unexpected,
+        **({"bad_clients": bad_clients, "bad": bad_summary(bad, wall), "sockets": dict(idle)} if bad_clients else {}),
+        "server_dropped": end.get("dropped"),
     }
 
 
@@ -275,7 +246,7 @@ def compare(clean: dict[str, Any], mixed: dict[str, Any]) -> dict[str, Any]:
     """The good clients' figures with bad traffic over those without (1.0 is unaffected), and what the bad
     requests cost the server: its extra CPU time, per bad request (the good work is the same in both runs)."""
     ratio: dict[str, Any] = {}
-    for key in ("sentences_per_s", "p50_ms", "p95_ms"):
+    for key in ("sentences_per_s", "p50_ms", "p95_ms", "p99_ms"):
         if clean.get(key) and mixed.get(key) is not None:
             ratio[key] = round(mixed[key] / clean[key], 3)
     sent = mixed["bad"]["sent"]
@@ -337,6 +308,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600, help="seconds one request may take")
     parser.add_argument("--bad-clients", type=int, default=8, help="clients sending bad requests (0: no mixed run)")
     parser.add_argument("--bad-per-s", type=float, default=200, help="bad requests a second, all together (0: flood)")
+    parser.add_argument("--idle-sockets", type=int, default=400, help="idle or slow connections in the bad load")
+    parser.add_argument("--abandon-per-s", type=float, default=4, help="heavy requests a second whose client leaves")
+    parser.add_argument("--abandon-lines", type=int, default=8, help="sentences in each abandoned request")
+    parser.add_argument("--server-nofile", type=int, default=256, help="the server's open-file limit (0: as is)")
+    parser.add_argument("--rounds", type=int, default=2, help="clean/bad pairs per client count, as A B B A ...")
     args = parser.parse_args()
 
     counts = [int(c) for c in args.clients.split(",")]
@@ -346,16 +322,24 @@ def main() -> None:
         proc, url = start_server(args, Path(tmp) / "serve.log")
         try:
             runs, mixed, effect = [], [], []
-            for clients in counts:
-                runs.append(asyncio.run(load(url, proc.pid, clients, args, lines, reference)))
-                print(f"serve, {clients} clients: {runs[-1]}", flush=True)
-                if runs[-1]["errors"]:
-                    print("server log (last lines):\n" + "\n".join(log_tail(Path(tmp) / "serve.log")), flush=True)
-                if args.bad_clients:
-                    mixed.append(asyncio.run(load(url, proc.pid, clients, args, lines, reference, args.bad_clients)))
-                    effect.append({"clients": clients, **compare(runs[-1], mixed[-1])})
-                    print(f"serve, {clients} clients + {args.bad_clients} bad: {mixed[-1]}", flush=True)
-                    print(f"  good clients with bad traffic / without (1.0 = unaffected): {effect[-1]}", flush=True)
+            for clients in counts:  # clean and bad runs paired and interleaved, A B B A, so shared load hits both
+                for r in range(args.rounds if args.bad_clients else 1):
+                    for bad in ((0, args.bad_clients) if r % 2 == 0 else (args.bad_clients, 0))[
+                        : 2 if args.bad_clients else 1
+                    ]:
+                        run = asyncio.run(load(url, proc.pid, clients, args, lines, reference, bad))
+                        (mixed if bad else runs).append(run)
+                        print(
+                            f"serve, {clients} clients{f' + {bad} bad' if bad else ''}, round {r + 1}: {run}",
+                            flush=True,
+                        )
+                        if run["errors"]:
+                            print(
+                                "server log (last lines):\n" + "\n".join(log_tail(Path(tmp) / "serve.log")), flush=True
+                            )
+                    if args.bad_clients:
+                        effect.append({"clients": clients, "round": r + 1, **compare(runs[-1], mixed[-1])})
+                        print(f"  good clients with bad traffic / without (1.0 = unaffected): {effect[-1]}", flush=True)
         finally:
             proc.send_signal(signal.SIGTERM)
             exit_code = proc.wait(timeout=300)

@@ -3,12 +3,18 @@
 Every file mtkit writes for a user (checkpoints, translations, prepared text, JSON records,
 the SentencePiece model) goes through here, so that a crash or Ctrl-C at any moment leaves
 either the previous file or the new one, never half of one.
+
+Only a regular file (or a name not there yet) is replaced so: a device (/dev/null), a named pipe,
+a socket or a terminal (/dev/stdout) is written into, as coreutils' `cp`, `sort -o` and `dd`
+do. A rename would put a regular file where the device was (as root, in place of /dev/null)
+and leave a pipe's reader waiting for ever.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -26,6 +32,10 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     cross filesystems), and the file gets the mode a plain `open` would give (mkstemp's is 0600).
     """
     path = Path(path)
+    if is_special(path):
+        with open_special(path) as f:
+            yield f
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp: str | None = None
     try:
@@ -45,6 +55,28 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
             Path(tmp).unlink(missing_ok=True)
         raise
     _sync_directory(path.parent)
+
+
+def is_special(path: str | os.PathLike) -> bool:
+    """Whether `path` (links followed) names something there already that is not a regular file or a directory,
+    or a link of the system's under /dev or /proc (`/dev/stdout` redirected to a file leads to a regular file:
+    renaming over it would replace the link)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    system_link = os.path.islink(path) and os.path.abspath(path).startswith(("/dev/", "/proc/"))
+    return system_link or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextlib.contextmanager
+def open_special(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A device, pipe, socket or terminal opened to write into, never created (it is there) nor synced.
+
+    A socket cannot be opened (ENXIO) and says so; a pipe's open waits for its reader, as `cat > FIFO` does.
+    """
+    with open(os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOCTTY", 0)), "wb", closefd=True) as f:
+        yield f
 
 
 def _sync_directory(directory: Path) -> None:

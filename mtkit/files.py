@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import json
 import logging
 import os
 import re
@@ -50,6 +51,19 @@ def unreadable(label: str | os.PathLike, exc: BaseException) -> MtkitError:
         else ""
     )
     return MtkitError(f"cannot read {label} ({why}){damaged}.")
+
+
+def read_json(path: Path, kind: type, hint: str) -> Any:
+    """The JSON value in `path` if it is of `kind`; else (cut short, damaged, another shape) one sentence naming
+    the file and ending in `hint` (what to do)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # cut short by a full disk or an interrupted copy; not UTF-8
+        reason = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else exc
+        raise MtkitError(f"{path} is damaged ({reason}); {hint}.") from None
+    if not isinstance(value, kind):
+        raise MtkitError(f"{path} holds a JSON {type(value).__name__}, not a {kind.__name__}; {hint}.")
+    return value
 
 
 def read_all(path: Path, label: str | None = None) -> bytes:

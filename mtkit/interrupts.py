@@ -1,11 +1,13 @@
-"""Signals as mtkit's commands meet them: SIGTERM as Ctrl-C, and both held back where a pair of files is made.
+"""Signals as mtkit's commands meet them: SIGTERM and SIGHUP as Ctrl-C, held back where a pair of files is made.
 
-`terminate_as_interrupt`: a scheduler's preemption or a `kill` (SIGTERM) raises `Terminated`, a
-KeyboardInterrupt, so every `finally` cleans up as for Ctrl-C (Python's default is to die at
-once and leave temporaries behind). `signals_held`: for the few lines between making a file and
-being inside the `try` that removes it (mkstemp's return, a lock and its directory), SIGINT and
-SIGTERM wait, and one that came meanwhile is raised as the block ends. `train` handles SIGTERM
-its own way (a checkpoint, then exit 143: mtkit/train/signals.py).
+`terminate_as_interrupt`: a scheduler's preemption or a `kill` (SIGTERM), or the hang-up of the
+terminal or ssh session the command runs in (SIGHUP), raises `Terminated`, a KeyboardInterrupt,
+so every `finally` cleans up as for Ctrl-C (Python's default is to die at once and leave
+temporaries behind); `mtkit` then exits 128 + the signal's number, as a shell reports it.
+`signals_held`: for the few lines between making a file and being inside the `try` that removes it
+(mkstemp's return, a lock and its directory), SIGINT, SIGTERM and SIGHUP wait, and one that came
+meanwhile is raised as the block ends. `train` handles them its own way (a checkpoint, then exit
+143 or 129: mtkit/train/signals.py), `serve` too (a drain).
 """
 
 from __future__ import annotations
@@ -15,14 +17,23 @@ import signal
 import threading
 from collections.abc import Iterator
 
+# The signals that end a command as Ctrl-C does: a scheduler's or `kill`'s, and a closed terminal's.
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM seen as an interrupt, so that every `finally` and `except BaseException` cleans up as for Ctrl-C."""
+    """SIGTERM or SIGHUP seen as an interrupt, so that every `finally` and `except BaseException` cleans up as
+    for Ctrl-C."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        self.signum = int(signum)
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"signal {self.signal_name}")
 
 
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM (a scheduler's preemption, `kill`) raises `Terminated` like Ctrl-C does.
+    """Within the block, SIGTERM (a scheduler's preemption, `kill`) or SIGHUP raises `Terminated` like Ctrl-C.
 
     Python's default for SIGTERM is to die at once, leaving temporary files behind. Only the
     main thread can set a handler; elsewhere the block runs unchanged.
@@ -32,21 +43,22 @@ def terminate_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: object) -> None:
-        raise Terminated(f"signal {signal.Signals(signum).name}")
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {signum: signal.signal(signum, interrupt) for signum in TERMINATING}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_HELD_SIGNALS = (signal.SIGINT, *TERMINATING)
 
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back for the block; the first that came meanwhile is delivered as it ends.
+    """Hold SIGINT, SIGTERM and SIGHUP back for the block; the first that came meanwhile is delivered as it ends.
 
     For the few lines between making a file and being inside the `try` that removes it. Held in
     Python, not with `pthread_sigmask`: a mask holds a signal back from this thread only, and the

@@ -34,6 +34,7 @@ import torch
 
 from mtkit.config import BOS, EOS, PAD, ModelConfig
 from mtkit.errors import MtkitError
+from mtkit.marian_sizes import check_shapes, check_sizes
 
 IN, OUT, NONE = "in", "out", "none"  # which axis of a weight is the model dimension (to permute)
 HF_MISSING = (
@@ -187,6 +188,7 @@ def model_config_of(hf: dict[str, Any], path: Path) -> ModelConfig:
 
     if field("model_type") != "marian":
         raise MtkitError(f"{path} holds a Transformers {field('model_type')!r} model; mtkit reads Marian models only.")
+    check_sizes(hf, path)
     checks = [
         (
             field("activation_function", "gelu") == "relu",
@@ -249,6 +251,7 @@ def model_config_of(hf: dict[str, Any], path: Path) -> ModelConfig:
 
 def from_marian(tensors: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> dict[str, torch.Tensor]:
     """MarianMTModel's weights (any of a tied matrix's names) as mtkit's state_dict; every missing one listed."""
+    check_shapes(tensors, cfg, path, embedding_names(cfg.share_embeddings))
     inverse = torch.argsort(permutation(cfg.d_model))
     bias = tensors.get("final_logits_bias")
     if bias is not None and bool(bias.ne(0).any()):

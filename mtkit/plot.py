@@ -88,14 +88,17 @@ class Curve:
 def read_records(run: Path) -> list[dict[str, Any]]:
     """RUN/metrics.jsonl's records, oldest first; a missing or damaged file is one sentence.
 
-    A run killed mid-line leaves its last line cut short: that line is left out, the rest is good.
+    A run killed mid-line leaves a line cut short: at the end of the file, or, once a resumed run
+    appended after it (mtkit/train/metrics.py ends it first), inside it. Such lines (a record's
+    start, `{"event"`, that is not whole JSON) are left out with one warning saying how many; any
+    other line that is not JSON means this is not a metrics file.
     """
     path = run / "metrics.jsonl" if run.is_dir() else run
     if not run.exists():
         raise MtkitError(f"{run} does not exist; give a run directory (the --out of `mtkit train`).")
     if not path.is_file():
-        raise MtkitError(f"{run} holds no metrics.jsonl; give the run directory of `mtkit train`.")
-    records = []
+        raise MtkitError(f"{path} holds no metrics.jsonl; give the run directory of `mtkit train`.")
+    records, cut = [], []
     with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -103,13 +106,22 @@ def read_records(run: Path) -> list[dict[str, Any]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                if not line.endswith("\n"):  # a run killed mid-line: its last line is cut short, the rest is good
-                    logger.warning("%s: ignoring the incomplete last line %d", path, number)
+                if line.startswith('{"event"') or not line.endswith("\n"):  # a record cut short by a kill
+                    cut.append(number)
                     continue
                 raise MtkitError(f"{path} line {number} is not JSON; is it an mtkit metrics file?") from None
             if not isinstance(record, dict) or "event" not in record or "time" not in record:
                 raise MtkitError(f"{path} line {number} is not an mtkit metrics record (no event and time).")
             records.append(record)
+    if cut:
+        shown = ", ".join(map(str, cut[:5])) + (", ..." if len(cut) > 5 else "")
+        logger.warning(
+            "%s: skipped %d line(s) cut short by a kill (line %s); read %d records.",
+            path,
+            len(cut),
+            shown,
+            len(records),
+        )
     return records
 
 

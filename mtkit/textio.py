@@ -76,20 +76,52 @@ def read_lines_strict(path: str | os.PathLike | None) -> list[str]:
     return lines
 
 
-def _lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
-    """The stream's lines; a damaged .gz or a read error is one sentence naming `name`, not a zlib traceback."""
+# The most of one line that translation reads: far more than any model takes (mtkit/decode/encode.py cuts a
+# source to 32 characters a token), so that one 100 MB line costs 1 MiB of memory, not its size many times over.
+MAX_LINE_BYTES = 1 << 20
+
+
+def _bounded_lines(stream: BinaryIO, name: str, cap: int) -> Iterator[tuple[bytes, int]]:
+    """(line, bytes left out) for each line: at most `cap` bytes of it are kept, the rest read past in pieces."""
     try:
-        yield from stream
+        while raw := stream.readline(cap):
+            if len(raw) < cap or raw.endswith(b"\n"):
+                yield raw, 0
+                continue
+            skipped = 0
+            while (more := stream.readline(cap)) and not more.endswith(b"\n"):
+                skipped += len(more)
+            yield raw, skipped + len(more)
     except READ_ERRORS as exc:
         raise unreadable(name, exc) from None
 
 
-def read_lines_lenient(stream: BinaryIO, name: str = "input") -> Iterator[str]:
+def _whole_characters(raw: bytes) -> bytes:
+    """`raw` without a UTF-8 character cut at its end (a line cut at MAX_LINE_BYTES)."""
+    for back in range(1, min(4, len(raw)) + 1):  # a character is at most 4 bytes: find where the last one starts
+        byte = raw[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the last character starts here
+            need = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return raw if need <= back else raw[:-back]
+    return raw
+
+
+def read_lines_lenient(stream: BinaryIO, name: str = "input", max_bytes: int = MAX_LINE_BYTES) -> Iterator[str]:
     """Lines of a byte stream without their line ending, read lazily so that a pipe is served as it flows.
 
     A line that is not valid UTF-8 has its bad bytes replaced by U+FFFD and is reported by number.
+    A line over `max_bytes` is cut there, with a warning, before it is held whole in memory.
     """
-    for number, raw in enumerate(_lines(stream, name), 1):
+    for number, (raw, skipped) in enumerate(_bounded_lines(stream, name, max_bytes), 1):
+        if skipped:
+            raw = _whole_characters(raw)
+            logger.warning(
+                "%s line %d has over %d bytes; only its first %d are read (no model translates more).",
+                name,
+                number,
+                max_bytes,
+                len(raw),
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -108,7 +140,7 @@ def open_output(path: str | os.PathLike | None) -> Iterator[BinaryIO]:
     no permission) is said at once, not after the translating.
     """
     if path is None or str(path) == "-":
-        yield sys.stdout.buffer
+        yield _Named(sys.stdout.buffer, STDOUT)  # type: ignore[misc]
         return
     if Path(path).is_dir():
         raise MtkitError(f"output {path} is a directory; give a file name.")
@@ -129,12 +161,18 @@ def open_output(path: str | os.PathLike | None) -> Iterator[BinaryIO]:
         raise _cannot_write(path, exc) from None
 
 
+STDOUT = "standard output"
+
+
 def _cannot_write(path: str | os.PathLike, exc: OSError) -> MtkitError:
+    if path == STDOUT:  # a full disk or a failing device under `> FILE`
+        return MtkitError(f"cannot write to standard output: {exc.strerror or exc}.")
     return MtkitError(f"cannot write {path} ({exc.strerror or exc}); it was not created or changed.")
 
 
 class _Named:
-    """An output file whose write errors name it: the system names no file for a write to an open one."""
+    """An output file (or standard output) whose write errors name it: the system names no file for a write to
+    an open one."""
 
     def __init__(self, f: BinaryIO, path: str | os.PathLike) -> None:
         self._f, self._path = f, path
@@ -142,12 +180,16 @@ class _Named:
     def write(self, data: bytes) -> int:
         try:
             return self._f.write(data)
+        except BrokenPipeError:
+            raise  # the reader went away: a normal end (mtkit/cli/app.py)
         except OSError as exc:
             raise _cannot_write(self._path, exc) from None
 
     def flush(self) -> None:
         try:
             self._f.flush()
+        except BrokenPipeError:
+            raise
         except OSError as exc:
             raise _cannot_write(self._path, exc) from None
 

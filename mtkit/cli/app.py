@@ -7,6 +7,7 @@ Heavy imports (torch, sentencepiece, sacrebleu) happen inside the commands so th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -19,18 +20,29 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from mtkit import __version__
 from mtkit.errors import MtkitError
+from mtkit.interrupts import Terminated, terminate_as_interrupt
+from mtkit.textio import STDOUT
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_CODES = (
     "Exit codes: 0 done (also when the reader of the output goes away); 1 a user error, said in one "
     "sentence; 2 a usage error (an unknown option or a bad choice); 130 interrupted (Ctrl-C); 143 stopped by "
-    "SIGTERM (train: after saving its checkpoint, so that a scheduler retries and the rerun resumes)."
+    "SIGTERM, 129 by SIGHUP (train: after saving its checkpoint, so that a scheduler retries and the rerun "
+    "resumes); no temporary file is left behind."
 )
 
 
 class _StdoutClosed(Exception):
     """The reader of our stdout went away (`mtkit translate ... | head -1`): a normal end, not an error."""
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP ended the command (mtkit/interrupts.py): exit 128 + its number."""
+
+    def __init__(self, terminated: Terminated) -> None:
+        super().__init__(terminated.signal_name)
+        self.signum, self.signal_name = terminated.signum, terminated.signal_name
 
 
 def _flags_without_metavar(command: Any) -> None:
@@ -43,7 +55,8 @@ def _flags_without_metavar(command: Any) -> None:
 class MtkitGroup(TyperGroup):
     """The root command: gives every subcommand the exit-code epilog and flags shown as flags.
 
-    It also turns a closed stdout into `_StdoutClosed` before typer's own handler, which would exit 1.
+    It also turns a closed stdout into `_StdoutClosed` before typer's own handler, which would exit 1, and
+    SIGTERM or SIGHUP into `_Stopped` before click's, which would exit 130 as for Ctrl-C.
     """
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
@@ -69,6 +82,8 @@ class MtkitGroup(TyperGroup):
             return super().invoke(ctx)
         except BrokenPipeError as exc:
             raise _StdoutClosed() from exc
+        except Terminated as exc:  # past click, which would make it an Abort (exit 130) after an empty line
+            raise _Stopped(exc) from None
 
 
 app = typer.Typer(
@@ -159,31 +174,104 @@ def main() -> None:
     """Console entry point: the exit-code contract of EXIT_CODES.
 
     typer's standalone mode would draw usage errors in a box and exit 1 on a closed pipe;
-    mtkit runs it in non-standalone mode and says each outcome itself.
+    mtkit runs it in non-standalone mode and says each outcome itself. Standard output is
+    flushed here, before Python's own flush at exit, so that a full disk or a failing device
+    under `> FILE` is one sentence and exit 1, as coreutils' close_stdout makes it, not
+    "Exception ignored" and exit 120.
     """
+    stdout = sys.stdout
+    sys.stdout = _NamedStdout(stdout) if stdout is not None else stdout  # type: ignore[assignment]
+    try:
+        with terminate_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: every `finally` removes its temporaries
+            code = _run()
+    finally:
+        sys.stdout = stdout
+    if (failed := _flush_stdout()) is not None and code != 1:
+        err.print(f"[bold red]mtkit: error:[/] {escape(_stdout_sentence(failed))}")
+        code = 1
+    sys.exit(code)
+
+
+def _run() -> int:
+    """Run the command; its exit code (EXIT_CODES), each failure said in one sentence."""
     try:
         code = app(prog_name="mtkit", standalone_mode=False)
     except MtkitError as exc:
         err.print(f"[bold red]mtkit: error:[/] {escape(str(exc))}")
-        sys.exit(1)
+        return 1
     except typer.TyperException as exc:  # typer's own: usage errors (exit code 2) and a few others
         if exc.exit_code == 2:
             _usage_error(exc)
         else:
             err.print(f"[bold red]mtkit: error:[/] {escape(exc.format_message())}")
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except (_StdoutClosed, BrokenPipeError):
         # Nobody reads our output any more: leave quietly. Python would complain when it
         # flushes stdout at exit, so point stdout at /dev/null first.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+        _discard_stdout()
+        return 0
+    except (Terminated, _Stopped) as exc:
+        err.print(f"mtkit: stopped by {exc.signal_name}.")
+        return 128 + exc.signum
     except (typer.Abort, KeyboardInterrupt):
         err.print("mtkit: interrupted.")
-        sys.exit(130)
+        return 130
     except OSError as exc:  # the system said no: disk full, permission denied, a directory, a damaged file
-        err.print(f"[bold red]mtkit: error:[/] {escape(os_error_sentence(exc))}")
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
+        sentence = _stdout_sentence(exc) if exc.filename == STDOUT else os_error_sentence(exc)
+        err.print(f"[bold red]mtkit: error:[/] {escape(sentence)}")
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+class _NamedStdout:
+    """sys.stdout whose write errors name it (the system names no file for a write to an open one)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, STDOUT) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, STDOUT) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _discard_stdout() -> None:
+    """Point descriptor 1 at /dev/null, so that what is still buffered goes nowhere without an error."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _flush_stdout() -> OSError | None:
+    """Flush standard output now; the error if it cannot be written (then it is discarded), else None."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()  # the reader went away: not an error (EXIT_CODES)
+    except OSError as exc:
+        _discard_stdout()
+        return exc
+    return None
+
+
+def _stdout_sentence(exc: OSError) -> str:
+    return f"cannot write to standard output: {exc.strerror or exc}."
 
 
 def os_error_sentence(exc: OSError) -> str:

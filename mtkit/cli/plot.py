@@ -9,7 +9,7 @@ from typing import Literal, Optional
 import typer
 from rich.markup import escape
 
-from mtkit.cli.app import app, err
+from mtkit.cli.app import app, err, setup_logging
 from mtkit.plot import DEFAULT_SERIES, SERIES, X_AXES
 
 XAxis = Literal[X_AXES]  # type: ignore[valid-type]
@@ -42,7 +42,10 @@ def plot(
 
     Example: mtkit plot runs/small runs/base --y bleu --y loss -o curves.png
     """
+    import logging
+
     from mtkit.plot import plot as draw_plot
 
+    setup_logging(logging.WARNING)  # a line cut short by a kill, skipped: said
     written = draw_plot(runs, output, axis=x, series=[s.value for s in y] if y else None)
     err.print(f"mtkit: wrote {escape(str(written))}")

@@ -62,6 +62,25 @@ def serve(
         help="Seconds after SIGTERM to answer the requests in flight and queued; the rest then get 503 and "
         "the server exits (below the 30 s that Kubernetes and SLURM wait before SIGKILL).",
     ),
+    request_timeout: float = typer.Option(
+        60.0,
+        min=0.0,
+        help="Seconds from a request's arrival to its answer at most: past it, one still queued gets 503 (never "
+        "decoded) and one being decoded 504 (its batch no longer waits for it); 0 for none. A request whose client "
+        "disconnects is dropped before it is decoded.",
+    ),
+    max_connections: int = typer.Option(
+        512,
+        min=1,
+        help="Open connections at most (nginx's worker_connections; lowered to fit ulimit -n). Past it, idle "
+        "connections are closed, oldest first; when every one is busy, new ones get 503.",
+    ),
+    read_timeout: float = typer.Option(
+        60.0,
+        min=0.1,
+        help="Seconds for a request's head and body to arrive, from its connection or its first byte (nginx's "
+        "client_header_timeout); past it the connection is closed (408 for an unfinished head).",
+    ),
     max_tokens: int = typer.Option(
         DEFAULT_BATCH_TOKENS,
         "--max-tokens",
@@ -105,6 +124,9 @@ def serve(
         models=tuple(model),
         access=access,
         drain_timeout_s=drain_timeout,
+        request_timeout_s=request_timeout,
+        max_connections=max_connections,
+        read_timeout_s=read_timeout,
         decode=decode,
         limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
         max_tokens=max_tokens,

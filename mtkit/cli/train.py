@@ -16,6 +16,7 @@ import typer
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import build, config_file_option, config_options, device_option, resolved_values
 from mtkit.config import PRESETS, ModelConfig, TrainConfig
+from mtkit.errors import MtkitError
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,8 @@ def cpu_update_seconds(model_cfg: ModelConfig, train_cfg: TrainConfig, threads: 
 # The codes a scheduler reads (mtkit/train/signals.py): shown in --help above the exit codes of every command.
 SIGNAL_EXIT_CODES = (
     "After SIGTERM (a preemption: SLURM, Kubernetes, torchrun) training saves checkpoint_last.pt and exits 143; "
-    "after Ctrl-C it saves and exits 130. Rerunning the same command resumes the run."
+    "after SIGHUP (the terminal or ssh session closed) it saves and exits 129; after Ctrl-C it saves and exits 130. "
+    "Rerunning the same command resumes the run."
 )
 
 
@@ -150,17 +152,40 @@ def train(
     except KeyboardInterrupt:  # a second Ctrl-C: atomic writes removed their temporaries on the way out
         err.print(f"mtkit: interrupted at once; {out}/checkpoint_last.pt is the last complete save.")
         raise typer.Exit(130) from None
+    except RuntimeError as exc:  # a torchrun rank died or hung: one sentence, not gloo's traceback
+        from mtkit.train import distributed
+
+        if int(os.environ.get("WORLD_SIZE", "1")) < 2 or not distributed.is_collective_failure(exc):
+            raise
+        raise MtkitError(lost_rank_sentence(rank, distributed.lost_ranks_here(), out, exc)) from None
     if result.stopped in EXIT_CODES:  # preempted or Ctrl-C: the update finished and was saved
         if rank == 0:
             err.print(
                 f"mtkit: {result.stopped}: saved {out}/checkpoint_last.pt at step {result.step}; "
                 "the same command resumes the run."
             )
-        # 143 / 130, as a shell reports a process the signal ended: a Job or an elastic agent retries, not "done".
+        # 143 / 129 / 130, as a shell reports a process the signal ended: a Job or an elastic agent retries, not "done".
         raise typer.Exit(EXIT_CODES[result.stopped])
     if rank == 0:
         best = f"best dev BLEU {-result.best:.2f}" if train_cfg.valid_bleu else f"best valid NLL {result.best:.3f}"
         err.print(f"trained to step {result.step} ({result.stopped}); {best}; checkpoints in {out}")
+
+
+def lost_rank_sentence(rank: int, lost: list[int], out: Path, exc: BaseException) -> str:
+    """What a surviving torchrun rank says when another one died: who, why it stopped, how to resume."""
+    from mtkit.train.distributed import COLLECTIVE_TIMEOUT
+
+    who = (
+        f"rank {', '.join(map(str, lost))} ended (killed, or out of memory)"
+        if lost
+        else "another rank stopped answering (its process ended, or it is on another machine and its link broke)"
+    )
+    reason = " ".join(str(exc).split())[:160]
+    return (
+        f"rank {rank} stopped: {who}, so the update could not be completed ({reason}; collectives wait "
+        f"{COLLECTIVE_TIMEOUT.total_seconds() / 60:g} min at most); rerun the same torchrun command to resume "
+        f"from {out}/checkpoint_last.pt."
+    )
 
 
 def _say_default_preset(model_cfg: ModelConfig, train_cfg: TrainConfig, device: str, threads: int) -> None:

@@ -224,6 +224,7 @@ def _worker_signals() -> None:
     """Workers leave signals to the main process: Ctrl-C reaches the whole process group, and the main
     process answers it (or SIGTERM) by terminating the pool, which must then end a worker quietly."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal's, like Ctrl-C's: the main process answers
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 

@@ -42,6 +42,7 @@ from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translator
 from mtkit.device import default_threads
 from mtkit.errors import MtkitError
+from mtkit.files import read_json
 from mtkit.precision import DTYPES, check_precision
 
 # torch is imported only where asked for (/info's parameter count): CTranslate2 searches without it.
@@ -109,7 +110,7 @@ def target_pieces(path: Path) -> list[str]:
     """The target vocabulary, in CTranslate2's index order (a shared one, or the target's own)."""
     for name in ("shared_vocabulary.json", "target_vocabulary.json"):
         if (path / name).is_file():
-            return list(json.loads((path / name).read_text(encoding="utf-8")))
+            return [str(p) for p in read_json(path / name, list, "export the model again with mtkit export")]
     raise MtkitError(
         f"{path} has no shared_vocabulary.json or target_vocabulary.json; it is not a whole CTranslate2 model."
     )

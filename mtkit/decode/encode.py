@@ -16,8 +16,27 @@ from mtkit.errors import MtkitError
 logger = logging.getLogger(__name__)
 
 
+# A subword token covers at most SentencePiece's longest piece (16 characters by default, and the word-start mark):
+# a source line is cut to this many characters a token of the model before it is encoded, so that a 100 MB line
+# costs what the model can take of it, not gigabytes of pieces that would be cut away after.
+MAX_CHARS_PER_TOKEN = 32
+
+
 def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int) -> list[list[int]]:
     """Each line's ids, cut to `limit` tokens (the model's positions less the EOS appended) with a warning."""
+    most = limit * MAX_CHARS_PER_TOKEN
+    lines = list(lines)  # the caller's list stays as it was
+    for i, line in enumerate(lines):
+        if len(line) > most:
+            logger.warning(
+                "line %d has %d characters, more than the model's %d subword tokens can hold; only its first %d "
+                "characters are read.",
+                first + i,
+                len(line),
+                limit,
+                most,
+            )
+            lines[i] = line[:most]
     ids = vocab.encode_batch(lines)
     for i, sentence in enumerate(ids):
         if len(sentence) > limit:

@@ -44,6 +44,8 @@ def _start_worker(parent: int) -> None:
     import torch  # here, not above: CTranslate2's path imports this module, and runs no torch
 
     torch.set_num_threads(1)
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # the parent's handlers (mtkit/interrupts.py) are not a worker's
+        signal.signal(signum, signal.SIG_DFL)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0 or os.getppid() != parent:
         os._exit(1)

@@ -22,6 +22,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
 
 from mtkit.decode.translator import Translation
+from mtkit.serve.connections import loop_errors
 from mtkit.serve.guard import Access, ApiKey, CatchAll, HostAndOrigin
 from mtkit.serve.payload import RequestError, parse_json, parse_opennmt, parse_translate
 from mtkit.serve.service import Service
@@ -61,6 +62,12 @@ async def read_body(request: Request, limit: int) -> bytes:
         logger.info("a client went away after sending %d bytes of its request body.", size)
         raise RequestError(400, "the request body ended early (the client disconnected).") from None
     return b"".join(chunks)
+
+
+async def client_gone(request: Request) -> None:
+    """Ends when the client disconnects (its body already read): the request is then dropped, not decoded."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def translate_answer(translations: list[Translation], nbest: int, model: str) -> dict[str, Any]:
@@ -105,6 +112,7 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        asyncio.get_running_loop().set_exception_handler(loop_errors)  # one line, not a traceback per event
         service.start_loading(on_load_failure or (lambda: None))
         yield
         logger.info("shutting down: finishing %d queued request(s).", service.batcher.queued if service.batcher else 0)
@@ -129,12 +137,15 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
         lines, config = parse_translate(parse_json(await read_body(request, limits.max_body_bytes)), default, limits)
-        return translate_answer(await service.translate(lines, config), config.nbest, service.settings.name)
+        translations = await service.translate(lines, config, lambda: client_gone(request))
+        return translate_answer(translations, config.nbest, service.settings.name)
 
     @app.post("/translator/translate")
     async def translator_translate(request: Request) -> list[list[dict[str, Any]]]:
         sources = parse_opennmt(parse_json(await read_body(request, limits.max_body_bytes)), limits)
-        return opennmt_answer(sources, await service.translate(sources, default), default.nbest)
+        return opennmt_answer(
+            sources, await service.translate(sources, default, lambda: client_gone(request)), default.nbest
+        )
 
     @app.get("/health")
     async def health() -> JSONResponse:

@@ -85,6 +85,8 @@ class Batcher:
         with self._cond:
             if self._closed:
                 raise Closed()
+            if len(self._queue) >= self.queue_size:  # jobs whose caller gave up (cancelled) make room first
+                self._queue = collections.deque(j for j in self._queue if not j.future.cancelled())
             if len(self._queue) >= self.queue_size:
                 raise QueueFull()
             self._queue.append(job)
@@ -125,6 +127,10 @@ class Batcher:
                 self._cond.wait()
             if not self._queue:
                 return None  # closed and drained
+            while self._queue and self._queue[0].future.cancelled():
+                self._queue.popleft()
+            if not self._queue:
+                return [] if not self._closed else None
             batch = [self._queue.popleft()]
             deadline = time.monotonic() + self.wait_s
             while True:
@@ -140,7 +146,9 @@ class Batcher:
         """Move queued jobs with the batch's settings into it, in arrival order, while the tokens fit."""
         tokens = sum(j.tokens for j in batch)
         for job in list(self._queue):
-            if job.config == batch[0].config and tokens + job.tokens <= self.max_tokens:
+            if job.future.cancelled():  # its caller left or gave up: it takes no room in a batch
+                self._queue.remove(job)
+            elif job.config == batch[0].config and tokens + job.tokens <= self.max_tokens:
                 self._queue.remove(job)
                 batch.append(job)
                 tokens += job.tokens

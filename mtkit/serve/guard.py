@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import stat
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,8 @@ class Access:
                     "like https://app.example.org or http://localhost:8080 (no path)."
                 )
         object.__setattr__(self, "origins", origins)
+        for given in self.hosts:
+            check_host_pattern(given)
         object.__setattr__(self, "hosts", tuple(host_name(_bracketed(h)) for h in self.hosts))
 
     def host_allowed(self, header: str) -> bool:
@@ -99,6 +102,8 @@ class Access:
             return False
         if name in LOOPBACK_NAMES or name in self.hosts or name == host_name(_bracketed(self.bind)):
             return True
+        if any(h.startswith("*.") and name.endswith(h[1:]) for h in self.hosts):  # a subdomain, as Starlette's
+            return True
         ip = _ip(name)
         return ip is not None and (ip.is_loopback or self.bind in WILDCARD_BINDS)
 
@@ -113,6 +118,35 @@ class Access:
         return hmac.compare_digest(given, self.api_key.encode("utf-8"))
 
 
+def check_host_pattern(given: str) -> None:
+    """--allow-host takes a name, `*`, or `*.example.org` (any subdomain), as Starlette's TrustedHostMiddleware."""
+    pattern = given.strip().lower()
+    if "*" in pattern and pattern != "*" and (not pattern.startswith("*.") or "*" in pattern[1:] or len(pattern) < 3):
+        raise MtkitError(
+            f"--allow-host {given!r}: a wildcard is `*` (any name) or `*.example.org` (any name under "
+            "example.org), as in Starlette's TrustedHostMiddleware."
+        )
+
+
+def key_file_text(path: str) -> str:
+    """The key on the first line of the file, warning when others may read it (docs/serving.md asks for 0600)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+        mode = file.stat().st_mode
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MtkitError(f"cannot read the API key file {path}: {getattr(exc, 'strerror', None) or exc}.") from None
+    if mode & 0o077 and os.name == "posix":
+        logger.warning(
+            "the API key file %s can be read by other users (mode %04o); make it private with chmod 600 %s.",
+            path,
+            stat.S_IMODE(mode),
+            path,
+        )
+    lines = text.splitlines()
+    return lines[0].strip() if lines else ""  # the first line, as --help says; what follows (a comment) is left
+
+
 def load_api_key(path: str | None) -> str | None:
     """The key from --api-key-file (which wins) or $MTKIT_SERVE_API_KEY; None when neither is set.
 
@@ -124,10 +158,7 @@ def load_api_key(path: str | None) -> str | None:
         if not key:
             return None
     else:
-        try:
-            key = Path(path).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MtkitError(f"cannot read the API key file {path}: {getattr(exc, 'strerror', None) or exc}.") from None
+        key = key_file_text(path)
         where = f"the API key file {path}"
         if not key:
             raise MtkitError(f"{where} is empty; put the key on its first line.")

@@ -1,4 +1,4 @@
-"""Run the app under uvicorn on a socket bound here, and leave with exit code 0 after SIGTERM.
+"""Run the app under uvicorn on a socket bound here, and leave with exit code 0 after SIGTERM or SIGHUP.
 
 The socket is bound before uvicorn starts so that `--port 0` (an ephemeral port, for tests)
 can be said in the log line "listening on http://HOST:PORT", and so that a port in use is
@@ -6,7 +6,10 @@ one clear sentence. uvicorn drains on SIGTERM (no new connections, requests in f
 answered, then the app's shutdown finishes the queue) and then raises the signal again to
 die by it; a handler installed here takes that second SIGTERM, so the process exits 0.
 The drain is bounded by --drain-timeout: past it, what is still waiting is answered 503
-(mtkit/serve/service.py), so the process is gone before the scheduler's SIGKILL.
+(mtkit/serve/service.py), so the process is gone before the scheduler's SIGKILL. SIGHUP (the
+terminal or ssh session closed) drains the same way: uvicorn handles only SIGINT and SIGTERM,
+and Python's default for SIGHUP is to die with the requests in flight unanswered.
+Connections are limited and timed as mtkit/serve/connections.py says.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import socket
 from types import FrameType
 
 from mtkit.errors import MtkitError
+from mtkit.serve.connections import ConnectionLimits, ListeningSocket, connection_limit, protocol_class, quiet_repeats
 from mtkit.serve.guard import API_KEY_ENV, is_loopback
 from mtkit.serve.service import ServeSettings, Service
 
@@ -29,6 +33,18 @@ logger = logging.getLogger(__name__)
 KEEP_ALIVE_S = 65
 # After the drain time, requests are answered 503 (service.py); uvicorn cancels what is left this much later.
 ANSWER_S = 2.0
+# A request head (request line and headers) over this many bytes gets 400 (h11's default, said here; nginx's
+# large_client_header_buffers is 4 of 8 KiB).
+MAX_HEAD_BYTES = 16 * 1024
+# The loggers whose messages about clients (bad requests, timeouts, disconnects) are said once per cause.
+NOISY_LOGGERS = (
+    "uvicorn.error",
+    "asyncio",
+    "mtkit.serve.app",
+    "mtkit.serve.guard",
+    "mtkit.serve.service",
+    "mtkit.serve.connections",
+)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -68,6 +84,7 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
             server.should_exit = True
 
     app = create_app(service, on_load_failure=stop)
+    limits = ConnectionLimits(connection_limit(settings.max_connections), settings.read_timeout_s)
     server = Server(
         uvicorn.Config(
             app,
@@ -75,10 +92,13 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
             port=port,
             log_config=None,
             access_log=False,
+            http=protocol_class(limits),
             timeout_keep_alive=KEEP_ALIVE_S,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             timeout_graceful_shutdown=math.ceil(settings.drain_timeout_s + ANSWER_S),
         )
     )
+    quiet_repeats(*NOISY_LOGGERS)
     where = f"[{host}]" if ":" in host else host
     logger.info("listening on http://%s:%d (loading %s)", where, port, settings.name)
     if settings.access.api_key is None and not is_loopback(address):
@@ -88,11 +108,20 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
             where,
             API_KEY_ENV,
         )
-    previous = signal.signal(signal.SIGTERM, _terminated)
+
+    def hung_up(signum: int, frame: FrameType | None) -> None:
+        logger.info("SIGHUP: draining as for SIGTERM.")
+        if server is not None:
+            server.handle_exit(signal.SIGTERM, frame)
+
+    previous = {
+        sig: signal.signal(sig, handler) for sig, handler in ((signal.SIGTERM, _terminated), (signal.SIGHUP, hung_up))
+    }
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=[ListeningSocket.wrap(sock, limits)])
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         sock.close()
     if service.error:
         raise MtkitError(service.error)

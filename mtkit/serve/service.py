@@ -8,11 +8,12 @@ with the Translator's public API, so decoding internals can change beneath the s
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,9 @@ class ServeSettings:
     threads: int = 0  # CPU threads: PyTorch's, or CTranslate2's intra_threads (0: PyTorch's count)
     access: Access = Access()
     drain_timeout_s: float = 20.0  # after SIGTERM, below the 30 s Kubernetes and SLURM give before SIGKILL
+    request_timeout_s: float = 60.0  # from a request's arrival to its answer (nginx's proxy_read_timeout); 0: none
+    max_connections: int = 512  # nginx's worker_connections (mtkit/serve/connections.py)
+    read_timeout_s: float = 60.0  # a request's head and body arrive within it (nginx's client_header_timeout)
 
     @property
     def name(self) -> str:
@@ -81,6 +85,8 @@ class Service:
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None
+        # Requests answered without being decoded: their client left first, or --request-timeout passed.
+        self.dropped: collections.Counter[str] = collections.Counter()
 
     @property
     def ready(self) -> bool:
@@ -155,13 +161,22 @@ class Service:
             "queued": b.queued,
             "decoded": dict(b.done),
             "failed_in_a_row": b.failed_in_a_row,
+            "dropped": {"client_gone": self.dropped["client_gone"], "timed_out": self.dropped["timed_out"]},
         }
         if failing:
             body["last_error"] = b.last_error[:300]
         return (503 if failing else 200), body
 
-    async def translate(self, lines: list[str], config: DecodeConfig) -> list[Translation]:
-        """The translations of `lines`, decoded in whatever batch the worker puts them in."""
+    async def translate(
+        self, lines: list[str], config: DecodeConfig, client_gone: Callable[[], Awaitable[object]] | None = None
+    ) -> list[Translation]:
+        """The translations of `lines`, decoded in whatever batch the worker puts them in.
+
+        `client_gone()` ends when the client disconnects: a request still queued then is taken out
+        of the queue, never decoded. Past --request-timeout a queued request gets 503 and one
+        being decoded 504; either way its batch no longer waits for it (a batch being decoded
+        cannot be stopped, its answer for this request is dropped).
+        """
         if self.batcher is None:
             raise RequestError(503, "the model is still loading; retry shortly.", retry_after=RETRY_AFTER_S)
         try:
@@ -179,8 +194,10 @@ class Service:
             ) from None
         except Closed:
             raise RequestError(503, "the server is shutting down; retry.", retry_after=RETRY_AFTER_S) from None
+        answer = asyncio.wrap_future(future)
+        await self._wait(answer, future, client_gone)
         try:
-            return await asyncio.wrap_future(future)
+            return await answer
         except Closed:
             raise RequestError(
                 503,
@@ -191,6 +208,37 @@ class Service:
         except Exception as exc:  # noqa: BLE001 - the batch failed; the server goes on
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())
             raise RequestError(500, f"decoding this request's batch failed ({reason}).") from None
+
+    async def _wait(
+        self, answer: asyncio.Future, future: Any, client_gone: Callable[[], Awaitable[object]] | None
+    ) -> None:
+        """Wait for `answer`; when the client goes or the deadline passes first, cancel the job and raise."""
+        gone = asyncio.ensure_future(client_gone()) if client_gone is not None else None
+        timeout = self.settings.request_timeout_s or None
+        try:
+            done, _ = await asyncio.wait(
+                [answer, *([gone] if gone is not None else [])], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if gone is not None:
+                gone.cancel()
+        if answer in done:
+            return
+        queued = future.cancel()  # True when not yet in a batch: it never will be
+        answer.cancel()
+        if gone is not None and gone in done:
+            self.dropped["client_gone"] += 1
+            logger.info("clients left before their answer: their requests were dropped%s.", "" if queued else " (late)")
+            raise RequestError(499, "the client went away.")
+        self.dropped["timed_out"] += 1
+        limit = f"--request-timeout {self.settings.request_timeout_s:g} s"
+        if queued:
+            logger.warning("requests still queued after %s were answered 503.", limit)
+            raise RequestError(
+                503, f"the server is busy: this request was not decoded within {limit}; retry.", RETRY_AFTER_S
+            )
+        logger.warning("requests still decoding after %s were answered 504.", limit)
+        raise RequestError(504, f"decoding this request took longer than {limit}.")
 
     def begin_drain(self) -> None:
         """Shutdown starts (SIGTERM): requests have `drain_timeout_s` to be answered, then are failed with 503."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -65,6 +66,25 @@ def json_line(record: dict[str, Any]) -> str:
     return json.dumps(finite(record), default=str, allow_nan=False) + "\n"
 
 
+def end_cut_line(path: Path) -> None:
+    """A run killed mid-write leaves the file's last line cut short: end it, so the next record starts a line.
+
+    Appended onto it, the next record would be lost with it (`plot` refused the file for good); on a line
+    of its own, the cut one is skipped by `plot` and `info` with a warning, and every whole record is read.
+    """
+    try:
+        with open(path, "rb+") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return
+            f.write(b"\n")
+    except FileNotFoundError:
+        return
+    logger.warning("%s ended in a line cut short (a kill mid-write); it is set on a line of its own and skipped.", path)
+
+
 class MetricsLog:
     """Append-only metrics.jsonl plus logging; a tqdm bar over the steps when stderr is a terminal."""
 
@@ -76,6 +96,8 @@ class MetricsLog:
             from mtkit.train.tensorboard import TensorBoardLog
 
             self.tb = TensorBoardLog(run_dir)
+        if enabled:
+            end_cut_line(self.path)
         self.file = open(self.path, "a", encoding="utf-8") if enabled else None
         self.bar = None
         if enabled and sys.stderr.isatty():

@@ -1,4 +1,5 @@
-"""Preemption: SIGTERM (SLURM, Kubernetes, torchrun) or Ctrl-C asks training to stop after the current update.
+"""Preemption: SIGTERM (SLURM, Kubernetes, torchrun), SIGHUP (the ssh session or terminal closed) or Ctrl-C
+asks training to stop after the current update.
 
 The handler only records the signal; the trainer reads it when it builds the update's
 all-reduce, so every rank stops after the same update (one rank's signal is enough), and
@@ -9,7 +10,9 @@ a preemption's grace (30 s in SLURM, Kubernetes and torchrun) is shorter than a 
 
 `mtkit train` then exits as a shell reports a process ended by the signal, 128 + its number:
 143 after SIGTERM (what a Kubernetes Job or torchrun's agent reads as "terminated": retry, and the
-rerun resumes), 130 after Ctrl-C.
+rerun resumes), 129 after SIGHUP, 130 after Ctrl-C. SIGHUP is a stop like SIGTERM (as Slurm's and
+nohup's users expect of a job whose terminal went away: keep the work), not Python's default of
+dying at once; its own code tells the two apart.
 """
 
 from __future__ import annotations
@@ -19,23 +22,24 @@ import threading
 from collections.abc import Sequence
 from types import FrameType, TracebackType
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-SIGNAL_STOPS = ("SIGTERM", "SIGINT")  # their names: the stop reasons that save at once, without a last validation
-EXIT_CODES = {"SIGTERM": 128 + signal.SIGTERM, "SIGINT": 128 + signal.SIGINT}  # 143 and 130, the shells' codes
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Their names: the stop reasons that save at once, without a last validation; a rank that got several says the first.
+SIGNAL_STOPS = ("SIGTERM", "SIGINT", "SIGHUP")
+EXIT_CODES = {name: 128 + signal.Signals[name] for name in SIGNAL_STOPS}  # 143, 130 and 129: the shells' codes
 
 
 def agreed_signal(flags: Sequence[float]) -> str:
-    """The stop signal from `StopRequests.flags()` summed over every rank ("" when none); Ctrl-C wins, as someone
-    is at the keyboard."""
-    sigterm, sigint = flags
-    return "SIGINT" if sigint > 0 else "SIGTERM" if sigterm > 0 else ""
+    """The stop signal from `StopRequests.flags()` summed over every rank ("" when none): Ctrl-C wins, as someone
+    is at the keyboard, then SIGTERM (a scheduler's), then SIGHUP."""
+    summed = dict(zip(SIGNAL_STOPS, flags, strict=True))
+    return next((name for name in ("SIGINT", "SIGTERM", "SIGHUP") if summed[name] > 0), "")
 
 
 class StopRequests:
-    """A context that turns SIGTERM/SIGINT into a request (`received`), restoring the old handlers on exit."""
+    """A context that turns SIGTERM/SIGINT/SIGHUP into a request (`received`), restoring the old handlers on exit."""
 
     def __init__(self) -> None:
-        self.received = ""  # "SIGTERM" or "SIGINT" once one arrived
+        self.received = ""  # "SIGTERM", "SIGINT" or "SIGHUP" once one arrived
         self._previous: dict[int, object] = {}
 
     def flags(self) -> list[float]:

@@ -305,8 +305,8 @@ class Trainer:
         )
         values = torch.cat((sums.double(), norm.double().reshape(1) / world.size, flags))
         # The update's one host sync. DDP made the gradients equal on every rank, so the norms' mean is the norm.
-        loss, nll, grad_norm, save, stop, sigterm, sigint, clock = dist.all_reduce_sum(values, world).tolist()
-        stop_signal = agreed_signal((sigterm, sigint))
+        loss, nll, grad_norm, save, stop, *summed_signals, clock = dist.all_reduce_sum(values, world).tolist()
+        stop_signal = agreed_signal(summed_signals)
         applied = self._apply(loss, grad_norm, norm, clock)
         return UpdateResult(applied, loss, nll, grad_norm, save > 0, stop > 0, stop_signal)
 

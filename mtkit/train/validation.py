@@ -26,7 +26,7 @@ from mtkit.train.distributed import World, all_reduce_sum
 from mtkit.train.forward import batch_loss
 from mtkit.train.plan import TrainingData
 from mtkit.train.precision import Precision
-from mtkit.train.signals import StopRequests, agreed_signal
+from mtkit.train.signals import SIGNAL_STOPS, StopRequests, agreed_signal
 
 # --valid-bleu's lines translated (and sorted by length) together: a stop request is read after each of them,
 # so this bounds the decoding done after one arrives (a few seconds of `big` on a CPU).
@@ -58,7 +58,7 @@ def validate(
     stop = (lambda: bool(requests.received)) if requests is not None else (lambda: False)
 
     def flags() -> list[float]:
-        return requests.flags() if requests is not None else [0.0, 0.0]
+        return requests.flags() if requests is not None else [0.0] * len(SIGNAL_STOPS)
 
     sums = loss_sums(model, data.valid, batches, precision, smoothing, world.device, stop)
     totals = all_reduce_sum(torch.cat((sums, sums.new_tensor(flags()))), world).tolist()

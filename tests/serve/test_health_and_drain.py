@@ -47,6 +47,7 @@ def test_health_says_failing_after_batches_fail_in_a_row(monkeypatch):
             "queued": 0,
             "decoded": None,
             "failed_in_a_row": 0,
+            "dropped": {"client_gone": 0, "timed_out": 0},
         }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -135,6 +136,21 @@ class Gate:
 
     def wait_started(self, n: int, timeout: float = 60) -> None:
         wait_until(lambda: self.started() >= n, timeout, f"{n} batch(es) to start decoding")
+
+
+def connect(server: Server) -> socket.socket:
+    """A raw TCP connection to the server, for clients that misbehave below HTTP (idle, slow, leaving)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=60)
+
+
+def post_head(path: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
+    """A whole POST request of `body` as JSON, as raw bytes."""
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{extra}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 def gated_server(model: Path, tmp: Path, *args: str) -> tuple[Server, Gate]:
