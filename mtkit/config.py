@@ -39,6 +39,7 @@ PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
 DECODE_PRECISION_CHOICES = (*PRECISION_CHOICES, "int8")  # int8: dynamic quantization of the Linear layers (CPU)
 COMPILE_CHOICES = ("on", "off", "auto")  # a YAML --config file reads on/off as booleans: __post_init__ takes those
 LENGTH_BUCKET_CHOICES = ("auto", "none", "ladder", "x8")
+ACTIVATION_CHOICES = ("relu", "swish")  # Eq. (2)'s ReLU; swish (SiLU) is what OPUS-MT's Marian models use
 
 DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
 DEFAULT_CHUNK_LINES = 1000  # decoding: lines read ahead and sorted together (`--buffer-size`)
@@ -63,9 +64,22 @@ class ModelConfig:
     max_positions: int = 1024
     share_embeddings: str = "all"  # "all": src, tgt, output share one matrix (3.4)
     pre_norm: bool = False  # the paper is post-norm; pre-norm is an extra, never the default
+    activation: str = option(
+        "relu",
+        "The feed-forward activation of Eq. (2): relu (the paper's) or swish (x sigmoid(x), as OPUS-MT models have).",
+        ACTIVATION_CHOICES,
+    )
+    output_bias: bool = False  # a fixed bias on the logits (Marian's final_logits_bias, a buffer); not in the paper
 
     def __post_init__(self) -> None:
         _positive(self, "vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "max_positions")
+        _check(
+            self.activation in ACTIVATION_CHOICES,
+            type(self),
+            "activation",
+            f"one of {', '.join(ACTIVATION_CHOICES)}",
+            self.activation,
+        )
         if self.tgt_vocab_size is not None:
             _positive(self, "tgt_vocab_size")
         _probability(self, "dropout", "attention_dropout", "activation_dropout")

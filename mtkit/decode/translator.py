@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, DecodeConfig, SamplingConfig
+from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.decode.batches import balanced_batches, chunks, in_order
 from mtkit.decode.encode import prefix_ids, source_ids, target_ids
@@ -166,7 +167,7 @@ class Translator:
         target = pick_device(device)
         plan = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
         models = [runtime.apply(m.to(device=target, dtype=plan.dtype).eval(), plan) for m in models]
-        return cls(models, Vocab.from_bytes(vocabs[0]), target, workers=workers)
+        return cls(models, load_tokenizer(vocabs[0]), target, workers=workers)
 
     @property
     def decoder(self) -> Transformer | Ensemble:
