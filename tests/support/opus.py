@@ -49,6 +49,7 @@ def make_opus_dir(
     layers: int = 2,
     spm_size: int = 200,
     seed: int = 0,
+    eos_bias: float = 3.0,
 ) -> Path:
     """An OPUS-MT-shaped directory (En->De; `multilingual`: `>>xxx<<` target tokens in the vocabulary) at `path`."""
     import torch
@@ -103,5 +104,6 @@ def make_opus_dir(
     model = MarianMTModel(config)
     with torch.no_grad():
         model.final_logits_bias.normal_(0.0, 0.5)
+        model.final_logits_bias[0, 0] += eos_bias  # </s>: outputs end before the length limit
     model.save_pretrained(path)
     return path
