@@ -102,6 +102,7 @@ class MarianVocab(Vocab):
         self.src_sp, self.tgt_sp = _processor(source, "source.spm"), _processor(target, "target.spm")
         self.sp = self.src_sp  # what code written for `Vocab` reads (its normalisation); pieces come from `piece`
         self._lookup = {p: i for i, p in enumerate(self.pieces)}
+        self.bos_piece = BOS_PIECE if BOS_PIECE not in self._lookup else "<mtkit_bos>"
         self.proto = self.to_bytes()
 
     # ----------------------------------------------------------------- the bundle in checkpoints
@@ -148,7 +149,7 @@ class MarianVocab(Vocab):
 
     def piece(self, i: int) -> str:
         """The piece of mtkit id i (BOS, the added row, is `<s>`)."""
-        return BOS_PIECE if i == BOS else self.pieces[self.ids.marian_of[i]]
+        return self.bos_piece if i == BOS else self.pieces[self.ids.marian_of[i]]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids with pad/bos/eos dropped (unk kept), through target.spm as MarianTokenizer decodes."""

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, EOS, DecodeConfig, SamplingConfig
+from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translation, Translator
@@ -157,7 +158,7 @@ class CT2Engine:
         self.device, index = parse_device(ctranslate2, device)
         self.compute_type = compute_type(ctranslate2, precision, self.device)
         self.record = read_record(path)
-        self.pieces = [vocab.sp.id_to_piece(i) for i in range(len(vocab))]
+        self.pieces = [vocab.piece(i) for i in range(len(vocab))]
         target = target_pieces(path)
         if target[: len(self.pieces)] != self.pieces:
             raise MtkitError(
@@ -383,7 +384,7 @@ def load(
             f"{path} has no {SPM_NAME}, the SentencePiece model that turns text into its tokens; "
             "export it with mtkit export --format ctranslate2, which writes one."
         )
-    vocab = Vocab.load(path / SPM_NAME)
+    vocab = load_tokenizer((path / SPM_NAME).read_bytes())  # an OPUS-MT model's tokenizer bundle too
     engine = CT2Engine(path, vocab, device, precision, workers, threads or default_threads())
     logger.info("CTranslate2 model %s on %s (%s)", path, engine.device, engine.compute_type)
     return CT2Translator(engine, vocab, workers)
