@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
-from mtkit.cli.options import build, config_options, device_option
+from mtkit.cli.options import build, config_options, device_option, revision_option
 from mtkit.config import (
     DECODE_PRECISION_CHOICES,
     DEFAULT_BATCH_TOKENS,
@@ -199,6 +199,7 @@ def translate(
         "a few tenths), or auto (training's rule: bf16 where native and faster).",
     ),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
+    revision: Optional[str] = revision_option(),
     workers: int = typer.Option(
         1,
         min=1,
@@ -217,7 +218,8 @@ def translate(
 
     Ensemble: mtkit translate -m seed1/averaged.pt -m seed2/averaged.pt < test.en
 
-    -m also takes a Hugging Face Marian directory or a CTranslate2 one (mtkit export --format ...).
+    -m also takes a Hugging Face Marian directory (an OPUS-MT model too), a Hub name such as
+    Helsinki-NLP/opus-mt-en-de, or a CTranslate2 directory (mtkit export --format ...).
 
     Target prefix: printf 'A man sleeps.\tEin Mann\n' | mtkit translate -m averaged.pt --prefix
 
@@ -236,8 +238,10 @@ def translate(
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
+    from mtkit import hub
     from mtkit.decode import ct2
 
+    model = [hub.resolve(m, revision) for m in model]  # a Hugging Face Hub name: its cached snapshot
     on_ct2 = any(ct2.is_ct2_dir(m) for m in model)
     if on_ct2:  # CTranslate2's length penalty; what it cannot run, said now
         config = ct2.with_defaults(config, given)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import typer
 
 from mtkit.cli.app import app, setup_logging
-from mtkit.cli.options import build, config_options, device_option
+from mtkit.cli.options import build, config_options, device_option, revision_option
 from mtkit.config import DECODE_PRECISION_CHOICES, DEFAULT_BATCH_TOKENS, DecodeConfig
 from mtkit.errors import MtkitError
 
@@ -81,6 +81,7 @@ def serve(
         "a few tenths), or auto (training's rule: bf16 where native and faster).",
     ),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
+    revision: Optional[str] = revision_option(),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -103,6 +104,9 @@ def serve(
 
     setup_logging(logging.INFO)
     access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
+    from mtkit import hub
+
+    model = [hub.resolve(m, revision) for m in model]  # a Hugging Face Hub name: its cached snapshot
     check_models(tuple(model))
     decode = build(DecodeConfig(), given)
     if ct2.is_ct2_dir(model[0]):  # CTranslate2 runs it: its length penalty, its devices and compute types
