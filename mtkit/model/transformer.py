@@ -208,6 +208,8 @@ class Encoded:
 class Transformer(nn.Module):
     """Figure 1: encoder and decoder stacks, shared embeddings (3.4), output softmax."""
 
+    final_logits_bias: Tensor  # (V,), with cfg.output_bias only
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
