@@ -114,3 +114,46 @@ def load_hf_dir(path: str | os.PathLike) -> dict[str, Any]:
     if isinstance(hf, dict) and hf.get("model_type") == "marian" and uses_marian_ids(hf):
         return load_opus_dir(path)
     return marian.load_marian_dir(path)
+
+
+# --------------------------------------------------------------------------- mtkit -> OPUS-MT
+def unrenumber(state: dict[str, torch.Tensor], vocab: MarianVocab) -> dict[str, torch.Tensor]:
+    """`renumber` undone: rows back in Marian's order, `<pad>` from mtkit's BOS row (the decoder's start, which
+    fine-tuning trains), its bias the two copies' mass again (log 2 added back)."""
+    index = torch.tensor(vocab.ids.mtkit_of)
+    index[vocab.ids.pad] = BOS
+    out = dict(state)
+    done: dict[int, torch.Tensor] = {}
+    for name in TABLES:
+        if name in out:
+            table = out[name]
+            out[name] = done.setdefault(id(table), table[index].contiguous())
+    bias = state["final_logits_bias"].float()[index].clone()
+    bias[vocab.ids.pad] += math.log(2.0)
+    out["final_logits_bias"] = bias
+    return out
+
+
+def opus_config(cfg: ModelConfig, vocab: MarianVocab) -> dict[str, Any]:
+    """MarianConfig's fields for a model with an OPUS-MT vocabulary: Marian's size and ids, as the public models."""
+    size = len(vocab) - 1
+    fields = marian.marian_config(dataclasses.replace(cfg, vocab_size=size, tgt_vocab_size=None))
+    fields.update(
+        vocab_size=size,
+        decoder_vocab_size=size,
+        pad_token_id=vocab.ids.pad,
+        bos_token_id=vocab.ids.eos,
+        eos_token_id=vocab.ids.eos,
+        decoder_start_token_id=vocab.ids.pad,
+        forced_eos_token_id=vocab.ids.eos,
+    )
+    return fields
+
+
+def to_opus(state: dict[str, torch.Tensor], cfg: ModelConfig, vocab: MarianVocab) -> dict[str, torch.Tensor]:
+    """mtkit's state_dict of a model with an OPUS-MT vocabulary as MarianMTModel's, final_logits_bias included."""
+    plain = unrenumber(state, vocab)
+    bias = plain.pop("final_logits_bias")
+    tensors = marian.to_marian(plain, dataclasses.replace(cfg, vocab_size=len(vocab) - 1, output_bias=False))
+    tensors["final_logits_bias"] = bias.reshape(1, -1)
+    return tensors
