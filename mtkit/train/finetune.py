@@ -112,10 +112,14 @@ def schedule_defaults(cfg: ModelConfig) -> dict[str, Any]:
     return {"warmup": FINETUNE_WARMUP, "lr_scale": FINETUNE_PEAK_LR / peak}
 
 
-def start_from(model: torch.nn.Module, start: Start) -> None:
-    """A freshly built model takes MODEL's weights (every one of them, or one sentence)."""
-    missing, unexpected = model.load_state_dict(start.state, strict=False)
+def start_from(trainer: Any, start: Start) -> None:
+    """A new run's freshly built model takes MODEL's weights (every one, or one sentence); run.json will name MODEL.
+
+    Called once, by `mtkit.train.trainer.train`, for a run that resumes nothing (a resumed run continues its
+    checkpoint). `trainer` is a Trainer (not imported: the trainer imports this module)."""
+    missing, unexpected = trainer.model.load_state_dict(start.state, strict=False)
     if missing or unexpected:
         raise MtkitError(
             f"--init {start.record['model']}'s weights do not fit its own config ({missing + unexpected})."
         )
+    trainer.started_from = start.record

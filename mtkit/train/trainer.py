@@ -63,8 +63,7 @@ def train(
 ) -> TrainResult:
     """Train (or resume RUN's checkpoint) and return the final model; see the module docstring.
 
-    `restart`: move what RUN holds to RUN/previous-<time>/ and start afresh. `init`: the weights a new run
-    starts from (`mtkit train --init`, mtkit/train/finetune.py); a resumed run continues its checkpoint.
+    `restart`: move what RUN holds to RUN/previous-<time>/ and start afresh. `init`: a new run's first weights.
     """
     if threads > 0:
         torch.set_num_threads(threads)
@@ -79,8 +78,7 @@ def train(
             if ckpt is not None:
                 trainer.load_state_dict(ckpt)
             elif init is not None:  # fine-tuning: the starting model's weights, named in run.json
-                finetune.start_from(trainer.model, init)
-                trainer.started_from = init.record
+                finetune.start_from(trainer, init)
             del ckpt  # its optimizer state can be twice the model's size
             return trainer.run()
     finally:
