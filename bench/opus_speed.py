@@ -69,6 +69,13 @@ def build_model(path: Path) -> Path:
     config = MarianConfig(
         vocab_size=len(vocab),
         decoder_vocab_size=len(vocab),
+        d_model=512,  # transformer-base (MarianConfig's own defaults are a 12-layer d_model 1024 model)
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=8,
+        decoder_attention_heads=8,
+        encoder_ffn_dim=2048,
+        decoder_ffn_dim=2048,
         activation_function="swish",
         max_position_embeddings=512,
         scale_embedding=True,

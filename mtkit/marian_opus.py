@@ -96,7 +96,9 @@ def load_opus_dir(path: str | os.PathLike) -> dict[str, Any]:
     marian_cfg = dataclasses.replace(cfg, vocab_size=len(vocab) - 1, output_bias=False)
     tensors = marian._weights(path)
     bias = tensors.pop("final_logits_bias", torch.zeros(len(vocab) - 1))
-    state = renumber(marian.from_marian(tensors, marian_cfg, path), bias, vocab)
+    plain = marian.from_marian(tensors, marian_cfg, path)
+    del tensors  # the file's tensors, before the renumbered tables are made beside the permuted ones
+    state = renumber(plain, bias, vocab)
     return {
         "kind": "model",
         "model_config": dataclasses.asdict(cfg),

@@ -134,7 +134,8 @@ def train(
 
         start = finetune.load_start(hub.resolve(init, revision), init)
         chosen = dataclasses.replace(
-            chosen, train=dataclasses.replace(chosen.train, **finetune.schedule_defaults(start.model_cfg))
+            chosen,
+            train=dataclasses.replace(chosen.train, **finetune.schedule_defaults(start.model_cfg, given.get("warmup"))),
         )
     if "update_freq" in given:
         given = {**given, "update_tokens": 0}  # an explicit --update-freq wins over the preset's token target

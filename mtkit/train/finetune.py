@@ -8,8 +8,9 @@ gives none, the schedule is the fine-tuning one below. Everything else is an ord
 names the starting model and its sha256 (`Start.record`).
 
 The fine-tuning schedule: Eq. (3)'s shape (linear warmup, then inverse square root) with a short warmup,
-FINETUNE_WARMUP updates, and its peak scaled to FINETUNE_PEAK_LR, a tenth or less of the paper's peak
-(7e-4 for `base`): the rate people fine-tune OPUS-MT models at, low enough to keep what the model knows.
+FINETUNE_WARMUP updates (or --warmup), and its peak scaled to FINETUNE_PEAK_LR (unless --lr-scale is
+given), a tenth or less of the paper's peak (7e-4 for `base`): the rate people fine-tune OPUS-MT models at,
+low enough to keep what the model knows.
 """
 
 from __future__ import annotations
@@ -105,11 +106,11 @@ def check_data(start: Start, data_vocab: bytes, data: str, name: str) -> None:
         )
 
 
-def schedule_defaults(cfg: ModelConfig) -> dict[str, Any]:
-    """TrainConfig fields for fine-tuning, under what the user gives: warmup and a scale putting the peak at
-    FINETUNE_PEAK_LR (Eq. 3 peaks at d_model^-0.5 x warmup^-0.5)."""
-    peak = cfg.d_model**-0.5 * FINETUNE_WARMUP**-0.5
-    return {"warmup": FINETUNE_WARMUP, "lr_scale": FINETUNE_PEAK_LR / peak}
+def schedule_defaults(cfg: ModelConfig, warmup: int | None = None) -> dict[str, Any]:
+    """TrainConfig fields for fine-tuning, under what the user gives: the warmup (`warmup` when the user gave
+    one) and a scale putting the peak at FINETUNE_PEAK_LR (Eq. 3 peaks at d_model^-0.5 x warmup^-0.5)."""
+    warmup = warmup or FINETUNE_WARMUP
+    return {"warmup": warmup, "lr_scale": FINETUNE_PEAK_LR / (cfg.d_model**-0.5 * warmup**-0.5)}
 
 
 def start_from(trainer: Any, start: Start) -> None:

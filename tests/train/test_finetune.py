@@ -77,6 +77,11 @@ def test_train_init_starts_from_the_model_names_it_and_fine_tunes(cli, opus_data
     assert diffs["encoder.0.ffn.w_1.weight"] > 0 and diffs["final_logits_bias"] == 0  # a buffer, never trained
     out = cli("translate", "-m", run / "checkpoint_last.pt", "--beam", "2", input="A dog runs.\n")
     assert out.returncode == 0, out.stderr
+    assert cli("average", run, "--last", "1").returncode == 0  # an ordinary run: its checkpoints average
+    averaged = checkpoint.load(run / "averaged.pt")
+    assert averaged["vocab"] == start["vocab"] and averaged["model"]["final_logits_bias"].equal(
+        start["model"]["final_logits_bias"]
+    )
 
 
 def test_what_disagrees_with_the_model_is_one_sentence_before_training(cli, opus_data, opus_dir, tmp_path, raw_data):
