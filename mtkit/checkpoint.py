@@ -181,9 +181,9 @@ def load(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
     """
     path = Path(path)
     if path.is_dir():  # a Hugging Face Marian directory (`mtkit export --format huggingface`), or one sentence
-        from mtkit.marian import load_marian_dir
+        from mtkit.marian_opus import load_hf_dir  # OPUS-MT's own vocabularies too
 
-        return {"format": FORMAT, "version": VERSION, **load_marian_dir(path)}
+        return {"format": FORMAT, "version": VERSION, **load_hf_dir(path)}
     if not path.is_file():
         raise MtkitError(f"model file {path} does not exist.")
     try:

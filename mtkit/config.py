@@ -37,6 +37,7 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3  # fixed SentencePiece ids (docs/architecture.md
 SHARE_CHOICES = ("all", "decoder", "none")
 COMPILE_CHOICES = ("on", "off", "auto")  # a YAML --config file reads on/off as booleans: __post_init__ takes those
 LENGTH_BUCKET_CHOICES = ("auto", "none", "ladder", "x8")
+ACTIVATION_CHOICES = ("relu", "swish")  # Eq. (2)'s ReLU; swish (SiLU) is what OPUS-MT's Marian models use
 
 DEFAULT_BATCH_TOKENS = 4096  # decoding: source tokens per batch, padding included
 DEFAULT_CHUNK_LINES = 1000  # decoding: lines read ahead and sorted together (`--buffer-size`)
@@ -61,10 +62,23 @@ class ModelConfig:
     max_positions: int = 1024
     share_embeddings: str = "all"  # "all": src, tgt, output share one matrix (3.4)
     pre_norm: bool = False  # the paper is post-norm; pre-norm is an extra, never the default
+    activation: str = option(
+        "relu",
+        "The feed-forward activation of Eq. (2): relu (the paper's) or swish (x sigmoid(x), as OPUS-MT models have).",
+        ACTIVATION_CHOICES,
+    )
+    output_bias: bool = False  # a fixed bias on the logits (Marian's final_logits_bias, a buffer); not in the paper
 
     def __post_init__(self) -> None:
         check_positive(
             self, "vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "max_positions"
+        )
+        check_field(
+            self.activation in ACTIVATION_CHOICES,
+            type(self),
+            "activation",
+            f"one of {', '.join(ACTIVATION_CHOICES)}",
+            self.activation,
         )
         if self.tgt_vocab_size is not None:
             check_positive(self, "tgt_vocab_size")

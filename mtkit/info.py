@@ -35,10 +35,10 @@ def parameters(state: dict[str, Any]) -> int:
 def _vocabulary(vocab: bytes | None) -> dict[str, Any] | None:
     if not vocab:
         return None
-    from mtkit.data.vocab import Vocab
+    from mtkit.data.marian_vocab import load_tokenizer
 
     try:
-        pieces: int | None = len(Vocab.from_bytes(vocab))
+        pieces: int | None = len(load_tokenizer(vocab))
     except Exception:  # sentencepiece's own errors have no common type; the size is then unknown
         pieces = None
     return {"pieces": pieces, "sha256": hashlib.sha256(vocab).hexdigest(), "bytes": len(vocab)}
@@ -86,10 +86,13 @@ def describe_file(path: Path) -> dict[str, Any]:
 def architecture(config: Any) -> str:
     """One line in the paper's symbols: layers, d_model / d_ff / h, norm placement, sharing, dropout."""
     norm = "pre-norm" if config.pre_norm else "post-norm"
+    extras = "".join(
+        [f", {config.activation}" if config.activation != "relu" else "", ", logits bias" if config.output_bias else ""]
+    )
     vocab = str(config.vocab_size) if config.tgt_vocab_size is None else f"{config.vocab_size}/{config.tgt_vocab_size}"
     return (
         f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, d_ff {config.d_ff}, "
-        f"h {config.heads} (d_k {config.d_k}), {norm}, embeddings shared: {config.share_embeddings}, "
+        f"h {config.heads} (d_k {config.d_k}), {norm}{extras}, embeddings shared: {config.share_embeddings}, "
         f"dropout {config.dropout}, vocabulary {vocab}"
     )
 

@@ -40,6 +40,7 @@ IN, OUT, NONE = "in", "out", "none"  # which axis of a weight is the model dimen
 HF_MISSING = (
     "reading a Hugging Face model directory needs the safetensors package; install it with: pip install 'mtkit[hf]'."
 )
+ACTIVATIONS = {"relu": "relu", "swish": "swish", "silu": "swish"}  # Transformers' names -> ModelConfig.activation
 POSITION_KEYS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
 
 
@@ -139,7 +140,7 @@ def marian_config(cfg: ModelConfig) -> dict[str, Any]:
         "decoder_attention_heads": cfg.heads,
         "encoder_ffn_dim": cfg.d_ff,
         "decoder_ffn_dim": cfg.d_ff,
-        "activation_function": "relu",  # Eq. (2)
+        "activation_function": cfg.activation,  # Eq. (2): relu, or swish
         "scale_embedding": True,  # times sqrt(d_model), 3.4
         "max_position_embeddings": cfg.max_positions,
         "dropout": cfg.dropout,
@@ -191,8 +192,8 @@ def model_config_of(hf: dict[str, Any], path: Path) -> ModelConfig:
     check_sizes(hf, path)
     checks = [
         (
-            field("activation_function", "gelu") == "relu",
-            f"activation {field('activation_function', 'gelu')!r} (mtkit's is ReLU)",
+            field("activation_function", "gelu") in ACTIVATIONS,
+            f"activation_function {field('activation_function', 'gelu')!r} (mtkit has relu and swish)",
         ),
         (field("scale_embedding", False) is True, "embeddings not scaled by sqrt(d_model) (scale_embedding false)"),
         (not field("normalize_before", False), "pre-norm layers (normalize_before)"),
@@ -244,6 +245,7 @@ def model_config_of(hf: dict[str, Any], path: Path) -> ModelConfig:
             activation_dropout=float(field("activation_dropout", 0.0)),
             max_positions=int(field("max_position_embeddings", 1024)),
             share_embeddings=share,
+            activation=ACTIVATIONS[field("activation_function")],
         )
     except (TypeError, ValueError) as exc:
         raise MtkitError(f"{path / 'config.json'} has a missing or invalid field ({exc}).") from None

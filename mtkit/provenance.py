@@ -177,8 +177,11 @@ def start_run(
     precision: str,
     world_size: int,
     start_step: int,
+    started_from: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Build this session's record, write RUN/run.json (keeping earlier sessions) and return it."""
+    """Build this session's record, write RUN/run.json (keeping earlier sessions) and return it.
+
+    `started_from`: the model a fine-tuning run started from (`mtkit train --init`: name, path, sha256)."""
     previous = read_run_json(run_dir)
     earlier = [] if previous is None else [*previous.pop("earlier", []), previous]
     record = {
@@ -198,5 +201,7 @@ def start_run(
         "data": data_chain(data_dir, src, tgt, earlier[-1].get("data") if earlier else None),
         "earlier": earlier,
     }
+    if started_from is not None:
+        record["init"] = started_from
     write_atomic(run_dir / RUN_JSON, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return record

@@ -89,3 +89,21 @@ def trained_model(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("trained") / "model.pt"
     checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, vocab, step=TOY_STEPS), path)
     return path
+
+
+@pytest.fixture(scope="session")
+def opus_dir(tmp_path_factory) -> Path:
+    """An OPUS-MT-shaped Hugging Face directory (tests/support/opus.py): two spm models, Marian's ids, swish."""
+    pytest.importorskip("transformers")
+    from tests.support.opus import make_opus_dir
+
+    return make_opus_dir(tmp_path_factory.mktemp("opus") / "opus-mt-en-de")
+
+
+@pytest.fixture(scope="session")
+def opus_multilingual_dir(tmp_path_factory) -> Path:
+    """The same with `>>fra<<`, `>>deu<<`, `>>ces<<` target-language tokens in its vocabulary."""
+    pytest.importorskip("transformers")
+    from tests.support.opus import make_opus_dir
+
+    return make_opus_dir(tmp_path_factory.mktemp("opus") / "opus-mt-en-mul", multilingual=True, seed=1)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
+from mtkit.cli.options import revision_option
 from mtkit.errors import MtkitError
 
 
@@ -216,25 +217,50 @@ def bpe(
     ),
     seed: int = typer.Option(1, "--seed", help="Seed of the sentence sample."),
     force: bool = typer.Option(False, "--force", help="Relearn and re-encode even if bpe.json says it is up to date."),
+    from_model: Optional[str] = typer.Option(
+        None,
+        "--from",
+        help="Learn nothing: encode with this model's own tokenizer (an mtkit model or checkpoint, a Marian "
+        "directory such as an OPUS-MT model, or a Hugging Face Hub name), for `mtkit train --init MODEL`.",
+        show_default="none",
+    ),
+    revision: Optional[str] = revision_option(),
 ) -> None:
     """Learn a joint SentencePiece BPE vocabulary and binarize every split.
 
     Example: mtkit bpe data/multi30k-en-de --vocab-size 8000
+
+    Fine-tuning data: mtkit bpe data/multi30k-en-fr --from Helsinki-NLP/opus-mt-en-fr
     """
     setup_logging(logging.INFO)
     from mtkit.data.bpe import BpeOptions, build
 
+    tokenizer = None
+    if from_model is not None:
+        if vocab_size is not None:
+            raise MtkitError("--vocab-size and --from exclude each other: --from uses the model's own vocabulary.")
+        from mtkit import hub
+        from mtkit.train.finetune import tokenizer_of
+
+        tokenizer = tokenizer_of(hub.resolve(from_model, revision))
     record = build(
         data_dir,
         BpeOptions(
-            vocab_size=vocab_size, sample=sample, threads=threads, seed=seed, force=force, progress=sys.stderr.isatty()
+            vocab_size=vocab_size,
+            sample=sample,
+            threads=threads,
+            seed=seed,
+            force=force,
+            progress=sys.stderr.isatty(),
+            tokenizer=tokenizer,
+            tokenizer_from=from_model,
         ),
     )
     parts = []
     for split, info in record["splits"].items():
         tokens = ", ".join(f"{lang} {n}" for lang, n in info["tokens"].items())
         parts.append(f"{split} {info['sentences']} sentences ({tokens} tokens)")
-    how = "reused" if record["reused_model"] else "learned"
+    how = "reused" if record["reused_model"] else "learned" if from_model is None else f"took {escape(from_model)}'s"
     err.print(
         f"[green]{how}[/] {escape(str(data_dir))}/spm.model ({record['model']['pieces']} pieces); "
         f"{escape('; '.join(parts))}"

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
-from mtkit.cli.options import build, config_options, device_option
+from mtkit.cli.options import build, config_options, device_option, revision_option
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, EngineConfig, SamplingConfig
 from mtkit.errors import MtkitError
 
@@ -188,6 +188,7 @@ def translate(
     ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
+    revision: Optional[str] = revision_option(),
     workers: int = typer.Option(
         1,
         min=1,
@@ -206,7 +207,8 @@ def translate(
 
     Ensemble: mtkit translate -m seed1/averaged.pt -m seed2/averaged.pt < test.en
 
-    -m also takes a Hugging Face Marian directory or a CTranslate2 one (mtkit export --format ...).
+    -m also takes a Hugging Face Marian directory (an OPUS-MT model too), a Hub name such as
+    Helsinki-NLP/opus-mt-en-de, or a CTranslate2 directory (mtkit export --format ...).
 
     Target prefix: printf 'A man sleeps.\tEin Mann\n' | mtkit translate -m averaged.pt --prefix
 
@@ -227,6 +229,9 @@ def translate(
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
+    from mtkit import hub
+
+    model = [hub.resolve(m, revision) for m in model]  # a Hugging Face Hub name: its cached snapshot
     if workers > 1 and threads > 1:
         raise MtkitError("each of --workers runs one thread: give --workers N for N cores, without --threads.")
     threads = threads or (1 if workers > 1 else 0)  # with workers: the products are timed as a worker runs them

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
-from mtkit.cli.options import build, config_options
+from mtkit.cli.options import build, config_options, revision_option
 from mtkit.config import ExportConfig
 
 
 @app.command()
 @config_options(ExportConfig)
 def export(
-    model: str = typer.Argument(..., help="An mtkit model or checkpoint file (e.g. averaged.pt).", show_default=False),
+    model: str = typer.Argument(
+        ...,
+        help="An mtkit model or checkpoint file (e.g. averaged.pt), a Marian directory or a Hub name.",
+        show_default=False,
+    ),
     output: Path = typer.Option(
         ...,
         "--output",
@@ -25,6 +29,7 @@ def export(
         help="The directory to write: a new or empty one, or an earlier export (its files are replaced, "
         "files you added are kept).",
     ),
+    revision: Optional[str] = revision_option(),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -43,6 +48,8 @@ def export(
     from mtkit.export import export as run_export
 
     setup_logging(logging.WARNING)  # the one line below says what was written
+    from mtkit import hub
+
     config = build(ExportConfig(), given)
-    out = run_export(model, output, config)
+    out = run_export(hub.resolve(model, revision), output, config)  # a Hugging Face Hub name: its cached snapshot
     err.print(f"mtkit: wrote {escape(str(out))} ({config.format}, {config.quantization}).")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from mtkit.cli.app import app
+from mtkit.cli.options import revision_option
 
 
 @app.command()
@@ -18,6 +20,7 @@ def info(
         help="A model or checkpoint file, or a run directory (the --out of `mtkit train`).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print everything as one JSON object instead of text."),
+    revision: Optional[str] = revision_option(),
 ) -> None:
     """Describe a model, checkpoint or run: architecture, parameters, vocabulary, step, best scores, provenance.
 
@@ -25,9 +28,10 @@ def info(
     """
     import json
 
+    from mtkit import hub
     from mtkit.info import describe, render
 
-    described = describe(path)
+    described = describe(Path(hub.resolve(str(path), revision)))  # a Hugging Face Hub name: its cached snapshot
     typer.echo(
         json.dumps(described, indent=1, ensure_ascii=False, default=str) if as_json else render(described), nl=as_json
     )

@@ -114,6 +114,18 @@ def device_option(help: str) -> Any:
     )
 
 
+def revision_option() -> Any:
+    """`--revision`: the revision of a model given as a Hugging Face Hub name (mtkit/hub.py)."""
+    return typer.Option(
+        None,
+        "--revision",
+        show_default=False,
+        help="With a Hugging Face Hub name as the model (owner/name, e.g. Helsinki-NLP/opus-mt-en-de): its "
+        "branch, tag or commit (default main). Downloaded once into the Hub's cache; HF_HUB_OFFLINE=1 reads "
+        "only the cache.",
+    )
+
+
 def build(base: C, given: dict[str, Any]) -> C:
     """`base` with the user's values for its fields laid over it; a value the config refuses is named by its flag."""
     names = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]

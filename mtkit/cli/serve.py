@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
 from mtkit.cli.app import app, setup_logging
-from mtkit.cli.options import build, config_options, device_option
+from mtkit.cli.options import build, config_options, device_option, revision_option
 from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig, EngineConfig
 from mtkit.errors import MtkitError
 
@@ -95,6 +95,7 @@ def serve(
     max_beam: int = typer.Option(16, min=1, help="The largest beam a request may ask for."),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
+    revision: Optional[str] = revision_option(),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -113,6 +114,9 @@ def serve(
 
     setup_logging(logging.INFO)
     access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
+    from mtkit import hub
+
+    model = [hub.resolve(m, revision) for m in model]  # a Hugging Face Hub name: its cached snapshot
     check_models(tuple(model))
     loader = loading.find(model)  # what runs the model: its defaults, its devices and precisions, said now
     precision = build(EngineConfig(), given).precision

@@ -14,7 +14,7 @@ from typing import Any, Literal, Optional
 import typer
 
 from mtkit.cli.app import app, err, setup_logging
-from mtkit.cli.options import build, config_file_option, config_options, device_option, resolved_values
+from mtkit.cli.options import build, config_file_option, config_options, device_option, resolved_values, revision_option
 from mtkit.config import PRESETS, ModelConfig, TrainConfig
 from mtkit.errors import MtkitError
 
@@ -105,6 +105,16 @@ def train(
         "--print-config",
         help="Print every resolved value (preset defaults included) as a --config file and exit.",
     ),
+    init: Optional[str] = typer.Option(
+        None,
+        "--init",
+        help="Fine-tune: start from this model's weights (an mtkit model or checkpoint, a Marian directory or a "
+        "Hugging Face Hub name) and architecture, with a fresh optimizer and, unless --warmup or --lr-scale is "
+        "given, the fine-tuning schedule (a peak of 1e-4 after 1000 warmup updates). Encode DATA with `mtkit "
+        "bpe DATA --from MODEL` first.",
+        show_default="none",
+    ),
+    revision: Optional[str] = revision_option(),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -119,6 +129,16 @@ def train(
     from mtkit.config import model_config, parse_overrides
 
     chosen = PRESETS[preset or DEFAULT_PRESET]
+    start = None
+    if init is not None:  # fine-tuning: the model's architecture, the fine-tuning schedule (mtkit/train/finetune.py)
+        from mtkit import hub
+        from mtkit.train import finetune
+
+        start = finetune.load_start(hub.resolve(init, revision), init)
+        chosen = dataclasses.replace(
+            chosen,
+            train=dataclasses.replace(chosen.train, **finetune.schedule_defaults(start.model_cfg, given.get("warmup"))),
+        )
     if "update_freq" in given:
         given = {**given, "update_tokens": 0}  # an explicit --update-freq wins over the preset's token target
     if isinstance(chosen.train.max_tokens, int):  # what --max-tokens auto is on a CPU: the preset's value
@@ -140,15 +160,25 @@ def train(
     setup_logging(logging.INFO)
     data_dir = open_data(data)
     overrides = {"dropout": model_given.dropout, **parse_overrides(set_ or [], ModelConfig)}
-    model_cfg = model_config(chosen.name, data_dir.vocab_size, **overrides)
-    if preset is None and rank == 0:
+    if start is not None and init is not None:
+        model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
+        given_model = {k: v for k, v in given.items() if k in model_fields}
+        model_cfg = finetune.architecture(
+            start, chosen.model if preset else None, {**given_model, **parse_overrides(set_ or [], ModelConfig)}, init
+        )
+        finetune.check_data(start, data_dir.vocab_bytes(), str(data), init)
+    else:
+        model_cfg = model_config(chosen.name, data_dir.vocab_size, **overrides)
+    if preset is None and start is None and rank == 0:
         _say_default_preset(model_cfg, train_cfg, device, threads)
 
     from mtkit.train.signals import EXIT_CODES
     from mtkit.train.trainer import train as run_training
 
     try:
-        result = run_training(data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart)
+        result = run_training(
+            data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart, init=start
+        )
     except KeyboardInterrupt:  # a second Ctrl-C: atomic writes removed their temporaries on the way out
         err.print(f"mtkit: interrupted at once; {out}/checkpoint_last.pt is the last complete save.")
         raise typer.Exit(130) from None

@@ -54,6 +54,9 @@ class BpeOptions:
     seed: int = DEFAULT_SEED
     force: bool = False
     progress: bool = False
+    # `--from MODEL`: encode with that model's own tokenizer (its bytes, and the name the user gave), learn nothing
+    tokenizer: bytes | None = None
+    tokenizer_from: str | None = None
 
 
 def default_vocab_size(corpus: str | None, train_pairs: int) -> tuple[int, str]:
@@ -108,7 +111,7 @@ def _build(data_dir: Path, opts: BpeOptions) -> dict[str, Any]:
     vocab_size, why = (
         (opts.vocab_size, "--vocab-size") if opts.vocab_size is not None else default_vocab_size(corpus, train_pairs)
     )
-    settings = _learn_settings(vocab_size, opts)
+    settings = _learn_settings(vocab_size, opts) if opts.tokenizer is None else _model_settings(opts)
     # 2. What DIR holds: replace only what an earlier run wrote; its record counts only without --force.
     record_path = data_dir / "bpe.json"
     previous = previous_record(record_path)
@@ -121,7 +124,11 @@ def _build(data_dir: Path, opts: BpeOptions) -> dict[str, Any]:
         # A record of every file that may change and no settings: nothing reuses a half-updated directory.
         _write_record(record_path, {"format": FORMAT, "state": "building", "files": sorted(owned | outputs)})
         # 3. The model: learned, or reused when the settings and the training text are the same.
-        learned = _learn_or_reuse(data_dir, inputs, src, tgt, settings, why, opts, prev, timings)
+        if opts.tokenizer is None:
+            learned = _learn_or_reuse(data_dir, inputs, src, tgt, settings, why, opts, prev, timings)
+        else:
+            learned = _model_tokenizer(data_dir, opts.tokenizer, prev)
+            why = f"the tokenizer of {opts.tokenizer_from}"
         # 4. Every split encoded, or reused when its text and the model are the same.
         encoded = _encode_splits(data_dir, inputs, splits, src, tgt, learned, opts, prev, timings)
         record = {
@@ -186,6 +193,40 @@ def _learn_settings(vocab_size: int, opts: BpeOptions) -> dict[str, Any]:
         "sentencepiece": sentencepiece.__version__,
         "mtkit_bpe_version": 1,
     }
+
+
+def _model_settings(opts: BpeOptions) -> dict[str, Any]:
+    """`--from MODEL`: what the arrays depend on is the tokenizer itself."""
+    assert opts.tokenizer is not None
+    return {"from": opts.tokenizer_from, "sha256": hashlib.sha256(opts.tokenizer).hexdigest(), "mtkit_bpe_version": 1}
+
+
+def _model_tokenizer(data_dir: Path, tokenizer: bytes, prev: Mapping[str, Any]) -> _Learned:
+    """`--from MODEL`: the model's tokenizer written as DIR/spm.model (an OPUS-MT model's is a bundle of its
+    two SentencePiece models and vocab.json, mtkit/data/marian_vocab.py), nothing learned."""
+    from mtkit.data.marian_vocab import load_tokenizer
+
+    vocab = load_tokenizer(tokenizer)
+    sha256 = hashlib.sha256(tokenizer).hexdigest()
+    model_path = data_dir / "spm.model"
+    reused = model_path.is_file() and model_path.read_bytes() == tokenizer
+    if not reused:
+        write_atomic(model_path, tokenizer)
+    write_atomic(data_dir / "spm.vocab", "".join(f"{vocab.piece(i)}\t0\n" for i in range(len(vocab))))
+    return _Learned(vocab, sha256, reused and prev.get("model", {}).get("sha256") == sha256, {})
+
+
+class TargetSide:
+    """A tokenizer's target side for `encode_file`: target.spm where an OPUS-MT model has two models."""
+
+    def __init__(self, vocab: Any):
+        self.vocab = vocab
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def encode_batch(self, lines: list[str], threads: int = 1) -> list[list[int]]:
+        return list(self.vocab.encode_target_batch(lines, threads))
 
 
 # --------------------------------------------------------------------------- the files bpe owns
@@ -328,8 +369,9 @@ def _encode_splits(
                     entry["tokens"][lang], entry["files"][lang] = old["tokens"][lang], old["files"][lang]
                 else:
                     logger.info("encoding %s", data_dir / "raw" / key)
+                    side = learned.vocab if lang == src else TargetSide(learned.vocab)  # two spm models in OPUS-MT's
                     entry["tokens"][lang] = encode_file(
-                        learned.vocab, data_dir / "raw" / key, bin_dir / key, threads, timings, bar.update
+                        side, data_dir / "raw" / key, bin_dir / key, threads, timings, bar.update
                     )
                     entry["files"][lang] = {
                         "bin": f"bin/{key}.bin",

@@ -93,6 +93,13 @@ class Vocab:
     def encode_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
         return self.sp.encode(list(lines), out_type=int, num_threads=threads)
 
+    def encode_target_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
+        """Target-side text (a reference to score, a prefix): the same model here; two in an OPUS-MT tokenizer."""
+        return self.encode_batch(lines, threads)
+
+    def piece(self, i: int) -> str:
+        return str(self.sp.id_to_piece(i))
+
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids, with pad/bos/eos dropped (unk is kept: it is real output)."""
         return self.sp.decode([int(i) for i in ids if i not in (PAD, BOS, EOS)])

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtkit.config import EOS, DecodeConfig, SamplingConfig
-from mtkit.data.vocab import Vocab
+from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.decode.engine import Hypotheses
 from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translator
@@ -294,8 +294,8 @@ def open_directory(path: Path, device: str, precision: str, workers: int, thread
             f"{path} has no {SPM_NAME}, the SentencePiece model that turns text into its tokens; "
             "export it with mtkit export --format ctranslate2, which writes one."
         )
-    vocab = Vocab.load(path / SPM_NAME)
-    pieces = [vocab.sp.id_to_piece(i) for i in range(len(vocab))]
+    vocab = load_tokenizer((path / SPM_NAME).read_bytes())  # an OPUS-MT model's tokenizer bundle too
+    pieces = [vocab.piece(i) for i in range(len(vocab))]
     engine = CT2Engine(path, pieces, device, precision, workers, threads or default_threads())
     logger.info("CTranslate2 model %s on %s (%s)", path, engine.device, engine.compute_type)
     return Translator(engine, vocab, workers)

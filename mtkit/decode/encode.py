@@ -58,7 +58,7 @@ def prefix_ids(
     `limit` + 1 positions) is an error."""
     if not any(prefixes):
         return [[] for _ in prefixes]
-    out = vocab.encode_batch(prefixes)
+    out = vocab.encode_target_batch(prefixes)
     limits = [max_output_length(len(s), config, limit + 1) for s in sources]
     for i, (prefix, most) in enumerate(zip(out, limits)):
         if len(prefix) > most:
@@ -72,7 +72,7 @@ def prefix_ids(
 
 def target_ids(vocab: Tokenizer, targets: list[str], first: int, limit: int) -> list[list[int]]:
     """The ids of targets to score; one longer than `limit` is an error (BOS + target must fit the positions)."""
-    out = vocab.encode_batch(targets)
+    out = vocab.encode_target_batch(targets)
     for i, target in enumerate(out):
         if len(target) > limit:
             raise MtkitError(

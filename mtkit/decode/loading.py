@@ -170,7 +170,7 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
     import torch
 
     from mtkit import checkpoint, runtime
-    from mtkit.data.vocab import Vocab
+    from mtkit.data.marian_vocab import load_tokenizer
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
 
@@ -197,7 +197,7 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
     target = pick_device(device)
     plan = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
     models = [runtime.apply(m.to(device=target, dtype=plan.dtype).eval(), plan) for m in models]
-    return Translator(TorchEngine(models, target, about), Vocab.from_bytes(vocabs[0]), workers)
+    return Translator(TorchEngine(models, target, about), load_tokenizer(vocabs[0]), workers)
 
 
 register(Loader("ctranslate2", is_ct2_dir, ct2_engine, ct2_check_runtime, open_ct2))

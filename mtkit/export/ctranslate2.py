@@ -29,6 +29,7 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import BOS, EOS, UNK, ExportConfig
+from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.model.transformer import MultiHeadAttention, Transformer
@@ -65,7 +66,7 @@ def check(config: ExportConfig) -> None:
 def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -> None:
     """The CTranslate2 model of `ckpt` (validated, quantized) and its SentencePiece model, saved in `tmp`."""
     model = typing.cast(Transformer, checkpoint.build_from(ckpt).float().eval())
-    vocab = Vocab.from_bytes(ckpt["vocab"])
+    vocab = load_tokenizer(ckpt["vocab"])  # mtkit's SentencePiece model or an OPUS-MT tokenizer
     spec = ctranslate2_spec(model, vocab)
     try:
         spec.validate()
@@ -80,11 +81,12 @@ def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -
 # --------------------------------------------------------------------------- the spec
 def ctranslate2_spec(model: Transformer, vocab: Vocab) -> Any:
     """A CTranslate2 TransformerSpec holding `model`'s weights and `vocab`'s pieces (not yet quantized)."""
-    from ctranslate2.specs import transformer_spec  # type: ignore[import-untyped]
+    from ctranslate2.specs import common_spec, transformer_spec  # type: ignore[import-untyped]
 
     cfg = model.cfg
+    activation = common_spec.Activation.SWISH if cfg.activation == "swish" else common_spec.Activation.RELU
     spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.encoder_layers, cfg.decoder_layers), cfg.heads, pre_norm=cfg.pre_norm
+        (cfg.encoder_layers, cfg.decoder_layers), cfg.heads, pre_norm=cfg.pre_norm, activation=activation
     )
     set_encoder(spec.encoder, model)
     set_decoder(spec.decoder, model)
@@ -97,15 +99,15 @@ def ctranslate2_spec(model: Transformer, vocab: Vocab) -> Any:
 
 def pieces(vocab: Vocab, size: int) -> list[str]:
     """The SentencePiece pieces in id order; embedding rows beyond them get unique placeholder names."""
-    tokens = [vocab.sp.id_to_piece(i) for i in range(len(vocab))]
+    tokens = [vocab.piece(i) for i in range(len(vocab))]
     return tokens + [f"<mtkit_unused_{i}>" for i in range(len(tokens), size)]
 
 
 def set_tokens(config: Any, vocab: Vocab) -> None:
     """mtkit's convention: the source is ids + [EOS], the decoder's first input is BOS."""
-    config.unk_token = vocab.sp.id_to_piece(UNK)
-    config.bos_token = vocab.sp.id_to_piece(BOS)
-    config.eos_token = vocab.sp.id_to_piece(EOS)
+    config.unk_token = vocab.piece(UNK)
+    config.bos_token = vocab.piece(BOS)
+    config.eos_token = vocab.piece(EOS)
     config.decoder_start_token = config.bos_token
     config.add_source_bos = False
     config.add_source_eos = True
@@ -162,6 +164,8 @@ def set_decoder(spec: Any, model: Transformer) -> None:
     set_embeddings(spec, spec.embeddings, model, model.tgt_embed.table)
     projection: Any = model.output_proj if model.output_proj is not None else model.tgt_embed.table
     spec.projection.weight = _array(projection.weight)
+    if model.cfg.output_bias:  # Marian's final_logits_bias
+        spec.projection.bias = _array(model.final_logits_bias)
     layer: Any
     for layer_spec, layer in zip(spec.layer, model.decoder):
         set_attention(layer_spec.self_attention, layer.self_attn, layer.res_self.norm)

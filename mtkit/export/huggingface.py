@@ -35,9 +35,10 @@ import torch
 
 from mtkit import checkpoint, marian
 from mtkit.config import BOS, EOS, PAD, ExportConfig, ModelConfig
+from mtkit.data.marian_vocab import MarianVocab, load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
-from mtkit.export import card
+from mtkit.export import card, huggingface_opus
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,10 @@ def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -
     """Model, generation settings, tokenizer files and model card of `ckpt`, saved in `tmp`."""
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
+    tokenizer = load_tokenizer(ckpt["vocab"])
+    if isinstance(tokenizer, MarianVocab):  # an OPUS-MT vocabulary: its own files and ids (huggingface_opus.py)
+        search = {"num_beams": BEAM, "length_penalty": ALPHA, "early_stopping": True}
+        return huggingface_opus.write(ckpt, tokenizer, tmp, config, DTYPES[config.quantization], search)
     cfg = checkpoint.config_of(ckpt)
     fields = marian.marian_config(cfg)  # refuses what Marian cannot represent (pre-norm)
     model = MarianMTModel(MarianConfig(**fields))

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtkit.config import PAD, ModelConfig
@@ -110,15 +111,20 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Section 3.3, Eq. (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""
+    """Section 3.3, Eq. (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2.
 
-    def __init__(self, d_model: int, d_ff: int, activation_dropout: float):
+    `swish` replaces max(0, .) with x sigmoid(x) (SiLU), the activation of OPUS-MT's Marian models.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation_dropout: float, activation: str = "relu"):
         super().__init__()
         self.w_1, self.w_2 = Linear(d_model, d_ff), Linear(d_ff, d_model)
         self.dropout = Dropout(activation_dropout)
+        self.swish = activation == "swish"
 
     def forward(self, x: Tensor) -> Tensor:
-        out: Tensor = self.w_2(self.dropout(linear_relu(self.w_1, x)))
+        hidden = F.silu(self.w_1(x)) if self.swish else linear_relu(self.w_1, x)
+        out: Tensor = self.w_2(self.dropout(hidden))
         return out
 
 
@@ -148,7 +154,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, self_attention=True)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, cfg.activation)
         self.res_attn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
@@ -165,7 +171,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, self_attention=True)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, self_attention=False)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, cfg.activation)
         self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
@@ -202,6 +208,8 @@ class Encoded:
 class Transformer(nn.Module):
     """Figure 1: encoder and decoder stacks, shared embeddings (3.4), output softmax."""
 
+    final_logits_bias: Tensor  # (V,), with cfg.output_bias only
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -224,6 +232,8 @@ class Transformer(nn.Module):
             if cfg.share_embeddings != "none"
             else Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
         )
+        if cfg.output_bias:  # Marian's final_logits_bias: saved and loaded, never trained
+            self.register_buffer("final_logits_bias", torch.zeros(cfg.target_vocab_size))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -287,6 +297,8 @@ class Transformer(nn.Module):
     def project(self, x: Tensor) -> Tensor:
         """Pre-softmax linear transformation, sharing the embedding matrix (3.4) unless untied."""
         logits: Tensor = self.output_proj(x)  # (B, T, V)
+        if self.cfg.output_bias:
+            logits = logits + self.final_logits_bias.to(logits.dtype)
         return logits
 
     def decode(self, tgt_in: Tensor, encoded: Encoded) -> Tensor:

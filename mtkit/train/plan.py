@@ -13,6 +13,7 @@ from mtkit.config import ModelConfig, TrainConfig
 from mtkit.data.batching import BatchPlan, bucket_lengths, epoch_batches, epoch_order, plan_batches, shard_all
 from mtkit.data.buckets import bucketed
 from mtkit.data.dataset import DataDir, ParallelSplit, open_data
+from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.train import distributed as dist
@@ -37,7 +38,7 @@ def open_training_data(path: Path, model_cfg: ModelConfig, valid_bleu: int = 0) 
     """The data directory, refused in one sentence when it does not fit the model (or lacks --valid-bleu's text)."""
     data = open_data(path)
     vocab = data.vocab_bytes()
-    spm = Vocab.from_bytes(vocab)
+    spm = load_tokenizer(vocab)  # mtkit's SentencePiece model, or an OPUS-MT model's (`mtkit bpe --from`)
     check_vocab(data, spm, model_cfg)
     train, valid = data.split("train"), data.split("valid")
     sample = bleu_sample(data, valid_bleu) if valid_bleu else None

@@ -31,7 +31,14 @@ logger = logging.getLogger(__name__)
 
 
 def write_run_files(
-    run_dir: Path, model_cfg: ModelConfig, cfg: TrainConfig, data: DataDir, world: World, precision: str, step: int
+    run_dir: Path,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    data: DataDir,
+    world: World,
+    precision: str,
+    step: int,
+    started_from: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Rank 0, as training starts: RUN/config.json (the resolved configs) and RUN/run.json (provenance.start_run,
     whose record is returned: every checkpoint carries it)."""
@@ -52,6 +59,7 @@ def write_run_files(
         precision=precision,
         world_size=world.size,
         start_step=step,
+        started_from=started_from,
     )
 
 

@@ -37,7 +37,7 @@ from mtkit.heap import keep_freed_memory
 from mtkit.model import Transformer
 from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
-from mtkit.train import probe, report, resume, rundir
+from mtkit.train import finetune, probe, report, resume, rundir
 from mtkit.train.forward import accumulate, out_of_memory_hint
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, TrainingData, bucket_data, epoch_of, open_training_data, plan_data
@@ -59,10 +59,11 @@ def train(
     device: str = "auto",
     threads: int = 0,
     restart: bool = False,
+    init: finetune.Start | None = None,
 ) -> TrainResult:
     """Train (or resume RUN's checkpoint) and return the final model; see the module docstring.
 
-    `restart`: move what RUN holds to RUN/previous-<time>/ and start afresh.
+    `restart`: move what RUN holds to RUN/previous-<time>/ and start afresh. `init`: a new run's first weights.
     """
     if threads > 0:
         torch.set_num_threads(threads)
@@ -76,6 +77,8 @@ def train(
             trainer = Trainer(data, run, model_cfg, cfg, world)
             if ckpt is not None:
                 trainer.load_state_dict(ckpt)
+            elif init is not None:  # fine-tuning: the starting model's weights, named in run.json
+                finetune.start_from(trainer, init)
             del ckpt  # its optimizer state can be twice the model's size
             return trainer.run()
     finally:
@@ -130,6 +133,7 @@ class Trainer:
         )
         self.stop_requests = StopRequests()
         self.provenance: dict = {}  # RUN/run.json, written by rank 0 when training starts (only rank 0 saves)
+        self.started_from: dict | None = None  # --init's model, for run.json (mtkit/train/finetune.py)
 
     # ---- what a checkpoint holds ---------------------------------------------------------------------------
 
@@ -215,7 +219,7 @@ class Trainer:
             checkpoint.remove_stale_temporaries(self.run_dir)
             step, precision = self.progress.step, self.precision.name
             self.provenance = report.write_run_files(
-                self.run_dir, self.model_cfg, self.cfg, self.data.dir, self.world, precision, step
+                self.run_dir, self.model_cfg, self.cfg, self.data.dir, self.world, precision, step, self.started_from
             )
 
     def _loop(self) -> str:

@@ -146,10 +146,10 @@ def test_weights_read_back_are_the_model(trained_model, exported):
 @pytest.mark.parametrize(
     "edit, difference",
     [
-        ({"activation_function": "gelu"}, "activation 'gelu'"),
+        ({"activation_function": "gelu"}, "activation_function 'gelu'"),
         ({"scale_embedding": False}, "scale_embedding false"),
         ({"normalize_before": True}, "pre-norm"),
-        ({"pad_token_id": 58100}, "token ids"),
+        ({"pad_token_id": 58100}, "pad_token_id is 58100 (vocab.json says 0)"),
         ({"model_type": "bart"}, "Marian models only"),
     ],
 )
