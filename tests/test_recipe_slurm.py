@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import subprocess
+import sys
 import time
 from pathlib import Path
 
