@@ -71,10 +71,11 @@ class Engine(Protocol):
 class Translator:
     """A model (or an ensemble of models sharing one vocabulary) and its SentencePiece vocabulary, ready for raw text.
 
-    >>> translator = Translator.load("runs/small/averaged.pt")  # or a list of files: an ensemble
-    >>> translator.translate(["A man is riding a bike."])
-    >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
-    >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
+    Examples:
+        >>> translator = Translator.load("runs/small/averaged.pt")  # or a list of files: an ensemble
+        >>> translator.translate(["A man is riding a bike."])
+        >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
+        >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
     """
 
     # What searches the batches: None, mtkit's own beam search and sampling over `self.models`; or another
