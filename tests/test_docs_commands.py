@@ -49,6 +49,8 @@ def parse(argv: list[str], partial: bool = False) -> None:
     `partial`: inline code in a sentence (`mtkit translate --beam 1`) names a command and some options, not all
     that a run needs; a missing argument, or an option named without its value, is then not an error."""
     command = typer.main.get_command(app)
+    if partial and argv == ["mtkit"]:
+        return  # `torchrun ... -m mtkit`: the launcher, naming mtkit
     ctx = None
     rest = argv[1:]
     name = "mtkit"

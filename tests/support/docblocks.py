@@ -89,7 +89,7 @@ def inline_commands(page: Path) -> list[tuple[str, str]]:
     found = []
     for number, line in enumerate(text.splitlines(), 1):
         for span in re.findall(r"(?<!`)`([^`\n]+)`(?!`)", line):
-            if span.startswith("mtkit ") or span.startswith("torchrun "):
+            if re.match(r"^(mtkit|torchrun) (?!\S*: )", span):  # not a message: `mtkit train: usage error: ...`
                 found.append((f"{page.relative_to(ROOT)}:{number}", span))
     return found
 
