@@ -15,6 +15,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -227,8 +228,30 @@ def test_runnable_block_runs(block: docblocks.Block, base_sandbox: Path, page_sa
         finally:
             os.chdir(before)
         return
+    if re.search(r"^mtkit serve .*&$", block.text, re.M):
+        run_server_block(block, sandbox)
+        return
     for line in docblocks.shell_lines(block.text):
         run_line(line, sandbox, block.where)
+
+
+def run_server_block(block: docblocks.Block, cwd: Path) -> None:
+    """A block that starts `mtkit serve ... &` runs as one bash script, HOME in the sandbox, on a free port instead
+    of 5000; the runner waits for /health after the server line, checks that the last line's answer translated,
+    and stops the server."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    lines = []
+    for line in docblocks.shell_lines(block.text.replace("localhost:5000", f"localhost:{port}")):
+        if re.match(r"^mtkit serve .*&$", line):
+            line = line[:-1] + f"--port {port} &\nserver=$!\n"
+            line += f"for _ in $(seq 600); do curl -sf localhost:{port}/health >/dev/null && break; sleep 0.1; done"
+        lines.append(line)
+    script = "set -euo pipefail\n" + "\n".join(lines) + "\nkill $server; wait $server || true\n"
+    env = {**os.environ, "HOME": str(cwd), "PATH": f"{cwd.parent / 'bin'}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    assert done.returncode == 0 and '"translations"' in done.stdout, f"{block.where}:\n{done.stdout}\n{done.stderr}"
 
 
 def run_line(line: str, cwd: Path, where: str) -> None:
