@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import inspect
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ def _comments(cls: type) -> dict[str, str]:
 
 
 def field_table(dotted: str) -> str:
+    if str(ROOT) not in sys.path:  # `mkdocs build` from a checkout where mtkit is not installed
+        sys.path.insert(0, str(ROOT))
     module, name = dotted.rsplit(".", 1)
     cls = getattr(importlib.import_module(module), name)
     comments = _comments(cls)
