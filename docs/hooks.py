@@ -1,11 +1,19 @@
-"""MkDocs hooks: files the site shows that live elsewhere in the repository, added at build time, not copied.
+"""MkDocs hooks: what the site shows that lives elsewhere in the repository, added at build time, not copied.
 
-The Multi30k recipe's learning curves stay in recipes/multi30k-en-de/ (its README embeds them); the site
-serves the same file as img/multi30k-curves.png, so `mkdocs build --strict` can check the link to it.
+- The Multi30k recipe's learning curves stay in recipes/multi30k-en-de/ (its README embeds them); the site
+  serves the same file as img/multi30k-curves.png, so `mkdocs build --strict` can check the link to it.
+- `<!-- config-fields: mtkit.config.ModelConfig -->` in a page becomes a table of that config's fields: name,
+  type, default, the command-line flag, and the help (the `option(default, help)` text, else the comment
+  beside the field in the source), so the Python API reference shows what `--help` shows and cannot drift.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import inspect
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +21,43 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTSIDE = {"img/multi30k-curves.png": ROOT / "recipes" / "multi30k-en-de" / "curves.png"}
+FIELDS = re.compile(r"^<!-- config-fields: ([\w.]+) -->$", re.M)
 
 
 def on_files(files: Files, config: Any) -> Files:
     for uri, source in OUTSIDE.items():
         files.append(File.generated(config, uri, abs_src_path=str(source)))
     return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    return FIELDS.sub(lambda m: field_table(m[1]), markdown)
+
+
+def _comments(cls: type) -> dict[str, str]:
+    """The trailing `# comment` of each field line in the class's source."""
+    found = {}
+    for line in inspect.getsource(cls).splitlines():
+        match = re.match(r"^    (\w+): [^=]+=.*?#\s*(.+)$", line)
+        if match:
+            found[match[1]] = match[2].strip()
+    return found
+
+
+def field_table(dotted: str) -> str:
+    if str(ROOT) not in sys.path:  # `mkdocs build` from a checkout where mtkit is not installed
+        sys.path.insert(0, str(ROOT))
+    module, name = dotted.rsplit(".", 1)
+    cls = getattr(importlib.import_module(module), name)
+    comments = _comments(cls)
+    rows = ["| field | type | default | flag | what it is |", "|---|---|---|---|---|"]
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        helped = "help" in f.metadata
+        flag = f"`--{f.name.replace('_', '-')}`" if helped else ""
+        text = f.metadata["help"] if helped else comments.get(f.name, "")
+        if f.metadata.get("choices"):
+            text += f" Choices: {', '.join(f.metadata['choices'])}."
+        kind = str(f.type).replace(" | ", " or ")
+        rows.append(f"| `{f.name}` | `{kind}` | `{default!r}` | {flag} | {text.replace('|', chr(92) + '|')} |")
+    return "\n".join(rows)

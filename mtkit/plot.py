@@ -144,6 +144,20 @@ def labels_for(paths: Sequence[Path]) -> list[str]:
     return [str(p) for p in paths]
 
 
+def describe(run: Run) -> str:
+    """The run's name with what it trained, from RUN/config.json ("run (3+3 layers, d_model 256, seed 1)"): a
+    title that says which runs a figure shows, even when the directory is called `run`. Just the name without it."""
+    try:
+        config = json.loads((run.path / "config.json").read_text(encoding="utf-8"))
+        model, train = config["model"], config["train"]
+        return (
+            f"{run.label} ({model['encoder_layers']}+{model['decoder_layers']} layers, "
+            f"d_model {model['d_model']}, seed {train['seed']})"
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return run.label
+
+
 def load_runs(paths: Sequence[Path]) -> list[Run]:
     return [Run(label, Path(p), read_metrics(Path(p))) for label, p in zip(labels_for(paths), paths)]
 
@@ -290,7 +304,7 @@ def draw(runs: Sequence[Run], axis: str = "minutes", series: Sequence[str] | Non
         from matplotlib.ticker import EngFormatter
 
         axes[-1].xaxis.set_major_formatter(EngFormatter())  # 20 M, 1.5 G: short labels that never overlap
-    fig.suptitle("Learning curves: " + ", ".join(run.label for run in runs), fontsize=11)
+    fig.suptitle("Learning curves: " + "; ".join(describe(run) for run in runs), fontsize=11)
     return fig
 
 

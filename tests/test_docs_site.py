@@ -1,4 +1,5 @@
-"""The built site as a user sees it (docs/check_site.py): skipped, with the reason, without Chromium or MkDocs."""
+"""The built site as a user sees it (docs/check_site.py): each page 1280 and 390 px wide, with its tables and
+images, no code block cut at the right edge; skipped, with the reason, without Chromium or MkDocs."""
 
 import importlib.util
 import shutil
@@ -12,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_home_command_and_benchmark_pages_render_with_their_tables_and_images():
+def test_the_pages_render_with_their_tables_and_images_and_nothing_cut_at_laptop_and_phone_widths():
     if importlib.util.find_spec("mkdocs") is None:
         pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
     if not any(shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")):

@@ -103,6 +103,15 @@ def test_several_runs_are_overlaid_with_their_directory_names(tmp_path: Path) ->
     fig = plot.draw(plot.load_runs([tmp_path / "a" / "run", tmp_path / "b" / "run"]))  # default: loss and bleu
     assert [ax.get_title(loc="left").split()[0] for ax in fig.axes] == ["loss", "dev"]
     assert set(lines_of(fig, 1)) == {"a/run (valid)"}  # b has no BLEU: left out of that panel only
+    assert fig._suptitle.get_text() == "Learning curves: a/run; b/run"  # no config.json: the names alone
+
+
+def test_the_title_names_each_run_with_what_it_trained(tmp_path: Path) -> None:
+    write_run(tmp_path / "run")
+    config = {"model": {"encoder_layers": 3, "decoder_layers": 3, "d_model": 256}, "train": {"seed": 2}}
+    (tmp_path / "run" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    fig = plot.draw(plot.load_runs([tmp_path / "run"]))
+    assert fig._suptitle.get_text() == "Learning curves: run (3+3 layers, d_model 256, seed 2)"
 
 
 @pytest.mark.parametrize(

@@ -56,10 +56,11 @@ class Translation:
 class Translator:
     """The text pipeline around an engine (mtkit/decode/engine.py): raw text in, translations out.
 
-    >>> translator = mtkit.load_translator("runs/small/averaged.pt")  # or a list of files: an ensemble
-    >>> translator.translate(["A man is riding a bike."])
-    >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
-    >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
+    Examples:
+        >>> translator = mtkit.load_translator("runs/small/averaged.pt")  # or a list of files: an ensemble
+        >>> translator.translate(["A man is riding a bike."])
+        >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
+        >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
 
     `mtkit.load_translator` (mtkit/decode/loading.py) opens files on the engine they call for; models in hand
     (a training run's): `Translator(TorchEngine(model.eval(), device), vocab)`.

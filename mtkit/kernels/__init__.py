@@ -2,7 +2,6 @@
 and the dropout mask. Functions of their arguments only: no module-level state, no timings, no choices made by
 measuring (those are mtkit.runtime's, made once by an entry point and handed down as attributes of modules).
 
-Layers (each imports only from its own layer or below):
-
-    mtkit.train > mtkit.decode > mtkit.runtime > mtkit.checkpoint > mtkit.model > mtkit.kernels > mtkit.data > base
+Where this package sits among mtkit's layers (what it may import): docs/architecture.md, whose table is generated
+from pyproject.toml's import-linter contract.
 """

@@ -1,6 +1,6 @@
-"""Eq. (1), two ways: PyTorch's fused kernel (`scaled_dot_product_attention`, on a GPU without cuDNN's) or two
-batched products around a softmax (`attention_math`), and the fixed rule, by device, shape and dtype, that says
-which is faster.
+"""Eq. (1) of section 3.2.1, two ways: PyTorch's fused kernel (`scaled_dot_product_attention`, on a GPU without
+cuDNN's) or two batched products around a softmax (`attention_math`), and the fixed rule, by device, shape and
+dtype, that says which is faster.
 
 Not in the paper: engineering choices of kernel, measured once on this project's CPUs and written down as a
 rule (`math_attention_is_faster`); nothing here measures or remembers anything at run time.

@@ -12,7 +12,8 @@ from mtkit.model.transformer import Encoded, Transformer
 def build_model(preset: str | ModelConfig, vocab_size: int | None = None, **overrides: Any) -> Transformer:
     """A freshly initialised Transformer from a preset name (plus vocabulary size) or a ModelConfig.
 
-    >>> sum(p.numel() for p in build_model("base", 37000).parameters())  # about 63 M
+    Examples:
+        >>> sum(p.numel() for p in build_model("base", 37000).parameters())  # about 63 M
     """
     if isinstance(preset, ModelConfig):
         if vocab_size is not None or overrides:

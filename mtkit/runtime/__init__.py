@@ -7,13 +7,8 @@ layer's kernel choice as an attribute of the layer. No process-global state: mea
 functions of their arguments, and environment pins (MTKIT_CPU_MATMUL, MTKIT_AUTO_PRECISION) are read when a
 decision is made.
 
-Layers (each imports only from its own layer or below):
-
-    mtkit.cli > mtkit.serve | export | info | plot > mtkit.train > mtkit.decode
-      > mtkit.runtime (this package: decisions)  > mtkit.checkpoint > mtkit.model
-      > mtkit.kernels (no decisions, no timings) > mtkit.data > base modules
-
-Inside it: decide > precision > plan > int8 | packing > matmul > caches.
+Where this package sits among mtkit's layers (what it may import): docs/architecture.md, whose table is generated
+from pyproject.toml's import-linter contract. Inside it: decide > precision > plan > int8 | packing > matmul > caches.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi30k English->German on a CPU: from nothing to a scored model in a fixed wall-clock budget.
 #   bash run.sh                                   # 25 minutes of training on 2 cores (see README.md)
-#   bash run.sh --quick                           # about 5 minutes end to end: the quickstart
+#   bash run.sh --quick                           # about 4 minutes end to end: the quickstart
 #   bash run.sh --mirror ../shared/data/multi30k-en-de   # no internet: read the six .gz files there
 #   bash run.sh --dry-run                         # print every command, run none
 set -euo pipefail

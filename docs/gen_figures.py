@@ -1,0 +1,93 @@
+"""Write the headline figures of README.md, docs/index.md and docs/benchmarks.md from docs/figures.yaml.
+
+    python docs/gen_figures.py            # rewrite the tables between <!-- figures:begin --> and <!-- figures:end -->
+    python docs/gen_figures.py --check    # exit 1 if a committed page differs (tests/test_docs_figures.py too)
+
+README.md and docs/index.md show one row per measurement (its headline, machine and a link); docs/benchmarks.md
+shows every run behind each headline with its machine, command and date. Change a figure in docs/figures.yaml,
+never in a page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "docs" / "figures.yaml"
+BEGIN, END = (
+    "<!-- figures:begin (docs/gen_figures.py writes this table from docs/figures.yaml) -->",
+    "<!-- figures:end -->",
+)
+REGION = re.compile(re.escape(BEGIN) + r"\n.*?" + re.escape(END), re.S)
+
+
+def measurements() -> list[dict[str, Any]]:
+    import yaml
+
+    return list(yaml.safe_load(DATA.read_text(encoding="utf-8"))["measurements"])
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").strip()
+
+
+def summary(link_prefix: str) -> str:
+    rows = ["| task | mtkit | machine | details |", "|---|---|---|---|"]
+    for m in measurements():
+        name = m["link"].split("#")[0].removesuffix(".md")
+        rows.append(
+            f"| {_cell(m['task'])} | {_cell(m['headline'])} | {_cell(m['machine'])} | "
+            f"[{name}]({link_prefix}{m['link']}) |"
+        )
+    return "\n".join(rows)
+
+
+def runs() -> str:
+    rows = ["| measurement | machine | command | date | result |", "|---|---|---|---|---|"]
+    for m in measurements():
+        for run in m["runs"]:
+            rows.append(
+                f"| {_cell(m['task'])} | {_cell(run['machine'])} | `{_cell(run['command'])}` | "
+                f"{_cell(run['date'])} | {_cell(run['result'])} |"
+            )
+    return "\n".join(rows)
+
+
+PAGES = {
+    ROOT / "README.md": lambda: summary("docs/"),
+    ROOT / "docs" / "index.md": lambda: summary(""),
+    ROOT / "docs" / "benchmarks.md": runs,
+}
+
+
+def render(page: Path, text: str) -> str:
+    """`text` with its figures region replaced by what figures.yaml gives; a page without the region is an error."""
+    if not REGION.search(text):
+        raise SystemExit(f"{page.relative_to(ROOT)} has no {BEGIN} ... {END} region")
+    return REGION.sub(lambda _: f"{BEGIN}\n{PAGES[page]()}\n{END}", text, count=1)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page differs, write nothing")
+    args = parser.parse_args()
+    stale = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        new = render(page, text)
+        if new != text:
+            stale.append(str(page.relative_to(ROOT)))
+            if not args.check:
+                page.write_text(new, encoding="utf-8")
+    if args.check and stale:
+        print(f"stale figures in {', '.join(stale)}: run `python docs/gen_figures.py`", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

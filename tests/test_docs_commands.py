@@ -1,0 +1,324 @@
+"""Every command the documentation shows is one mtkit accepts, and the blocks marked runnable run.
+
+README.md and docs/*.md are read as a user copies from them: each `mtkit ...` of a shell block or of inline
+code is parsed by mtkit's own click command (an unknown option, a wrong value or a removed command fails here,
+naming the page and line), without running it. Blocks marked `<!-- docs-check: run -->` run on the shipped
+sample corpus with a tiny model (tests/support/docblocks.py says how); blocks marked
+`<!-- docs-check: skip REASON -->` are only parsed, and must say why they cannot run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import typer
+from typer._click import exceptions as click_errors  # typer carries its own click since 0.26
+
+from mtkit.cli import app
+from mtkit.data import corpora, prepare
+from mtkit.errors import MtkitError
+from tests.support import docblocks
+from tests.support.cli import ROOT, run_cli
+from tests.support.corpora import short_pairs
+from tests.support.training import FAST
+
+# What a runnable block's `mtkit train` gets appended so that it takes seconds (later options win in click): the
+# tiny preset for a few updates on one thread, a checkpoint after each (`average --last 5` needs five).
+# `bpe`: a vocabulary the few hundred sample lines can fill; `translate`: outputs cut at 16 tokens, so that an
+# untrained model's search ends at once.
+QUICK = {
+    "train": [*FAST, "--max-steps", "6", "--save-every-steps", "1", "--valid-every", "3", "--valid-bleu", "0"],
+    "bpe": ["--vocab-size", "400"],
+    "translate": ["--max-len-a", "0", "--max-len-b", "16"],
+}
+
+
+def parse(argv: list[str], partial: bool = False) -> None:
+    """Parse `mtkit ...` down to its (sub)command with mtkit's own click command; raise click's error.
+
+    `partial`: inline code in a sentence (`mtkit translate --beam 1`) names a command and some options, not all
+    that a run needs; a missing argument, or an option named without its value, is then not an error."""
+    command = typer.main.get_command(app)
+    if partial and argv == ["mtkit"]:
+        return  # `torchrun ... -m mtkit`: the launcher, naming mtkit
+    ctx = None
+    rest = argv[1:]
+    name = "mtkit"
+    while True:
+        try:
+            ctx = command.make_context(name, list(rest), parent=ctx, resilient_parsing=False)
+        except (typer.Exit, SystemExit) as stop:  # --help, --version, completion: parsed, then the command stops
+            assert getattr(stop, "exit_code", getattr(stop, "code", 0)) in (0, None)
+            return
+        except (click_errors.MissingParameter, click_errors.BadOptionUsage) as error:
+            if partial and (isinstance(error, click_errors.MissingParameter) or "requires an argument" in str(error)):
+                return
+            raise
+        except MtkitError as error:  # `--config FILE` is read while parsing: a file of the docs' example
+            assert str(error).startswith("cannot read the config file"), error
+            return
+        if not hasattr(command, "resolve_command"):
+            assert not ctx.args, f"arguments left unparsed: {ctx.args}"
+            return
+        rest = [*ctx._protected_args, *ctx.args]  # click keeps the subcommand name aside
+        if not rest:
+            return
+        name, command, rest = command.resolve_command(ctx, rest)
+        assert command is not None
+
+
+def documented_commands() -> tuple[list[tuple[str, list[str], bool]], list[str]]:
+    """(where, argv, partial) of every `mtkit` command in the docs (partial: inline code), and the lines that are
+    not shell at all."""
+    found, broken = [], []
+    lines = [
+        (block.where, line, False)
+        for page in docblocks.pages()
+        for block in docblocks.blocks(page)
+        if block.lang in docblocks.SHELL
+        for line in docblocks.shell_lines(block.text)
+    ]
+    lines += [(*item, True) for page in docblocks.pages() for item in docblocks.inline_commands(page)]
+    for where, line, partial in lines:
+        try:
+            found += [(where, argv, partial) for argv in docblocks.commands(line)]
+        except ValueError as error:
+            broken.append(f"{where}: {line} ({error})")
+    return found, broken
+
+
+COMMANDS, BROKEN = documented_commands()
+
+
+def test_every_shell_line_of_the_docs_is_shell():
+    assert not BROKEN, "lines of shell blocks that a shell cannot read:\n" + "\n".join(BROKEN)
+
+
+def test_the_docs_show_many_commands():
+    """The collector finds what it should (a broken collector would make the next test pass on nothing)."""
+    names = {argv[1] for _, argv, _ in COMMANDS if len(argv) > 1}
+    assert {"prepare", "bpe", "train", "average", "translate", "score", "serve", "export", "plot", "info"} <= names
+    assert len(COMMANDS) > 100
+
+
+def test_every_documented_mtkit_command_parses(capsys):
+    failures = []
+    for where, argv, partial in COMMANDS:
+        try:
+            parse(argv, partial)
+        except (click_errors.ClickException, AssertionError) as error:
+            message = error.format_message() if isinstance(error, click_errors.ClickException) else str(error)
+            failures.append(f"{where}: {shlex.join(argv)}\n    {message}")
+    capsys.readouterr()
+    assert not failures, "commands in the docs that mtkit refuses:\n" + "\n".join(failures)
+
+
+def test_the_checker_refuses_what_mtkit_refuses():
+    for argv in (["mtkit", "translat"], ["mtkit", "translate", "--bem", "4"], ["mtkit", "translate", "--beam", "x"]):
+        with pytest.raises(click_errors.ClickException):
+            parse(argv)
+
+
+def test_every_marked_block_says_why_it_cannot_run():
+    marked = [b for page in docblocks.pages() for b in docblocks.blocks(page) if b.mark]
+    assert any(b.mark == "run" for b in marked)
+    assert all(b.reason for b in marked if b.mark == "skip"), [b.where for b in marked if not b.reason]
+
+
+def test_shell_lines_are_cut_into_mtkit_commands():
+    line = "VAR=1 mtkit translate -m M < in.en > out.de && python -m mtkit score out.de --ref r.de  # a comment"
+    assert docblocks.commands(line) == [
+        ["mtkit", "translate", "-m", "M"],
+        ["mtkit", "score", "out.de", "--ref", "r.de"],
+    ]
+    assert docblocks.commands("torchrun --nproc_per_node 8 -m mtkit train D --out R") == [
+        ["mtkit", "train", "D", "--out", "R"]
+    ]
+    assert docblocks.shell_lines("$ mtkit a \\\n  --b\noutput\n") == ["mtkit a    --b"]
+
+
+# ---- runnable blocks -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def base_sandbox(tmp_path_factory, trained_model: Path, toy_data: Path) -> Iterator[Path]:
+    """A working directory as the docs assume one: ../shared/data/multi30k-en-de (the shipped sample, its sha256
+    registered for `prepare --mirror`), a trained tiny model at every path the docs name, a run directory
+    runs/small, text files with the names the docs use, and an `mtkit` on PATH that is this checkout's."""
+    top = tmp_path_factory.mktemp("docs")
+    mirror = top / "shared" / "data" / "multi30k-en-de"
+    mirror.mkdir(parents=True)
+    for path in sorted((ROOT / "tests" / "data" / "sample").glob("*.??")):  # the sample, cut to seconds of work
+        if path.suffix != ".md":
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[: 300 if "train" in path.name else 30]
+            (mirror / f"{path.name}.gz").write_bytes(gzip.compress("".join(lines).encode(), mtime=0))
+    work = top / "work"
+    done = run_cli("train", toy_data, "--out", work / "runs" / "small", *FAST, "--max-steps", "4")
+    assert done.returncode == 0, done.stderr
+    models = ["runs/small/averaged.pt", "runs/base/averaged.pt", "averaged.pt", "model.pt", "seed1/averaged.pt"]
+    models += ["seed2/averaged.pt", "a.pt", "b.pt", "c.pt"]
+    models += [f"runs/base/checkpoint_{step}.pt" for step in range(1, 6)]
+    for name in models:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(trained_model, work / name)  # runs/small/averaged.pt: the toy model, not runs/small's
+    # The toy task's sentences, which the toy model translates in a few steps each.
+    for name, (seed, count) in {"test": (11, 6), "train": (12, 200), "dev": (13, 40)}.items():
+        pairs = short_pairs(count * 2, seed)[:count]
+        for lang, side in (("en", 0), ("de", 1)):
+            (work / f"{name}.{lang}").write_text("".join(pair[side] + "\n" for pair in pairs), encoding="utf-8")
+    for name in ("test.hyp.de", "new.de", "old.de", "mono.de"):
+        shutil.copyfile(work / "test.de", work / name)
+    bin_dir = top / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "mtkit"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m mtkit "$@"\n')
+    shim.chmod(0o755)
+    sums = {
+        p.name: {"sha256": hashlib.sha256(p.read_bytes()).hexdigest(), "size": p.stat().st_size}
+        for p in mirror.iterdir()
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prepare, "default_registry", lambda: corpora.default_registry().override(sources=sums))
+        yield work
+
+
+@pytest.fixture(scope="module")
+def page_sandboxes(base_sandbox: Path, tmp_path_factory) -> Iterator[dict[Path, Path]]:
+    """A copy of the sandbox for each page, shared by its blocks in order: a page's blocks see what the page made
+    before them (an export, then the Python that reads it), never what another page left."""
+    yield {}
+
+
+def page_sandbox(block: docblocks.Block, base: Path, copies: dict[Path, Path], tmp: Path) -> Path:
+    if block.page not in copies:
+        top = tmp / block.page.stem
+        shutil.copytree(base.parent, top, symlinks=True)
+        copies[block.page] = top / "work"
+        for other in docblocks.blocks(block.page):  # a training the page shows starts from nothing
+            for line in docblocks.shell_lines(other.text) if other.mark == "run" and other.lang != "python" else []:
+                for argv in docblocks.commands(line):
+                    if argv[1] == "train" and "--out" in argv:
+                        shutil.rmtree(copies[block.page] / argv[argv.index("--out") + 1], ignore_errors=True)
+    return copies[block.page]
+
+
+RUNNABLE = [b for page in docblocks.pages() for b in docblocks.blocks(page) if b.mark == "run"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
+def test_runnable_block_runs(block: docblocks.Block, base_sandbox: Path, page_sandboxes, tmp_path_factory) -> None:
+    sandbox = page_sandbox(block, base_sandbox, page_sandboxes, tmp_path_factory.getbasetemp())
+    if block.lang == "python":
+        before = os.getcwd()
+        os.chdir(sandbox)
+        try:
+            exec(compile(block.text, block.where, "exec"), {"__name__": "__docs__"})
+        finally:
+            os.chdir(before)
+        return
+    if re.search(r"^mtkit serve .*&$", block.text, re.M):
+        run_server_block(block, sandbox)
+        return
+    for line in docblocks.shell_lines(block.text):
+        run_line(line, sandbox, block.where)
+
+
+def run_server_block(block: docblocks.Block, cwd: Path) -> None:
+    """A block that starts `mtkit serve ... &` runs as one bash script, HOME in the sandbox, on a free port instead
+    of 5000; the runner waits for /health after the server line, checks that the last line's answer translated,
+    and stops the server."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    lines = []
+    for line in docblocks.shell_lines(block.text.replace("localhost:5000", f"localhost:{port}")):
+        if re.match(r"^mtkit serve .*&$", line):
+            line = line[:-1] + f"--port {port} &\nserver=$!\n"
+            line += f"for _ in $(seq 600); do curl -sf localhost:{port}/health >/dev/null && break; sleep 0.1; done"
+        lines.append(line)
+    script = "set -euo pipefail\n" + "\n".join(lines) + "\nkill $server; wait $server || true\n"
+    env = {**os.environ, "HOME": str(cwd), "PATH": f"{cwd.parent / 'bin'}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    assert done.returncode == 0 and '"translations"' in done.stdout, f"{block.where}:\n{done.stdout}\n{done.stderr}"
+
+
+def run_line(line: str, cwd: Path, where: str) -> None:
+    """A shell line as a pipeline: `mtkit` stages run in this process (seconds saved a command), other stages
+    (`printf`, `paste`) through bash; `< IN` and `> OUT` at its ends. Anything else (`&&`, `;`) through bash."""
+    words = shlex.split(line, comments=True)
+    if not words or words[:2] == ["pip", "install"]:
+        return  # the test extra has installed every extra
+    if set(words) & (docblocks.SEPARATORS - {"|"}) or words.count("<") + words.count(">") > 2:
+        env = {**os.environ, "PATH": f"{cwd.parent / 'bin'}:{os.environ['PATH']}"}
+        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+        assert done.returncode == 0, f"{where}: {line}\n{done.stderr}"
+        return
+    stages: list[list[str]] = [[]]
+    for word in words:
+        stages[-1:] = [stages[-1], []] if word == "|" else [[*stages[-1], word]]
+    data: str | None = None
+    out = None
+    for stage in stages:
+        if "<" in stage:
+            data = (cwd / stage[stage.index("<") + 1]).read_text(encoding="utf-8")
+        if ">" in stage:
+            out = stage[stage.index(">") + 1]
+        argv = [w for i, w in enumerate(stage) if w not in ("<", ">") and (i == 0 or stage[i - 1] not in ("<", ">"))]
+        if argv[0] == "mtkit":
+            quick = [] if "--score-only" in argv else QUICK.get(argv[1], [])  # scoring decodes nothing
+            done = run_cli(*argv[1:], *quick, input=data, cwd=cwd)
+        else:
+            done = subprocess.run(shlex.join(argv), shell=True, input=data, capture_output=True, text=True, cwd=cwd)
+        assert done.returncode == 0, f"{where}: {line}\n{done.stderr}"
+        data = done.stdout
+    if out:
+        (cwd / out).write_text(data or "", encoding="utf-8")
+
+
+def test_every_code_block_is_marked_run_or_skip_with_its_reason():
+    unmarked = [
+        b.where
+        for page in docblocks.pages()
+        for b in docblocks.blocks(page)
+        if (b.lang in docblocks.SHELL or b.lang == "python") and b.mark is None
+    ]
+    assert not unmarked, f"blocks without <!-- docs-check: run|skip REASON|dry-run -->: {unmarked}"
+
+
+DRY = [b for page in docblocks.pages() for b in docblocks.blocks(page) if b.mark == "dry-run"]
+
+
+@pytest.mark.parametrize("block", DRY, ids=[b.where for b in DRY])
+def test_recipe_lines_say_what_their_dry_run_does(block: docblocks.Block, tmp_path: Path) -> None:
+    """Each `bash recipes/R/run.sh ARGS  # N minutes of training ...` runs with --dry-run: every command it prints
+    parses, its training budget is the comment's, and the options the page's prose names are the ones it runs."""
+    prose = block.page.read_text(encoding="utf-8")
+    for line in docblocks.shell_lines(block.text):
+        words = shlex.split(line, comments=True)
+        assert words[0] == "bash" and words[1].startswith("recipes/"), line
+        done = subprocess.run(
+            ["bash", str(ROOT / words[1]), *words[2:], "--dry-run"], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert done.returncode == 0, f"{block.where}: {line}\n{done.stderr}"
+        printed = [argv for out in done.stdout.splitlines() for argv in docblocks.commands(out)]
+        for argv in printed:
+            parse(argv)
+        train = next(argv for argv in printed if argv[1] == "train")
+        value = {w: train[i + 1] for i, w in enumerate(train[:-1]) if w.startswith("--")}
+        said = re.search(r"#\s*(\d+) minutes of training", line)
+        if said:
+            assert float(value["--max-minutes"]) == float(said[1]), f"{block.where}: {line}"
+        tokens = f"{int(value['--max-tokens']):,}"
+        assert f"{tokens} tokens" in prose and f"{value['--warmup']} warmup" in prose, (block.where, tokens)
