@@ -25,7 +25,7 @@ def test_a_resume_after_a_cut_line_keeps_every_whole_record(tmp_path, caplog, cl
     run.mkdir()
     cut = record(3)[:20]
     (run / "metrics.jsonl").write_text(record(1) + record(2) + cut)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="mtkit"):  # whatever level an earlier CLI run left
         log = MetricsLog(run, enabled=True, max_steps=10, start_step=2)
         log.event("train", step=4, loss=4.6)
         log.event("valid", step=4, loss=4.5, ppl=90.0)
@@ -34,7 +34,7 @@ def test_a_resume_after_a_cut_line_keeps_every_whole_record(tmp_path, caplog, cl
     caplog.clear()
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert lines[2] == cut and len(lines) == 5  # the cut line on its own, the new records whole after it
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="mtkit"):  # whatever level an earlier CLI run left
         steps = [r["step"] for r in plot.read_records(run)]
     assert steps == [1, 2, 4, 4]
     assert "skipped 1 line(s) cut short" in caplog.text
