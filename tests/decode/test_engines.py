@@ -44,6 +44,12 @@ class Words:
             out.append([self.ids[w] for w in line.split()])
         return out
 
+    def encode_target_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
+        return self.encode_batch(lines, threads)  # one tokenizer for both sides, as mtkit's joint model
+
+    def piece(self, i: int) -> str:
+        return self.words[i - 4] if i >= 4 else f"<special {i}>"
+
     def decode(self, ids: Sequence[int]) -> str:
         return " ".join(self.words[i - 4] for i in ids)
 
