@@ -13,15 +13,15 @@ Layers (each imports only from its own layer or below):
       > mtkit.runtime (this package: decisions)  > mtkit.checkpoint > mtkit.model
       > mtkit.kernels (no decisions, no timings) > mtkit.data > base modules
 
-Inside it: decide > precision > plan > int8 | packing > matmul > caches.
+Inside it: decide > precision > decision > int8 | packing > matmul > caches.
 """
 
 from __future__ import annotations
 
 from mtkit.runtime.caches import DECODING_KERNEL_CACHES, TRAINING_KERNEL_CACHES, cap_kernel_caches
 from mtkit.runtime.decide import decide_decoding, decide_training
+from mtkit.runtime.decision import TORCH_DTYPES, Runtime, apply
 from mtkit.runtime.int8 import quantize_int8
-from mtkit.runtime.plan import TORCH_DTYPES, Runtime, apply
 from mtkit.runtime.precision import cpu_has_native_bf16, resolve_dtype, resolve_precision
 
 __all__ = [

@@ -19,9 +19,9 @@ from torch import Tensor
 from mtkit.config import DECODE_PRECISION_CHOICES, ModelConfig
 from mtkit.errors import MtkitError
 from mtkit.kernels.linear import onednn_linear
+from mtkit.runtime.decision import TORCH_DTYPES, Runtime, apply
 from mtkit.runtime.int8 import int8_available
 from mtkit.runtime.matmul import onednn_works
-from mtkit.runtime.plan import TORCH_DTYPES, Runtime, apply
 
 logger = logging.getLogger(__name__)
 
