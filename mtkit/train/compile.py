@@ -58,6 +58,8 @@ logger = logging.getLogger(__name__)
 AUTO_ENV = "MTKIT_AUTO_COMPILE"  # pins what "auto" resolves to: on | off
 MODE_ENV = "MTKIT_COMPILE_MODE"  # another torch.compile mode, e.g. max-autotune-no-cudagraphs (measurements)
 DYNAMIC_ENV = "MTKIT_COMPILE_DYNAMIC"  # 0: one specialised compilation per batch shape (measurements)
+COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch", "triton")  # whose errors fall back
+COMPILER_FILES = ("torch/_dynamo/", "torch/_inductor/", "torch/_functorch/", "/triton/")
 CUDA_MODE = "reduce-overhead"  # CUDA graphs: one recording per batch shape, replayed
 # `python bench/train_throughput.py --preset small --compile off --compile on` on a 2-core AMD EPYC (Zen 3):
 # eager 949 target tokens/s, compiled 423 (113 s to compile, 5.7 GB peak RSS against 2.4).
@@ -104,17 +106,33 @@ def decide(setting: str, device: torch.device, world_size: int = 1) -> CompileCh
 
 
 def is_compile_failure(exc: BaseException) -> bool:
-    """Whether `exc`, raised where the compiled step ran, may be the compiler's: any error but running out of
-    memory (the trainer's own sentence says what to change) and mtkit's own sentences."""
+    """Whether `exc`, raised where the compiled step ran, is the compiler's: an error of TorchDynamo, inductor or
+    Triton (its class, or a frame of theirs it passed through: a CUDA graph refused, a kernel that failed to
+    build), never running out of memory (the trainer's own sentence says what to change)."""
     if isinstance(exc, (torch.OutOfMemoryError, MtkitError)) or not isinstance(exc, Exception):
         return False
-    return "can't allocate memory" not in str(exc)
+    if "can't allocate memory" in str(exc):
+        return False
+    if type(exc).__module__.startswith(COMPILER_MODULES):
+        return True
+    frame = exc.__traceback__
+    while frame is not None:
+        if any(part in frame.tb_frame.f_code.co_filename.replace(os.sep, "/") for part in COMPILER_FILES):
+            return True
+        frame = frame.tb_next
+    return False
+
+
+def cause_of(exc: BaseException) -> str:
+    """What went wrong, in one line: the exception's class and message (a wrapped one's, for TorchDynamo's)."""
+    inner = getattr(exc, "inner_exception", None)
+    said = f"{type(inner).__name__}: {inner}" if isinstance(inner, BaseException) else str(exc)
+    return f"{type(exc).__name__}: {' '.join(said.split())[:200] or 'no message'}"
 
 
 def fall_back(choice: CompileChoice, exc: BaseException, where: str) -> CompileChoice:
     """The eager choice after the compiled step failed `where`: auto warns once and goes on; on stops (MtkitError)."""
-    lines = str(exc).strip().splitlines()
-    cause = f"{type(exc).__name__}: {lines[0][:200] if lines else 'no message'}"
+    cause = cause_of(exc)
     if choice.asked == "on":
         raise MtkitError(f"torch.compile failed {where} ({cause}); rerun with --compile off.") from None
     logger.warning("torch.compile failed %s (%s); going on eagerly from the same update", where, cause)

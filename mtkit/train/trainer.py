@@ -120,8 +120,8 @@ class Trainer:
         self.wrapped = dist.wrap(self.model, world)  # the model as the loop runs it eagerly (DDP under torchrun)
         # The step the loop calls, and its loss: compiled where settings.compiling says so, compiled now on the
         # longest batch; eager when that failed under auto, or once a compiled step fails (`_forward_backward`).
-        step = (self.wrapped, settings.compiling, self.batch_plan, data.train, self.precision, cfg.label_smoothing)
-        self.compiled = compile_step.apply(*step)
+        args = (self.wrapped, settings.compiling, self.batch_plan, data.train, self.precision, cfg.label_smoothing)
+        self.train_step = compile_step.apply(*args)
         self.stop_requests = StopRequests()
         self.provenance: dict = {}  # RUN/run.json, written by rank 0 when training starts (only rank 0 saves)
 
@@ -202,7 +202,7 @@ class Trainer:
             batch_plan=self.batch_plan,
             sentences=len(self.data.train),
             valid_sentences=len(self.data.valid),
-            decided={**settings.reasons, **self.compiled.fields},
+            decided={**settings.reasons, **self.train_step.fields},
         )
 
     def _start_files(self) -> None:
@@ -311,16 +311,16 @@ class Trainer:
             try:
                 return self._accumulate(group, tokens)
             except Exception as exc:  # a compiled step that fails: auto goes on eagerly, on stops (one sentence)
-                if not self.compiled.choice.on or not compile_step.is_compile_failure(exc):
+                if not self.train_step.choice.on or not compile_step.is_compile_failure(exc):
                     raise
                 self.optimizer.zero_grad(set_to_none=True)
-                self.compiled = compile_step.eager_after(self.compiled, exc, f"at step {self.progress.step + 1}")
+                self.train_step = compile_step.eager_after(self.train_step, exc, f"at step {self.progress.step + 1}")
             return self._accumulate(group, tokens)  # the same update again, eagerly: nothing is lost
 
     def _accumulate(self, group: list[np.ndarray], tokens: int) -> torch.Tensor:
         scale = self.world.size / max(tokens, 1)
         precision, smoothing, device = self.precision, self.cfg.label_smoothing, self.world.device
-        step, loss_sums = self.compiled.step, self.compiled.loss_sums
+        step, loss_sums = self.train_step.step, self.train_step.loss_sums
         return accumulate(step, self.data.train, group, scale, precision, smoothing, device, loss_sums)
 
     def _grad_norm(self) -> torch.Tensor:

@@ -151,7 +151,7 @@ def broken_compiler(fail_at_call: int):
         def compiled(*args):
             calls["n"] += 1
             if calls["n"] == fail_at_call:
-                raise RuntimeError("BackendCompilerFailed: backend='inductor' raised: a test's compiler\nmore lines")
+                raise torch._dynamo.exc.BackendCompilerFailed(fn, RuntimeError("a test's compiler\nfailed"), None)
             return fn(*args)
 
         return compiled
@@ -176,7 +176,8 @@ def test_a_compilation_that_fails_under_auto_warns_once_and_trains_eagerly_as_if
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert (
         len(warnings) == 1
-        and "torch.compile failed while compiling (RuntimeError: BackendCompilerFailed" in warnings[0]
+        and "torch.compile failed while compiling (BackendCompilerFailed: RuntimeError: a test's compiler failed)"
+        in warnings[0]
     )
     start = next(r for r in records if r["event"] == "start")
     assert start["compile"] == "off" and start["compile_why"].startswith("fell back to eager: torch.compile failed")
@@ -198,7 +199,7 @@ def test_a_compiled_step_that_fails_later_under_auto_redoes_its_update_eagerly_a
     with caplog.at_level("WARNING", logger="mtkit.train.compile"):
         result, records = run(toy_data, tmp_path / "run", "auto", steps=6)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and "torch.compile failed at step 3 (RuntimeError:" in warnings[0]
+    assert len(warnings) == 1 and "torch.compile failed at step 3 (BackendCompilerFailed: RuntimeError:" in warnings[0]
     assert "going on eagerly from the same update" in warnings[0]
     assert [r["step"] for r in records if r["event"] == "train"] == [1, 2, 3, 4, 5, 6]
     assert result.step == 6 and all(np.isfinite(r["loss"]) for r in records if r["event"] == "train")
@@ -206,6 +207,17 @@ def test_a_compiled_step_that_fails_later_under_auto_redoes_its_update_eagerly_a
     _, eager = run(toy_data, tmp_path / "eager", "off", steps=6)
     losses = [[r["loss"] for r in rs if r["event"] == "train"] for rs in (eager, records)]
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)  # plain_sums before the failure: summed otherwise
+
+
+def test_only_the_compilers_errors_fall_back() -> None:
+    """TorchDynamo's and inductor's errors (by class, or by the frames they passed through) fall back; running
+    out of memory, mtkit's own sentences and an error of mtkit's code are what they are."""
+    compiler = torch._dynamo.exc.BackendCompilerFailed(print, RuntimeError("no"), None)
+    assert compile_step.is_compile_failure(compiler)
+    assert not compile_step.is_compile_failure(torch.OutOfMemoryError("CUDA out of memory"))
+    assert not compile_step.is_compile_failure(MtkitError("one sentence."))
+    assert not compile_step.is_compile_failure(IndexError("a bug of mtkit's own"))
+    assert not compile_step.is_compile_failure(KeyboardInterrupt())
 
 
 @pytest.mark.parametrize("fail_at_call", [1, 7])
@@ -218,5 +230,5 @@ def test_a_compilation_that_fails_under_on_stops_with_one_sentence_naming_the_ca
     with pytest.raises(MtkitError) as stopped:
         run(toy_data, tmp_path / "run", "on", steps=6)
     said = str(stopped.value)
-    assert said.startswith(f"torch.compile failed {where} (RuntimeError: BackendCompilerFailed: backend='inductor'")
+    assert said.startswith(f"torch.compile failed {where} (BackendCompilerFailed: RuntimeError: a test's compiler")
     assert said.endswith("rerun with --compile off.") and "\n" not in said
