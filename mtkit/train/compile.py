@@ -12,7 +12,7 @@ bucket, a number the first log line announces.
 faster and correct there ("not yet measured on a GPU", the first log line says), always eager under DDP
 (torchrun, more than one rank: CUDA graphs and DDP's gradient hooks are a known source of trouble), and on
 the CPU off. `--compile on` compiles wherever it is asked. A compilation that fails, while compiling or in
-the first steps that run it, falls back (`fall_back`): under auto with one warning naming the cause, the run
+any later update, falls back (`fall_back`): under auto with one warning naming the cause, the run
 going on eagerly from the same update (its gradients dropped and its batches redone); under on it stops
 with one sentence naming the cause and `--compile off`.
 
