@@ -60,6 +60,7 @@ ISSUE_ROWS: dict[str, str] = {
     "test_one_huge_line_is_cut_before_it_is_encoded": "#46.6",
     "test_a_killed_torchrun_rank_is_named_in_one_sentence": "#46.7",
     "test_a_damaged_hugging_face_config_is_one_sentence_naming_the_field": "#46.8",
+    "test_a_resumed_cpu_run_equals_a_straight_one_bitwise_when_the_matmul_measurement_would_flip": "#46.9",
     "test_a_truncated_ctranslate2_vocabulary_is_one_sentence": "#46.10",
     "test_a_full_standard_output_is_one_sentence_and_exit_1": "#46.11",
     "test_a_cut_line_in_metrics_jsonl_costs_only_that_line": "#46.12",

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Issue 35's GPU checks in one pass, for a lent GPU machine whose time is short: training throughput of base and
-# big in bf16, eager against torch.compile (--compile off/on, paired), at 4,096 tokens a batch and at the paper's
-# ~25k-token update in as few steps as fit (--max-tokens auto), with MFU(6N), s/update and peak GPU memory; and the
-# Multi30k recipe trained (--minutes 1, --compile auto = on there), averaged, decoded and scored on the GPU.
-# (Issue 9's attention and decoding parts: run bench/cuda_attention.py and bench/translate_speed.py on their own.)
-# At most 8 minutes of parts (140 + 140 + 190 s limits, the last the recipe's). Every part has its own time
-# limit and the script goes on after a part fails, so that one call gives every figure it can; each part's output
-# is also kept in $OUT, 5 files of at most 7 (the device tool brings back 8: room for `... | tee $OUT/all.txt`).
+# Issue 35's and 42's GPU checks in one pass, for a lent GPU machine whose time is short: training throughput of
+# base and big in bf16, eager against torch.compile (--compile off/on, paired), at 4,096 tokens a batch and at the
+# paper's ~25k-token update in as few steps as fit (--max-tokens auto), with MFU(6N), s/update and peak GPU memory;
+# the Multi30k recipe trained (--minutes 1, --compile auto: eager until these figures say otherwise), averaged,
+# decoded and scored on the GPU; and decoding on the GPU (bench/translate_speed.py --device cuda, mtkit fp32 and
+# bf16, batches of 4,096 and 16,384 tokens, the assets' model). (Issue 9's attention: bench/cuda_attention.py.)
+# At most 8 minutes of parts (120 + 120 + 160 + 35 + 35 s limits). Every part has its own time limit and the
+# script goes on after a part fails, so that one call gives every figure it can; each part's output is also kept
+# in $OUT, 7 files (the device tool brings back 8: room for `... | tee $OUT/all.txt`).
 #
 #   ASSETS=DIR OUT=DIR bash bench/gpu_run.sh
 #
@@ -14,12 +15,22 @@
 # six .gz files of ../shared/data/multi30k-en-de) and, optionally, whl/ (wheels of packages missing there,
 # installed with --no-deps first). mtkit itself runs from this checkout (PYTHONPATH), through a `mtkit` shim.
 # DEVICE (default cuda), MINUTES (the recipe's training budget, default 1) and STEPS (timed updates per training
-# configuration, after 10 untimed; default 20) can be set, e.g. for a dry run of the script on a CPU.
+# configuration, after WARMUP untimed: defaults 20 and 10) can be set, and for a dry run of the whole script on a
+# CPU (tests/test_bench_scripts.py) also PRESETS ("base big"), PRECISION (bf16), COMPILES ("off on"), TRAIN_ARGS
+# (more bench/train_throughput.py options, e.g. a smaller synthetic corpus), RECIPE_ARGS (more run.sh options,
+# e.g. --dry-run), SYSTEMS (the decoding rows, "mtkit-fp32,mtkit-bf16") and DECODE_ARGS (more
+# bench/translate_speed.py options, e.g. --limit 4).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 assets=$(cd "${ASSETS:?set ASSETS to the assets directory}" && pwd)
 out=${OUT:?set OUT to a directory for the logs}
-device=${DEVICE:-cuda} minutes=${MINUTES:-1} steps=${STEPS:-20}
+device=${DEVICE:-cuda} minutes=${MINUTES:-1} steps=${STEPS:-20} warmup=${WARMUP:-10}
+precision=${PRECISION:-bf16} systems=${SYSTEMS:-mtkit-fp32,mtkit-bf16}
+read -ra presets <<<"${PRESETS:-base big}"
+read -ra compiles <<<"${COMPILES:-off on}"
+read -ra train_args <<<"${TRAIN_ARGS:-}"
+read -ra recipe_args <<<"${RECIPE_ARGS:-}"
+read -ra decode_args <<<"${DECODE_ARGS:-}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}
 python=${PYTHON:-python3}
@@ -48,19 +59,28 @@ printf '#!/bin/sh\nexec %s "$@"\n' "$python" >"$shim/python"  # the recipe calls
 chmod +x "$shim/mtkit" "$shim/python"
 export PATH=$shim:$PATH
 
-bench=("$python" "$root/bench/train_throughput.py" --device "$device" --steps "$steps" --warmup-steps 10)
+bench=("$python" "$root/bench/train_throughput.py" --device "$device" --steps "$steps" --warmup-steps "$warmup"
+    --precision "$precision" "${train_args[@]}")
+for preset in "${presets[@]}"; do bench+=(--preset "$preset"); done
+for setting in "${compiles[@]}"; do bench+=(--compile "$setting"); done
 # Issue 35: base and big in bf16, eager and compiled (paired), at 4,096 tokens a batch and with --max-tokens auto (the
 # paper's ~25k-token update in as few steps as the probe finds fit: one on an 80 GB GPU, its first log line says
 # why; the probe's trials are inside the part's limit); MFU(6N) = 6 x params x target tok/s / peak.
-part train-4096 140 "${bench[@]}" --preset base --preset big --precision bf16 --compile off --compile on \
-    --max-tokens 4096
-part train-auto 140 "${bench[@]}" --preset base --preset big --precision bf16 --compile off --compile on \
-    --max-tokens auto
+part train-4096 120 "${bench[@]}" --max-tokens 4096
+part train-auto 120 "${bench[@]}" --max-tokens auto
 
 recipe=$(mktemp -d)/multi30k
-part recipe 190 bash "$root/recipes/multi30k-en-de/run.sh" --minutes "$minutes" --mirror "$assets/multi30k" \
-    --out "$recipe"
+part recipe 160 bash "$root/recipes/multi30k-en-de/run.sh" --minutes "$minutes" --mirror "$assets/multi30k" \
+    --out "$recipe" "${recipe_args[@]}"
 cp "$recipe/results.md" "$out/recipe-results.md" 2>/dev/null
 grep -h '"event": "start"' "$recipe"/*/metrics.jsonl 2>/dev/null | head -1 | tee "$out/recipe-start.txt"
+
+# Issue 42: decoding on the device, mtkit fp32 and bf16 (issue 9's H200 figure: 0.6-0.8 s a pass whatever the
+# precision, launch-bound), at the default 4,096-token batches and at 16,384.
+for tokens in 4096 16384; do
+    part "decode-$tokens" 35 "$python" "$root/bench/translate_speed.py" --model "$assets/model.pt" --device "$device" \
+        --input "$assets/multi30k/test_2016_flickr.en.gz" --ref "$assets/multi30k/test_2016_flickr.de.gz" \
+        --systems "$systems" --batch-tokens "$tokens" "${decode_args[@]}"
+done
 
 printf '\n=== done (%s)\n' "$(date +%T)"

@@ -14,6 +14,8 @@ An mtkit file is a dict:
     train_config  dataclasses.asdict(TrainConfig), resolved for the world size
     optimizer     optimizer.state_dict() (Adam moments and step counts)
     scaler        GradScaler.state_dict() for fp16, else None (the schedule is a pure function of step)
+    runtime       the run's runtime decisions, kept on resume: dataclasses.asdict(mtkit.runtime.Runtime) and
+                  "device" (its type); missing in older checkpoints, whose resume decides afresh
     rng           one `rng_state()` dict per rank: python, numpy, torch, cuda generators
     data          {"epoch", "batch", "world_size", "max_tokens", "seed"}: where the next update starts
     progress      {"epoch", "batch", "best", "bad_valids", "nonfinite", "elapsed", "valid_due"}: early stopping,

@@ -146,8 +146,8 @@ class TrainConfig:
     )
     compile: str = option(
         "auto",
-        "torch.compile the model and the loss: auto (on with CUDA graphs on a CUDA GPU; off on a CPU, where "
-        "it measured slower), on or off.",
+        "torch.compile the model and the loss: auto (off until measured faster: eager on a CUDA GPU for now, "
+        "under torchrun and on a CPU; a failed compilation goes on eagerly), on (stops if compiling fails) or off.",
         COMPILE_CHOICES,
     )
     length_buckets: str = option(

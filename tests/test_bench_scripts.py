@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from mtkit.data.dataset import open_data
+from tests.support.cli import ROOT
+from tests.support.corpora import sample_multi30k
 from tests.support.recipes import load_script
 
 
@@ -128,3 +134,43 @@ def test_translate_speeds_mtkit_over_ctranslate2_is_its_overhead() -> None:
     bench.add_ratios(rows)
     assert rows["mtkit-ct2-int8"]["vs_ct2-int8"] == 0.96
     assert {"mtkit-ct2-fp32", "mtkit-ct2-int8"} <= set(bench.SYSTEMS)
+
+
+@pytest.mark.slow
+def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli_model: Path) -> None:
+    """The GPU call, dry: every part of bench/gpu_run.sh on the CPU (the tiny preset, a few updates on a small
+    synthetic corpus, the recipe's commands printed, decoding at both batch sizes), so that it cannot rot between
+    GPU loans: each part exits 0 and leaves its output, the benches' ending in their JSON line."""
+    assets = tmp_path / "assets"
+    (assets / "multi30k").mkdir(parents=True)
+    sample_multi30k(assets / "multi30k")
+    shutil.copy(cli_model, assets / "model.pt")
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "ASSETS": str(assets),
+        "OUT": str(out),
+        "PYTHON": sys.executable,
+        "DEVICE": "cpu",
+        "PRESETS": "tiny",
+        "PRECISION": "fp32",
+        "COMPILES": "off",
+        "STEPS": "2",
+        "WARMUP": "1",
+        "TRAIN_ARGS": "--sentences 200 --vocab 400 --threads 1 --peak-gflops 100",
+        "RECIPE_ARGS": "--dry-run",
+        "SYSTEMS": "mtkit-fp32",
+        "DECODE_ARGS": "--limit 4 --max-len-b 3",  # an untrained model's search runs to its length limit
+    }
+    done = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_run.sh")], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    parts = ("train-4096", "train-auto", "recipe", "decode-4096", "decode-16384")
+    for part in parts:
+        assert f"=== {part}: exit 0 after" in done.stdout, done.stdout
+    for part in ("train-4096", "train-auto", "decode-4096", "decode-16384"):
+        figures = json.loads((out / f"{part}.txt").read_text().splitlines()[-1])
+        assert figures, part
+    assert "mtkit train" in (out / "recipe.txt").read_text()  # the recipe's commands, printed
+    assert len(list(out.iterdir())) <= 7  # the device tool brings back 8 files: room for all.txt

@@ -7,16 +7,16 @@ layer's kernel choice as an attribute of the layer. No process-global state: mea
 functions of their arguments, and environment pins (MTKIT_CPU_MATMUL, MTKIT_AUTO_PRECISION) are read when a
 decision is made.
 
-Where this package sits among mtkit's layers (what it may import): docs/architecture.md, whose table is generated
-from pyproject.toml's import-linter contract. Inside it: decide > precision > plan > int8 | packing > matmul > caches.
+Where this package sits among mtkit's layers (what it may import): docs/architecture.md, whose table is
+generated from pyproject.toml's import-linter contract. Inside it: decide > precision > decision > int8 | packing > matmul > caches.
 """
 
 from __future__ import annotations
 
 from mtkit.runtime.caches import DECODING_KERNEL_CACHES, TRAINING_KERNEL_CACHES, cap_kernel_caches
 from mtkit.runtime.decide import decide_decoding, decide_training
+from mtkit.runtime.decision import Runtime, apply
 from mtkit.runtime.int8 import quantize_int8
-from mtkit.runtime.plan import Runtime, apply
 from mtkit.runtime.precision import cpu_has_native_bf16, resolve_dtype, resolve_precision
 
 __all__ = [

@@ -14,8 +14,8 @@ import torch
 from mtkit.config import ModelConfig
 from mtkit.errors import MtkitError
 from mtkit.runtime.caches import DECODING_KERNEL_CACHES, TRAINING_KERNEL_CACHES, cap_kernel_caches
-from mtkit.runtime.matmul import resolve_backend
-from mtkit.runtime.plan import Runtime
+from mtkit.runtime.decision import Runtime
+from mtkit.runtime.matmul import Backend, resolve_backend
 from mtkit.runtime.precision import (
     Loss,
     check_trainable,
@@ -28,10 +28,16 @@ logger = logging.getLogger(__name__)
 
 
 def decide_training(
-    precision: str, device: torch.device, model: ModelConfig, loss: Loss = smoothed_cross_entropy
+    precision: str,
+    device: torch.device,
+    model: ModelConfig,
+    loss: Loss = smoothed_cross_entropy,
+    compiled: bool = False,
 ) -> Runtime:
     """What training `model` on `device` computes in: `precision` (auto resolved, timing a training pass with
     `loss`) and the fp32 CPU products' backend; nothing packed (the weights change at every update).
+    `compiled`: the step is torch.compiled, whose CPU products are PyTorch's default (inductor lowers oneDNN's
+    linear only for frozen weights), so the backend is not measured.
 
     CPU training caps the kernel caches first, before any measurement runs a oneDNN product.
     """
@@ -45,12 +51,15 @@ def decide_training(
         cap_kernel_caches(*caches)
     # fp32 products (all of fp32 training; under bf16 autocast only what autocast leaves in fp32) through
     # the faster CPU backend. Chosen first, so that auto's measurement times fp32 as an fp32 run computes it.
-    backend = resolve_backend(device, model.d_model, training=True)
+    if compiled and device.type == "cpu":
+        backend = Backend("default", "torch.compile lowers oneDNN's linear only for frozen weights")
+    else:
+        backend = resolve_backend(device, model.d_model, training=True)
     name, why = resolve_precision(precision, device, model.d_model, model, loss, backend.name)
     check_trainable(name, device)
-    plan = Runtime(name, why, backend.name, backend.why, "none", caches)
-    logger.debug("training runtime: %s", plan)
-    return plan
+    runtime = Runtime(name, why, backend.name, backend.why, "none", caches)
+    logger.debug("training runtime: %s", runtime)
+    return runtime
 
 
 def decide_decoding(precision: str, device: torch.device, d_model: int = 512) -> Runtime:

@@ -20,9 +20,9 @@ from mtkit.config import ModelConfig, TrainConfig
 from mtkit.errors import MtkitError
 from mtkit.kernels.linear import onednn_linear
 from mtkit.precision import PRECISION_CHOICES, check_precision, torch_dtype
+from mtkit.runtime.decision import Runtime, apply
 from mtkit.runtime.int8 import int8_available
 from mtkit.runtime.matmul import onednn_works
-from mtkit.runtime.plan import Runtime, apply
 
 logger = logging.getLogger(__name__)
 

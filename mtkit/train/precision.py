@@ -21,11 +21,10 @@ logger = logging.getLogger(__name__)
 
 
 class Precision:
-    """The autocast context and (fp16 only) the GradScaler for one device, as `plan` (the run's Runtime) says."""
+    """The autocast context and (fp16 only) the GradScaler for one device, as the run's `runtime` says."""
 
-    def __init__(self, plan: Runtime, device: torch.device):
-        self.name, self.reason = plan.precision, plan.why
-        self.matmul, self.matmul_reason = plan.matmul, plan.matmul_why  # the first log line shows both pairs
+    def __init__(self, runtime: Runtime, device: torch.device):
+        self.name = runtime.precision
         self.device = device
         # GradScaler's skip-on-overflow is exactly "skip overflowing steps rather than crash".
         self.scaler = torch.amp.GradScaler(device.type) if self.name == "fp16" else None

@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 MARGIN = 0.9  # of the largest batch that fitted: what a step may hold
 CEILING = 65_536  # tokens a step at most, where no update target bounds the search
 STEPS = 32  # bisection stops within 1/STEPS of the fit (or one row)
+DEVICE_WORDS = {"cuda": "GPU", "cpu": "CPU"}
+PROBED = ("cuda",)  # the device types whose memory is probed; elsewhere auto is the preset's max_tokens
 
 
 class Resolved(NamedTuple):
@@ -138,7 +140,7 @@ def resolve(
     """
     if cfg.max_tokens != "auto":
         return Resolved(cfg.for_world(world.size), {})
-    if world.device.type != "cuda":
+    if world.device.type not in PROBED:
         tokens = cfg.max_tokens_fallback
         why = f"auto: the preset's {tokens:,} on {world.device.type} (only a CUDA GPU is probed)"
         return Resolved(unprobed(cfg, world.size), {"max_tokens_why": why})
@@ -148,7 +150,9 @@ def resolve(
     try_fit = fits or (lambda rows, n: batch_fits(model, precision, rows, n, world.device))
     found = probe(lambda tokens: try_fit(max(tokens // length, 1), length), length, share)
     del held
-    if fits is None:  # the trials went to the memory's limit: the run's own peak is what matters from here
+    gpu = fits is None and world.device.type == "cuda"
+    where = f"this {DEVICE_WORDS.get(world.device.type, world.device.type)}"
+    if gpu:  # the trials went to the memory's limit: the run's own peak is what matters from here
         torch.cuda.reset_peak_memory_stats(world.device)
     answers = dist.all_gather_objects(found, world)  # every rank's GPU: the smallest answer holds everywhere
     fit = None if None in answers else min(answers)
@@ -161,7 +165,7 @@ def resolve(
     resolved = dataclasses.replace(cfg, max_tokens=max(tokens, length)).for_world(world.size)
     why = (
         f"auto: {fit:,} tokens of the longest batch shape ({length} positions) fit forward and backward on "
-        f"{torch.cuda.get_device_name(world.device) if fits is None else 'this GPU'}; {MARGIN:.0%} of it"
+        f"{torch.cuda.get_device_name(world.device) if gpu else where}; {MARGIN:.0%} of it"
         + (f", over {resolved.update_freq} step(s) an update of ~{cfg.update_tokens:,}" if cfg.update_tokens else "")
     )
     logger.debug("--max-tokens %s", why)

@@ -85,17 +85,18 @@ class Setup:
     precision: tuple[str, str]  # the precision trained in, and why
     fp32_matmul: tuple[str, str]  # the fp32 products' backend, and why
     cpu_heap: tuple[str, str]  # how freed memory is kept (mtkit/heap.py), and why
-    plan: BatchPlan
+    batch_plan: BatchPlan
     sentences: int
     valid_sentences: int
-    # Start-time decisions: --compile's outcome, the batch shapes an epoch, compile seconds (mtkit/train/compile.py);
+    # Start-time decisions: where the runtime came from (mtkit/train/settings.py); --compile's outcome,
+    # the batch shapes an epoch, compile seconds (mtkit/train/compile.py);
     # what --max-tokens auto resolved to, and why (mtkit/train/probe.py).
     decided: dict[str, Any]
 
 
 def start(log: MetricsLog, setup: Setup, resumed: Progress | None) -> None:
     """The run's first records: model, device and batch size; the data plan; where a resumed run continues."""
-    s, plan, world_size = setup, setup.plan, setup.world.size
+    s, plan, world_size = setup, setup.batch_plan, setup.world.size
     update_freq, max_tokens = s.cfg.update_freq, s.cfg.max_tokens
     per_update = update_freq * world_size
     real = (plan.src_tokens.mean() + plan.tgt_tokens.mean()) / 2 * per_update

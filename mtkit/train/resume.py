@@ -7,8 +7,11 @@ every rank reads RUN itself (as fairseq and Lightning do: the optimizer state of
 large to broadcast), so `agreed_checkpoint` has the ranks compare what they found and refuses
 when they differ: RUN was not on a filesystem every node sees. `check_same_run` refuses another
 model config, another SentencePiece model or another corpus (bpe.json's sha256 of each raw input);
-`kept_max_tokens` keeps the value --max-tokens auto resolved to when the run started.
-What a checkpoint holds is the trainer's to say (`Trainer.state_dict`).
+`kept_max_tokens` keeps the value --max-tokens auto resolved to when the run started, and `kept_runtime`
+the runtime decisions it made (precision, the fp32 CPU products' backend, packing: `runtime_record`), so
+that a measurement which could answer otherwise at this start (oneDNN against MKL is close on some CPUs)
+cannot make a resumed run compute differently from a straight one. What a checkpoint holds is the
+trainer's to say (`Trainer.state_dict`).
 """
 
 from __future__ import annotations
@@ -16,13 +19,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from mtkit import checkpoint
 from mtkit.config import ModelConfig, TrainConfig, config_diff, config_from_dict
 from mtkit.data.dataset import DataDir
 from mtkit.errors import MtkitError
+from mtkit.runtime import Runtime
+from mtkit.runtime.matmul import BACKEND_ENV
 from mtkit.train import distributed as dist
 from mtkit.train.plan import TrainingData
 
@@ -197,6 +205,34 @@ def kept_max_tokens(cfg: TrainConfig, ckpt: dict[str, Any], world_size: int) -> 
     tokens = int(ckpt["data"]["max_tokens"])
     logger.info("--max-tokens auto: keeping the %s tokens a batch this run resolved at its start", f"{tokens:,}")
     return dataclasses.replace(cfg, max_tokens=tokens).for_world(world_size)
+
+
+def runtime_record(runtime: Runtime, device: torch.device) -> dict[str, Any]:
+    """What a checkpoint keeps of the run's runtime decisions (plain values: it loads with weights_only)."""
+    caches = list(runtime.kernel_caches) if runtime.kernel_caches is not None else None
+    return {**dataclasses.asdict(runtime), "kernel_caches": caches, "device": device.type}
+
+
+def kept_runtime(ckpt: dict[str, Any] | None, precision: str, device: torch.device, compiled: bool) -> Runtime | None:
+    """The runtime `ckpt`'s run decided at its start, for its resume; None (decide afresh, as at a start) for a
+    checkpoint older than the record, another device type, another --precision or MTKIT_CPU_MATMUL pin asked
+    for now, or oneDNN's products under a compiled step (which cannot run them)."""
+    saved = (ckpt or {}).get("runtime")
+    if not isinstance(saved, dict) or saved.get("device") != device.type:
+        return None
+    try:
+        fields = {f.name: saved[f.name] for f in dataclasses.fields(Runtime)}
+        caches = fields["kernel_caches"]
+        kept = Runtime(**{**fields, "kernel_caches": tuple(caches) if caches is not None else None})
+    except (KeyError, TypeError, MtkitError):  # a field renamed since, or a oneDNN this build lacks
+        return None
+    pinned = os.environ.get(BACKEND_ENV, "auto")
+    if precision not in ("auto", kept.precision) or pinned not in ("auto", kept.matmul):
+        return None
+    if compiled and device.type == "cpu" and kept.matmul == "onednn":
+        return None
+    logger.debug("keeping the run's runtime decisions from its checkpoint: %s", kept)
+    return kept
 
 
 def checkpoint_to_resume(

@@ -23,7 +23,6 @@ import dataclasses
 import logging
 import math
 import os
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -31,19 +30,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtkit import checkpoint, runtime
+from mtkit import checkpoint
 from mtkit.config import ModelConfig, TrainConfig
-from mtkit.heap import keep_freed_memory
 from mtkit.model import Transformer
 from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
-from mtkit.train import finetune, probe, report, resume, rundir
+from mtkit.train import finetune, report, resume, rundir
 from mtkit.train.forward import accumulate, out_of_memory_hint
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, TrainingData, bucket_data, epoch_of, open_training_data, plan_data
 from mtkit.train.precision import Precision
 from mtkit.train.progress import Progress
 from mtkit.train.schedule import learning_rate
+from mtkit.train.settings import RunSettings, settle
 from mtkit.train.signals import StopRequests, agreed_signal
 from mtkit.train.stopping import LoopState, TrainResult, UpdateResult, check_nonfinite, out_of_time, stop_reason
 from mtkit.train.validation import is_better, score_of, validate
@@ -63,6 +62,8 @@ def train(
 ) -> TrainResult:
     """Train (or resume RUN's checkpoint) and return the final model; see the module docstring.
 
+    The composition root: the run's settings are finished first (every "auto" resolved, with its reason:
+    mtkit/train/settings.py), then the model, the data and the `Trainer` are built from them.
     `restart`: move what RUN holds to RUN/previous-<time>/ and start afresh. `init`: a new run's first weights.
     """
     if threads > 0:
@@ -74,7 +75,8 @@ def train(
             cfg = train_cfg.for_world(world.size)
             data = open_training_data(Path(data_dir), model_cfg, cfg.valid_bleu)
             ckpt, cfg = resume.checkpoint_to_resume(run, world, model_cfg, cfg, data)  # auto: the run's max_tokens
-            trainer = Trainer(data, run, model_cfg, cfg, world)
+            settings, model = settle(cfg, model_cfg, data, world, ckpt)
+            trainer = Trainer(settings, model, data, run, model_cfg, world)
             if ckpt is not None:
                 trainer.load_state_dict(ckpt)
             elif init is not None:  # fine-tuning: the starting model's weights, named in run.json
@@ -86,32 +88,24 @@ def train(
 
 
 class Trainer:
-    """Holds one run's model, optimizer, data plan and progress; `run` is the loop.
+    """Holds one run's model, optimizer, batch plan and progress; `run` is the loop.
 
-    It owns what a checkpoint holds: `state_dict()` writes it, `load_state_dict()` continues from it.
+    Built from finished settings (`settings.settle`), which it never rewrites. It owns what a checkpoint
+    holds: `state_dict()` writes it, `load_state_dict()` continues from it.
     """
 
     def __init__(
-        self, data: TrainingData, run_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, world: dist.World
+        self,
+        settings: RunSettings,
+        model: Transformer,
+        data: TrainingData,
+        run_dir: Path,
+        model_cfg: ModelConfig,
+        world: dist.World,
     ):
-        self.world, self.run_dir, self.model_cfg, self.data = world, run_dir, model_cfg, data
-        self.cfg = cfg = train_cfg.for_world(world.size)
-        random.seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        torch.manual_seed(cfg.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
-        # CPU training reuses the memory it frees (mtkit/heap.py): before the first large tensor is made.
-        self.heap = keep_freed_memory() if world.device.type == "cpu" else ("default", f"{world.device.type} training")
-        self.model = Transformer(model_cfg).to(world.device)
-        # Measured on rank 0 only and shared: ranks timing at once would skew it, and must not differ.
-        plan = dist.decided_by_main(lambda: runtime.decide_training(cfg.precision, world.device, model_cfg), world)
-        # --compile and the batch shapes it wants (mtkit/train/compile.py); the step is compiled once built.
-        self.compiling = compile_step.decide(cfg.compile, world.device)
-        self.cfg = cfg = compile_step.resolve_buckets(cfg, self.compiling)
-        plan = compile_step.runtime_for(plan, self.compiling, world.device)
-        runtime.apply(self.model, plan)
-        self.precision = Precision(plan, world.device)
-        self.tokens = probe.resolve(cfg, self.model, self.precision, data.train, world, model_cfg.max_positions)
-        self.cfg = cfg = self.tokens.cfg  # --max-tokens auto: probed on a GPU (mtkit/train/probe.py)
+        self.settings, self.model, self.world, self.run_dir, self.model_cfg = settings, model, world, run_dir, model_cfg
+        self.cfg = cfg = settings.cfg
+        self.precision = Precision(settings.runtime, world.device)
         # fused: one kernel for all parameters instead of a Python loop over them (4x faster on CPU too)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
@@ -123,14 +117,14 @@ class Trainer:
         self.progress = Progress()
         self.resumed_from: int | None = None  # the step `load_state_dict` continued from
         self.lr = 0.0  # the rate of the last update applied
-        self.plan, self.valid_batches = plan_data(data.train, data.valid, cfg, world, model_cfg.max_positions)
+        self.batch_plan, self.valid_batches = plan_data(data.train, data.valid, cfg, world, model_cfg.max_positions)
         self.data = data = bucket_data(data, cfg, model_cfg.max_positions)  # batches padded to bucket shapes
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
-        self.ddp = dist.wrap(self.model, world)
-        # The compiled step and loss where self.compiling says so, compiled now on the longest batch.
-        self.ddp, self.loss_sums, self.compile_fields = compile_step.apply(
-            self.ddp, self.compiling, self.plan, data.train, self.precision, cfg.label_smoothing, world.device
-        )
+        self.wrapped = dist.wrap(self.model, world)  # the model as the loop runs it eagerly (DDP under torchrun)
+        # The step the loop calls, and its loss: compiled where settings.compiling says so, compiled now on the
+        # longest batch; eager when that failed under auto, or once a compiled step fails (`_forward_backward`).
+        args = (self.wrapped, settings.compiling, self.batch_plan, data.train, self.precision, cfg.label_smoothing)
+        self.train_step = compile_step.apply(*args)
         self.stop_requests = StopRequests()
         self.provenance: dict = {}  # RUN/run.json, written by rank 0 when training starts (only rank 0 saves)
         self.started_from: dict | None = None  # --init's model, for run.json (mtkit/train/finetune.py)
@@ -147,6 +141,7 @@ class Trainer:
             train_config=dataclasses.asdict(self.cfg),
             optimizer=self.optimizer.state_dict(),
             scaler=self.precision.state_dict(),
+            runtime=resume.runtime_record(self.settings.runtime, self.world.device),  # reused on resume
             rng=dist.all_gather_objects(checkpoint.rng_state(), self.world),
             **self.progress.state_dict(self.world.size, self.cfg),  # step, data (the position), progress
             corpus=self.data.corpus,
@@ -200,17 +195,18 @@ class Trainer:
         return TrainResult(self.model, p.step, p.epoch, p.best, stopped)
 
     def _setup(self) -> report.Setup:
+        settings = self.settings
         return report.Setup(
             params=sum(q.numel() for q in self.model.parameters()),
             world=self.world,
             cfg=self.cfg,
-            precision=(self.precision.name, self.precision.reason),
-            fp32_matmul=(self.precision.matmul, self.precision.matmul_reason),
-            cpu_heap=self.heap,
-            plan=self.plan,
+            precision=(settings.runtime.precision, settings.runtime.why),
+            fp32_matmul=(settings.runtime.matmul, settings.runtime.matmul_why),
+            cpu_heap=settings.cpu_heap,
+            batch_plan=self.batch_plan,
             sentences=len(self.data.train),
             valid_sentences=len(self.data.valid),
-            decided={**self.tokens.fields, **self.compile_fields},
+            decided={**settings.reasons, **self.train_step.fields},
         )
 
     def _start_files(self) -> None:
@@ -229,7 +225,7 @@ class Trainer:
         if p.valid_due:  # a signal kept the validation due at this step from running: it runs first, then a save
             stopped = self._after_update(UpdateResult(False, 0.0, 0.0, 0.0, True, False, ""), state)
         while not stopped:
-            epoch = epoch_of(self.plan, p.epoch, self.world)
+            epoch = epoch_of(self.batch_plan, p.epoch, self.world)
             if p.batch >= len(epoch.batches):  # a resumed position past this epoch's end: start the next one
                 p.epoch, p.batch = p.epoch + 1, 0
                 continue
@@ -316,16 +312,20 @@ class Trainer:
 
     def _forward_backward(self, group: list[np.ndarray], tokens: int) -> torch.Tensor:
         with out_of_memory_hint(self.progress.step + 1, int(self.cfg.max_tokens)):
-            return accumulate(
-                self.ddp,
-                self.data.train,
-                group,
-                self.world.size / max(tokens, 1),
-                self.precision,
-                self.cfg.label_smoothing,
-                self.world.device,
-                self.loss_sums,
-            )
+            try:
+                return self._accumulate(group, tokens)
+            except Exception as exc:  # a compiled step that fails: auto goes on eagerly, on stops (one sentence)
+                if not self.train_step.choice.on or not compile_step.is_compile_failure(exc):
+                    raise
+                self.optimizer.zero_grad(set_to_none=True)
+                self.train_step = compile_step.eager_after(self.train_step, exc, f"at step {self.progress.step + 1}")
+            return self._accumulate(group, tokens)  # the same update again, eagerly: nothing is lost
+
+    def _accumulate(self, group: list[np.ndarray], tokens: int) -> torch.Tensor:
+        scale = self.world.size / max(tokens, 1)
+        precision, smoothing, device = self.precision, self.cfg.label_smoothing, self.world.device
+        step, loss_sums = self.train_step.step, self.train_step.loss_sums
+        return accumulate(step, self.data.train, group, scale, precision, smoothing, device, loss_sums)
 
     def _grad_norm(self) -> torch.Tensor:
         """The whole gradient's L2 norm in true units (fp16: unscaled first), left on the device."""

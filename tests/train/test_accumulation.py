@@ -50,11 +50,11 @@ RANK_SCRIPT = textwrap.dedent("""
     from mtkit.train import trainer
     if os.environ["RANK"] == "1":  # what rank 1 would choose alone; rank 0's choice must win
         os.environ.update(MTKIT_CPU_MATMUL="default", MTKIT_AUTO_PRECISION="bf16")
-    made = []  # the Precision each rank trains with
+    made = []  # the runtime each rank trains with
     class Recorded(trainer.Precision):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
+        def __init__(self, runtime, device):
+            super().__init__(runtime, device)
+            made.append(runtime)
     trainer.Precision = Recorded
     real = trainer.train
     def keep_weights(*args, **kwargs):
@@ -63,7 +63,7 @@ RANK_SCRIPT = textwrap.dedent("""
         torch.save(result.model.state_dict(), os.path.join(out, f"rank{rank}.pt"))
         with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
             onednn = result.model.decoder[0].ffn.w_1.onednn  # the kernel the products ran through
-            json.dump([made[0].name, made[0].matmul, "onednn" if onednn else "default"], f)
+            json.dump([made[0].precision, made[0].matmul, "onednn" if onednn else "default"], f)
         return result
     trainer.train = keep_weights
     app(sys.argv[1:])

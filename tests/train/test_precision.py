@@ -37,8 +37,7 @@ def test_ranks_adopt_rank_0s_choice_and_only_rank_0_measures(monkeypatch):
     rank1 = rank_of_two(1, monkeypatch, [(True, answer)])
     assert decided_by_main(lambda: pytest.fail("rank 1 measured"), rank1) == answer
     # Rank 0's answer is bf16 whatever this CPU has: the test is about adopting it, not about bf16 instructions.
-    chosen = Precision(answer, CPU)
-    assert (chosen.name, chosen.reason, chosen.matmul) == ("bf16", "rank 0 measured 1.3x", backend)
+    assert Precision(answer, CPU).name == "bf16"  # autocast as rank 0 chose (the reasons: the run's RunSettings)
     model = runtime.apply(mtkit.build_model("tiny", 40), answer)
     assert all(m.onednn == (backend == "onednn") for m in model.modules() if isinstance(m, Linear))  # products too
 

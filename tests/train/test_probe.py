@@ -4,6 +4,7 @@ the CPU's answer, a resumed run's kept value, and the real forward-backward tria
 from __future__ import annotations
 
 import dataclasses
+import gc
 import types
 
 import numpy as np
@@ -14,10 +15,12 @@ from mtkit.config import PRESETS, ConfigError, ModelConfig, TrainConfig
 from mtkit.errors import MtkitError
 from mtkit.model import Transformer
 from mtkit.runtime import Runtime
-from mtkit.train import probe
+from mtkit.train import probe, trainer
 from mtkit.train.distributed import World
 from mtkit.train.precision import Precision
 from mtkit.train.resume import kept_max_tokens
+from tests.support.metrics import records_so_far
+from tests.support.training import in_process_run
 
 GPU = World(0, 1, 0, torch.device("cuda"))  # resolve() with a fake `fits` never touches the device
 CPU = World(0, 1, 0, torch.device("cpu"))
@@ -163,3 +166,53 @@ def test_train_with_auto_on_the_cpu_and_a_resume_that_keeps_the_runs_value(cli, 
     assert changed.endswith("changed training settings: max_steps: 2 != 4")  # nothing about tokens or "auto"
     assert "batches differ" not in again.stderr
     assert torch.load(other / "checkpoint_last.pt", weights_only=True)["data"]["max_tokens"] == 400
+
+
+def live_tensor_bytes() -> int:
+    """Bytes of every distinct tensor storage that Python objects hold now (parameters, moments, buffers...)."""
+    gc.collect()
+    storages: dict[int, int] = {}
+    for obj in gc.get_objects():
+        # plain tensors and parameters only: a torch.compile test's fake tensors (still alive) have no storage
+        if type(obj) in (torch.Tensor, torch.nn.Parameter) and obj.device.type == "cpu" and not obj.is_meta:
+            storage = obj.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def test_auto_trains_with_exactly_the_budget_it_announced_and_the_probe_leaves_no_memory_behind(
+    toy_data, tmp_path, monkeypatch
+) -> None:
+    """The probe run for real on the CPU (its trials are the real forward and backward; only "out of memory"
+    is simulated, above 700 tokens): the run then trains bitwise as a run given the announced number, and
+    when its loop starts it holds no more tensor memory than that run (no gradient, no held optimizer memory)."""
+    monkeypatch.setattr(probe, "PROBED", ("cuda", "cpu"))
+    real_fits, tried = probe.batch_fits, []
+
+    def fits(model, precision, rows, length, device) -> bool:
+        tried.append(rows * length)
+        return rows * length <= 700 and real_fits(model, precision, rows, length, device)
+
+    monkeypatch.setattr(probe, "batch_fits", fits)
+    at_loop: dict[str, tuple[int, bool]] = {}
+    real_loop = trainer.Trainer._loop
+
+    def measured_loop(self) -> str:
+        at_loop[self.run_dir.name] = live_tensor_bytes(), all(p.grad is None for p in self.model.parameters())
+        return real_loop(self)
+
+    monkeypatch.setattr(trainer.Trainer, "_loop", measured_loop)
+    before = {"auto": live_tensor_bytes()}
+    auto = in_process_run(toy_data, tmp_path / "auto", max_tokens="auto", max_steps=4, precision="fp32")
+    start = next(r for r in records_so_far(tmp_path / "auto") if r["event"] == "start")
+    announced = start["max_tokens"]
+    assert tried and max(tried) > 700 and "auto: " in start["max_tokens_why"] and "this CPU" in start["max_tokens_why"]
+    assert 0.9 * (700 - 700 // probe.STEPS) <= announced <= 0.9 * 700
+    before["given"] = live_tensor_bytes()
+    given = in_process_run(toy_data, tmp_path / "given", max_tokens=announced, max_steps=4, precision="fp32")
+    for run in ("auto", "given"):
+        assert torch.load(tmp_path / run / "checkpoint_last.pt", weights_only=True)["data"]["max_tokens"] == announced
+    for name, value in given.model.state_dict().items():
+        assert torch.equal(auto.model.state_dict()[name], value), name
+    held = {run: at_loop[run][0] - before[run] for run in before}  # what each run holds as its loop starts
+    assert at_loop["auto"][1] and held["auto"] <= held["given"]

@@ -58,20 +58,20 @@ class Runtime:
         return torch_dtype(self.precision)
 
 
-def apply(model: Transformer, plan: Runtime) -> Transformer:
-    """Make `model` compute as `plan` says: int8 layers, or each Linear's kernel and packed weight; returns it.
+def apply(model: Transformer, runtime: Runtime) -> Transformer:
+    """Make `model` compute as `runtime` says: int8 layers, or each Linear's kernel and packed weight; returns it.
 
     Called once per model by the entry point that owns it, after the model is on its device and in its dtype
     (packing reads the weights as they are then: a later change of a weight makes its copy unused, not wrong).
-    Also caps this process's kernel caches (a rank that adopted rank 0's plan has not yet).
+    Also caps this process's kernel caches (a rank that adopted rank 0's decisions has not yet).
     """
-    if plan.kernel_caches is not None:
-        cap_kernel_caches(*plan.kernel_caches)
-    if plan.precision == "int8":
+    if runtime.kernel_caches is not None:
+        cap_kernel_caches(*runtime.kernel_caches)
+    if runtime.precision == "int8":
         return quantize_int8(model)
     relu_after = {id(m.w_1) for m in model.modules() if isinstance(m, FeedForward)}  # Eq. (2)'s inner layer
     for module in model.modules():
         if isinstance(module, Linear):
-            module.onednn = plan.matmul == "onednn"
-            module.packed = pack(module.weight, plan.packing, module.bias is not None, id(module) in relu_after)
+            module.onednn = runtime.matmul == "onednn"
+            module.packed = pack(module.weight, runtime.packing, module.bias is not None, id(module) in relu_after)
     return model
