@@ -8,7 +8,8 @@ functions of their arguments, and environment pins (MTKIT_CPU_MATMUL, MTKIT_AUTO
 decision is made.
 
 Where this package sits among mtkit's layers (what it may import): docs/architecture.md, whose table is
-generated from pyproject.toml's import-linter contract. Inside it: decide > precision > decision > int8 | packing > matmul > caches.
+generated from pyproject.toml's import-linter contract.
+Inside it: decide > precision > decision > int8 | packing > matmul > caches.
 """
 
 from __future__ import annotations
