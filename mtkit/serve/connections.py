@@ -143,7 +143,10 @@ def quiet_repeats(*names: str) -> OncePerCause:
     """One OncePerCause on each named logger (uvicorn's, asyncio's, the serve modules'); returned for tests."""
     tally = OncePerCause()
     for name in names:
-        logging.getLogger(name).addFilter(tally)
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, OncePerCause)]:
+            logger.removeFilter(old)  # a second server in the same process (tests) starts its own count
+        logger.addFilter(tally)
     return tally
 
 
