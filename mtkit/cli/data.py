@@ -83,11 +83,11 @@ def prepare(
         autocompletion=lambda incomplete: [n for n in _corpus_names() if n.startswith(incomplete)],
     ),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory.", show_default="data/NAME"),
-    mirror: Optional[Path] = typer.Option(
+    mirror: Optional[list[Path]] = typer.Option(
         None,
         "--mirror",
         help="A directory holding the archives, put there by hand "
-        "(no network is used); a missing one is named with its URL.",
+        "(no network is used); a missing one is named with its URL. Give it twice to read from two directories.",
     ),
     cache: Optional[Path] = typer.Option(
         None,
@@ -139,6 +139,9 @@ def prepare(
     """Fetch, extract and clean a named corpus into DIR/raw.
 
     Example: mtkit prepare multi30k-en-de --mirror ../shared/data/multi30k-en-de
+
+    Multi30k's French and Czech sides live apart from its English and German ones:
+    mtkit prepare multi30k-en-fr --mirror ../shared/data/multi30k-en-de --mirror ../shared/data/multi30k-fr-cs
     """
     if list_:
         _list_corpora()
@@ -167,7 +170,7 @@ def prepare(
     options = PrepareOptions(
         out=out,
         cache=cache,
-        mirror=mirror,
+        mirror=mirror or None,
         base_url=base_url,
         retries=retries,
         workers=workers,
