@@ -141,6 +141,11 @@ class TrainConfig:
         "Multi30k) or x8 (multiples of 8).",
         LENGTH_BUCKET_CHOICES,
     )
+    pair_temperature: float = option(
+        5.0,
+        "Multilingual data: language pair k is sampled with probability proportional to its share of the "
+        "sentences to the power 1/T (1: by size; 5: the multilingual literature's, as in fairseq's examples).",
+    )
     valid_every: int = option(1000, "Updates between validations.")
     patience: int = option(0, "Stop after this many validations without a new best (0: never).")
     valid_bleu: int = option(
@@ -193,6 +198,7 @@ class TrainConfig:
             _check(isinstance(value, int) and value >= 0, type(self), name, "0 (off) or a positive integer", value)
         _probability(self, "label_smoothing")
         _check(self.lr_scale > 0, type(self), "lr_scale", "positive", self.lr_scale)
+        _check(self.pair_temperature > 0, type(self), "pair_temperature", "positive", self.pair_temperature)
         _check(self.clip_norm >= 0, type(self), "clip_norm", "0 (off) or positive", self.clip_norm)
         _check(
             self.save_every_minutes >= 0,

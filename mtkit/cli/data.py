@@ -200,7 +200,18 @@ def prepare(
 
 @app.command()
 def bpe(
-    data_dir: Path = typer.Argument(..., help="A directory written by `mtkit prepare` (holding raw/)."),
+    data_dirs: list[Path] = typer.Argument(
+        ...,
+        help="A directory written by `mtkit prepare` (holding raw/); several, with --out, for one multilingual model.",
+        show_default=False,
+    ),
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        show_default="DIR itself",
+        help="With several DIRs: the multilingual data directory to write (their pairs, each source after its "
+        "target-language token >>xx<<; docs/multilingual.md).",
+    ),
     vocab_size: Optional[int] = typer.Option(
         None,
         "--vocab-size",
@@ -223,9 +234,24 @@ def bpe(
     """Learn a joint SentencePiece BPE vocabulary and binarize every split.
 
     Example: mtkit bpe data/multi30k-en-de --vocab-size 8000
+
+    Multilingual: mtkit bpe data/multi30k-en-de data/multi30k-en-fr data/multi30k-en-cs --out data/multi30k-en-xx
     """
     setup_logging(logging.INFO)
     from mtkit.data.bpe import BpeOptions, build
+
+    if len(data_dirs) > 1 and out is None:
+        raise MtkitError("several data directories make one multilingual directory: name it with --out DIR.")
+    if len(data_dirs) == 1 and out is not None:
+        raise MtkitError("--out is for several data directories (a multilingual model); give two or more.")
+    data_dir = data_dirs[0]
+    if out is not None:
+        from mtkit.data.multilingual import gather
+
+        record = gather(data_dirs, out)
+        pairs = ", ".join(f"{p['src']}->{p['tgt']} ({p['token']})" for p in record["pairs"])
+        err.print(f"[green]gathered[/] {escape(str(out))}/raw: {escape(pairs)}")
+        data_dir = out
 
     record = build(
         data_dir,

@@ -222,6 +222,8 @@ def translate(
     Target prefix: printf 'A man sleeps.\tEin Mann\n' | mtkit translate -m averaged.pt --prefix
 
     Scoring pairs: paste test.en test.de | mtkit translate -m averaged.pt --score-only
+
+    A multilingual model, into French: mtkit translate -m averaged.pt --target-lang fr < test.en
     """
     import contextlib
     import logging
@@ -266,7 +268,7 @@ def translate(
         if score_only:
             texts = (
                 f"{s.logprob:.4f}\t{s.average:.4f}\t{s.length}\n"
-                for s in translator.score_stream(pairs, batch_tokens, chunk_lines)
+                for s in translator.score_stream(pairs, batch_tokens, chunk_lines, config.target_lang)
             )
         else:
             items = pairs if (prefix or prefix_file) else lines

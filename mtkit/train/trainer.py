@@ -37,6 +37,7 @@ from mtkit.heap import keep_freed_memory
 from mtkit.model import Transformer
 from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
+from mtkit.train import pairs as multilingual
 from mtkit.train import probe, report, resume, rundir
 from mtkit.train.forward import accumulate, out_of_memory_hint
 from mtkit.train.metrics import MetricsLog, Window
@@ -123,6 +124,9 @@ class Trainer:
         self.resumed_from: int | None = None  # the step `load_state_dict` continued from
         self.lr = 0.0  # the rate of the last update applied
         self.plan, self.valid_batches = plan_data(data.train, data.valid, cfg, world, model_cfg.max_positions)
+        # Several language pairs: their own batch plan and per-pair validation (mtkit/train/pairs.py).
+        self.pairs = multilingual.setup(data, cfg, world, model_cfg.max_positions)
+        self.plan = self.pairs.plan if self.pairs is not None else self.plan
         self.data = data = bucket_data(data, cfg, model_cfg.max_positions)  # batches padded to bucket shapes
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
         self.ddp = dist.wrap(self.model, world)
@@ -379,7 +383,8 @@ class Trainer:
         """Validate, update best and patience: (a new best?, the stop signal that cut it short, or ""), the same
         on every rank. A validation cut short counts for nothing."""
         p, smoothing = self.progress, self.cfg.label_smoothing
-        result = validate(
+        validation = self.pairs.validate if self.pairs is not None else validate  # multilingual: per pair
+        result = validation(
             self.model, self.data, self.valid_batches, self.world, self.precision, smoothing, self.stop_requests
         )
         p.valid_due = bool(result.stopped)  # cut short: it counts for nothing, and the resumed run redoes it
