@@ -99,6 +99,7 @@ def _check_modes(
         return "--" + name.replace("_", "-")
 
     if score_only:
+        given = {k: v for k, v in given.items() if k != "target_lang"}  # the direction to score, not a search setting
         decoding = {"sampling": sampling, "prefix": prefix, "prefix_file": prefix_file, **given}
         _refuse(
             [flag(n) for n, v in decoding.items() if v],
