@@ -19,6 +19,7 @@ from typing import Any
 
 from mtkit.config import DecodeConfig
 from mtkit.decode import ct2, loading
+from mtkit.decode.encode import with_target_lang
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
@@ -106,6 +107,7 @@ class Service:
         self.info: dict[str, Any] = {}
         self.error: str | None = None
         self.batcher: Batcher | None = None
+        self.vocab: Any = None  # the loaded translator's
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None
@@ -144,6 +146,8 @@ class Service:
             "api_key": s.access.api_key is not None,
             "allowed_origins": list(s.access.origins),
         }
+
+        self.vocab = translator.vocab  # for the check of a request's target language
 
         def count_tokens(lines: Sequence[str]) -> int:
             return sum(len(ids) + 1 for ids in translator.vocab.encode_batch(lines))  # + EOS, as decoded
@@ -197,6 +201,10 @@ class Service:
                 ct2.check(config)  # a setting CTranslate2 cannot run (mtkit/decode/ct2.py)
             except MtkitError as exc:
                 raise RequestError(422, str(exc)) from None
+        try:  # a target language the model has no token for is the request's mistake, not a failed batch
+            with_target_lang(self.vocab, [], config.target_lang)
+        except MtkitError as exc:
+            raise RequestError(422, str(exc)) from None
         try:
             future = self.batcher.submit(lines, config)
         except QueueFull:

@@ -69,3 +69,19 @@ def test_target_lang_puts_the_token_in_front_and_is_checked(multi_run, cli):
     scored = cli("translate", "-m", model, "--score-only", "--target-lang", "fr", input="a man runs\tx y\n")
     plain = cli("translate", "-m", model, "--score-only", input=">>fr<< a man runs\tx y\n")
     assert scored.returncode == 0 and scored.stdout == plain.stdout
+
+
+def test_a_huggingface_export_reads_the_token_as_one_id(multi_run, cli, tmp_path):
+    pytest.importorskip("transformers")
+    from transformers import MarianTokenizer
+
+    from mtkit.data.vocab import Vocab
+
+    root, run, _ = multi_run
+    out = tmp_path / "hf"
+    r = cli("export", run / "checkpoint_last.pt", "--format", "huggingface", "-o", out)
+    assert r.returncode == 0, r.stderr
+    vocab = Vocab.load(root / "en-xx" / "spm.model")
+    tokenizer = MarianTokenizer.from_pretrained(out)
+    assert tokenizer(">>fr<< a man runs").input_ids == [*vocab.encode(">>fr<< a man runs"), 3]
+    assert vocab.encode(">>fr<< a man runs")[0] == vocab.language_tokens[">>fr<<"]
