@@ -1,6 +1,6 @@
 """OUT/results.md of run.sh: test_2016_flickr BLEU and chrF per direction, bilingual against multilingual.
 
-Usage (run.sh calls it): python results.py OUT UPDATES WARMUP -- TIMES...
+Usage (run.sh calls it): python results.py OUT UPDATES WARMUP BEAM -- TIMES...
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _scores(path: Path) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> str:
-    out, updates, warmup = Path(argv[0]), int(argv[1]), int(argv[2])
+    out, updates, warmup, beam = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
     times = argv[argv.index("--") + 1 :] if "--" in argv else []
     rows = []
     bleus: dict[str, list[float]] = {"bi": [], "multi": []}
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> str:
     lines = [
         "# Multi30k En->{De,Fr,Cs}: one multilingual model against three bilingual ones",
         "",
-        f"test_2016_flickr, sacreBLEU and chrF, beam 4. Each bilingual model: {updates} updates; the multilingual "
+        f"test_2016_flickr, sacreBLEU and chrF, beam {beam}. Each bilingual model: {updates} updates; the multilingual "
         f"model: {3 * updates} (the same total), pairs mixed by temperature 5; warmup {warmup}. CPU: {_cpu()}.",
         "",
         "| direction | BLEU bilingual | BLEU multilingual | chrF bilingual | chrF multilingual |",
