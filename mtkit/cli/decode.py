@@ -269,7 +269,7 @@ def translate(
         if score_only:
             texts = (
                 f"{s.logprob:.4f}\t{s.average:.4f}\t{s.length}\n"
-                for s in translator.score_stream(pairs, batch_tokens, chunk_lines, config.target_lang)
+                for s in translator.score_stream(pairs, batch_tokens, chunk_lines, config)
             )
         else:
             items = pairs if (prefix or prefix_file) else lines

@@ -244,14 +244,14 @@ class Translator:
         pairs: Iterable[tuple[str, str]],
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         chunk_lines: int = DEFAULT_CHUNK_LINES,
-        target_lang: str = "",
+        config: DecodeConfig = DecodeConfig(),
     ) -> Iterator[PairScore]:
-        """Scores in input order, yielded as soon as every earlier pair's is ready; `target_lang` as
-        DecodeConfig's (a multilingual model's direction)."""
+        """Scores in input order, yielded as soon as every earlier pair's is ready; of `config`, only its
+        target_lang counts (a multilingual model's direction): nothing is searched."""
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
         for first, chunk in chunks(pairs, chunk_lines):
-            yield from self._score_chunk(first, chunk, batch_tokens, target_lang)
+            yield from self._score_chunk(first, chunk, batch_tokens, config.target_lang)
 
     def _translate_chunk(
         self, first: int, items: list[Source], config: DecodeConfig, batch_tokens: int, sampling: SamplingConfig | None
