@@ -17,14 +17,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.te
 class Multilingual(FakeService):
     """The fake model with a vocabulary that has the tokens >>de<< and >>fr<<; it records each batch's language."""
 
-    def _load(self) -> None:
-        super()._load()
+    def _load(self) -> None:  # all of it before the batcher: the server is ready once that exists
         self.vocab = Vocab.from_bytes(
             train_bpe(["a man runs", "the dog sits"] * 20, BYTE_PIECES + 40, (">>de<<", ">>fr<<"))
         )
         self.seen: list[str] = []
         record = self.decode
         self.decode = lambda lines, config: self.seen.append(config.target_lang) or record(lines, config)
+        super()._load()
 
 
 def test_each_request_takes_its_target_language():
