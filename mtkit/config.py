@@ -157,6 +157,11 @@ class TrainConfig:
         "Multi30k) or x8 (multiples of 8).",
         LENGTH_BUCKET_CHOICES,
     )
+    pair_temperature: float = option(
+        5.0,
+        "Multilingual data: language pair k is sampled with probability proportional to its share of the "
+        "sentences to the power 1/T (1: by size; 5: the multilingual literature's, as in fairseq's examples).",
+    )
     valid_every: int = option(1000, "Updates between validations.")
     patience: int = option(0, "Stop after this many validations without a new best (0: never).")
     valid_bleu: int = option(
@@ -209,6 +214,7 @@ class TrainConfig:
             check_field(isinstance(value, int) and value >= 0, type(self), name, "0 (off) or a positive integer", value)
         check_probability(self, "label_smoothing")
         check_field(self.lr_scale > 0, type(self), "lr_scale", "positive", self.lr_scale)
+        check_field(self.pair_temperature > 0, type(self), "pair_temperature", "positive", self.pair_temperature)
         check_field(self.clip_norm >= 0, type(self), "clip_norm", "0 (off) or positive", self.clip_norm)
         check_field(
             self.save_every_minutes >= 0,

@@ -80,6 +80,7 @@ class Curve:
     event: str  # "train" or "valid"
     x: np.ndarray
     y: np.ndarray
+    pair: str = ""  # a multilingual run's language pair (`bleu.en-de`, ...); "" for the whole dev set
 
 
 # ---- reading --------------------------------------------------------------------------------------------
@@ -223,6 +224,12 @@ def curves(run: Run, axis: str, series: str) -> list[Curve]:
         if points:
             x, y = zip(*points)
             out.append(Curve(run.label, series, event, np.asarray(x, dtype=float), np.asarray(y, dtype=float)))
+    # A multilingual run's validations also hold each pair's value, `series.PAIR` (mtkit/train/pairs.py).
+    valid = [(x, r) for x, r in zip(xs, run.records) if r["event"] == "valid" and "valid" in EVENTS[series]]
+    for pair in dict.fromkeys(k[len(series) + 1 :] for _, r in valid for k in r if k.startswith(f"{series}.")):
+        points = [(x, r[f"{series}.{pair}"]) for x, r in valid if isinstance(r.get(f"{series}.{pair}"), (int, float))]
+        x, y = zip(*points)
+        out.append(Curve(run.label, series, "valid", np.asarray(x, dtype=float), np.asarray(y, dtype=float), pair))
     return out
 
 
@@ -281,6 +288,7 @@ def draw(runs: Sequence[Run], axis: str = "minutes", series: Sequence[str] | Non
     fig = Figure(figsize=(9, 0.6 + 2.9 * len(chosen)), layout="constrained", dpi=110)
     axes = fig.subplots(len(chosen), 1, sharex=True, squeeze=False)[:, 0]
     colours = {run.label: f"C{i % 10}" for i, run in enumerate(runs)}
+    pairs = list(dict.fromkeys(c.pair for lines in chosen.values() for c in lines if c.pair))
     for ax, (name, lines) in zip(axes, chosen.items()):
         for c in lines:
             valid = c.event == "valid"
@@ -288,11 +296,12 @@ def draw(runs: Sequence[Run], axis: str = "minutes", series: Sequence[str] | Non
                 c.x,
                 c.y,
                 color=colours[c.run],
-                linestyle="--" if valid else "-",
-                marker="o" if valid or len(c.x) == 1 else None,  # a lone training point is a dot, not nothing
+                linestyle=(":" if c.pair else "--") if valid else "-",
+                # a lone training point is a dot, not nothing; each language pair its own marker
+                marker="sv^Dpx*h"[pairs.index(c.pair) % 8] if c.pair else "o" if valid or len(c.x) == 1 else None,
                 markersize=3.5,
                 linewidth=1.4 if valid else 1.1,
-                label=f"{c.run} ({c.event})",
+                label=f"{c.run} {c.pair} ({c.event})" if c.pair else f"{c.run} ({c.event})",
             )
         ax.set_title(TITLES[name], fontsize=10, loc="left")
         ax.set_ylabel(Y_LABELS[name])

@@ -84,11 +84,11 @@ def prepare(
         autocompletion=lambda incomplete: [n for n in _corpus_names() if n.startswith(incomplete)],
     ),
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory.", show_default="data/NAME"),
-    mirror: Optional[Path] = typer.Option(
+    mirror: Optional[list[Path]] = typer.Option(
         None,
         "--mirror",
         help="A directory holding the archives, put there by hand "
-        "(no network is used); a missing one is named with its URL.",
+        "(no network is used); a missing one is named with its URL. Give it twice to read from two directories.",
     ),
     cache: Optional[Path] = typer.Option(
         None,
@@ -140,6 +140,9 @@ def prepare(
     """Fetch, extract and clean a named corpus into DIR/raw.
 
     Example: mtkit prepare multi30k-en-de --mirror ../shared/data/multi30k-en-de
+
+    Multi30k's French and Czech sides live apart from its English and German ones:
+    mtkit prepare multi30k-en-fr --mirror ../shared/data/multi30k-en-de --mirror ../shared/data/multi30k-fr-cs
     """
     if list_:
         _list_corpora()
@@ -168,7 +171,7 @@ def prepare(
     options = PrepareOptions(
         out=out,
         cache=cache,
-        mirror=mirror,
+        mirror=mirror or None,
         base_url=base_url,
         retries=retries,
         workers=workers,
@@ -198,7 +201,18 @@ def prepare(
 
 @app.command()
 def bpe(
-    data_dir: Path = typer.Argument(..., help="A directory written by `mtkit prepare` (holding raw/)."),
+    data_dirs: list[Path] = typer.Argument(
+        ...,
+        help="A directory written by `mtkit prepare` (holding raw/); several, with --out, for one multilingual model.",
+        show_default=False,
+    ),
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        show_default="DIR itself",
+        help="With several DIRs: the multilingual data directory to write (their pairs, each source after its "
+        "target-language token >>xx<<; docs/multilingual.md).",
+    ),
     vocab_size: Optional[int] = typer.Option(
         None,
         "--vocab-size",
@@ -231,9 +245,24 @@ def bpe(
     Example: mtkit bpe data/multi30k-en-de --vocab-size 8000
 
     Fine-tuning data: mtkit bpe data/multi30k-en-fr --from Helsinki-NLP/opus-mt-en-fr
+
+    Multilingual: mtkit bpe data/multi30k-en-de data/multi30k-en-fr data/multi30k-en-cs --out data/multi30k-en-xx
     """
     setup_logging(logging.INFO)
     from mtkit.data.bpe import BpeOptions, build
+
+    if len(data_dirs) > 1 and out is None:
+        raise MtkitError("several data directories make one multilingual directory: name it with --out DIR.")
+    if len(data_dirs) == 1 and out is not None:
+        raise MtkitError("--out is for several data directories (a multilingual model); give two or more.")
+    data_dir = data_dirs[0]
+    if out is not None:
+        from mtkit.data.multilingual import gather
+
+        record = gather(data_dirs, out)
+        pairs = ", ".join(f"{p['src']}->{p['tgt']} ({p['token']})" for p in record["pairs"])
+        err.print(f"[green]gathered[/] {escape(str(out))}/raw: {escape(pairs)}")
+        data_dir = out
 
     tokenizer = None
     if from_model is not None:

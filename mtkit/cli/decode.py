@@ -93,6 +93,7 @@ def _check_modes(
         return "--" + name.replace("_", "-")
 
     if score_only:
+        given = {k: v for k, v in given.items() if k != "target_lang"}  # the direction to score, not a search setting
         decoding = {"sampling": sampling, "prefix": prefix, "prefix_file": prefix_file, **given}
         _refuse(
             [flag(n) for n, v in decoding.items() if v],
@@ -213,6 +214,8 @@ def translate(
     Target prefix: printf 'A man sleeps.\tEin Mann\n' | mtkit translate -m averaged.pt --prefix
 
     Scoring pairs: paste test.en test.de | mtkit translate -m averaged.pt --score-only
+
+    A multilingual model, into French: mtkit translate -m averaged.pt --target-lang fr < test.en
     """
     import contextlib
     import logging
@@ -256,7 +259,7 @@ def translate(
         if score_only:
             texts = (
                 f"{s.logprob:.4f}\t{s.average:.4f}\t{s.length}\n"
-                for s in translator.score_stream(pairs, batch_tokens, chunk_lines)
+                for s in translator.score_stream(pairs, batch_tokens, chunk_lines, config)
             )
         else:
             items = pairs if (prefix or prefix_file) else lines

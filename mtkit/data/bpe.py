@@ -34,6 +34,7 @@ from mtkit.atomic import write_atomic
 from mtkit.data.binarize import id_dtype
 from mtkit.data.corpora import SPLITS, default_registry
 from mtkit.data.encode import all_lines, encode_file, give_back_freed_memory, sample_pairs
+from mtkit.data.multilingual import balanced_sentences, languages, pairs_of
 from mtkit.data.owned import listed, previous_record, refuse_foreign
 from mtkit.errors import MtkitError
 from mtkit.files import check_parallel, data_dir_locked, fingerprint, progress_bar
@@ -112,6 +113,9 @@ def _build(data_dir: Path, opts: BpeOptions) -> dict[str, Any]:
         (opts.vocab_size, "--vocab-size") if opts.vocab_size is not None else default_vocab_size(corpus, train_pairs)
     )
     settings = _learn_settings(vocab_size, opts) if opts.tokenizer is None else _model_settings(opts)
+    pairs = pairs_of(previous_record(data_dir / "prepare.json"))  # several pairs (mtkit/data/multilingual.py)
+    if pairs and opts.tokenizer is None:  # their target-language tokens as pieces of their own; sampled per language
+        settings.update(user_defined_symbols=list(dict.fromkeys(p["token"] for p in pairs)), sample_by="language")
     # 2. What DIR holds: replace only what an earlier run wrote; its record counts only without --force.
     record_path = data_dir / "bpe.json"
     previous = previous_record(record_path)
@@ -125,7 +129,7 @@ def _build(data_dir: Path, opts: BpeOptions) -> dict[str, Any]:
         _write_record(record_path, {"format": FORMAT, "state": "building", "files": sorted(owned | outputs)})
         # 3. The model: learned, or reused when the settings and the training text are the same.
         if opts.tokenizer is None:
-            learned = _learn_or_reuse(data_dir, inputs, src, tgt, settings, why, opts, prev, timings)
+            learned = _learn_or_reuse(data_dir, inputs, src, tgt, settings, why, opts, prev, timings, pairs)
         else:
             learned = _model_tokenizer(data_dir, opts.tokenizer, prev)
             why = f"the tokenizer of {opts.tokenizer_from}"
@@ -147,6 +151,7 @@ def _build(data_dir: Path, opts: BpeOptions) -> dict[str, Any]:
             "splits": encoded,
             "files": sorted(outputs),
             "reused_model": learned.reused,
+            **({"pairs": pairs} if pairs else {}),
             "timings": {k: round(v, 3) for k, v in timings.items()},
         }
         _write_record(record_path, record)
@@ -287,6 +292,7 @@ def _learn_or_reuse(
     opts: BpeOptions,
     prev: Mapping[str, Any],
     timings: dict[str, float],
+    pairs: list[dict[str, Any]],
 ) -> _Learned:
     from mtkit.data.vocab import Vocab, train_bpe
 
@@ -303,8 +309,18 @@ def _learn_or_reuse(
     t0 = time.perf_counter()
     raw = data_dir / "raw"
     train_pairs, total, taken = inputs[f"train.{src}"]["lines"], 2 * inputs[f"train.{src}"]["lines"], [0]
-    if opts.sample >= total:
-        sentences: Iterator[str] = all_lines(raw / f"train.{src}", raw / f"train.{tgt}")
+    if pairs:
+        sentences: Iterator[str] = balanced_sentences(raw, pairs, opts.sample, opts.seed, taken)
+        logger.info(
+            "learning a joint BPE model of %d pieces (%s) for %s, at most %d sentences of each (seed %d)",
+            settings["vocab_size"],
+            why,
+            ", ".join(languages(pairs)),
+            opts.sample // len(languages(pairs)),
+            opts.seed,
+        )
+    elif opts.sample >= total:
+        sentences = all_lines(raw / f"train.{src}", raw / f"train.{tgt}")
         taken[0] = total
         logger.info(
             "learning a joint BPE model of %d pieces (%s) from all %d sentences", settings["vocab_size"], why, total
@@ -321,7 +337,7 @@ def _learn_or_reuse(
             total,
             opts.seed,
         )
-    model_bytes = train_bpe(sentences, settings["vocab_size"])
+    model_bytes = train_bpe(sentences, settings["vocab_size"], settings.get("user_defined_symbols", ()))
     give_back_freed_memory()
     write_atomic(model_path, model_bytes)
     vocab = Vocab.from_bytes(model_bytes)

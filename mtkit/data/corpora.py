@@ -140,41 +140,53 @@ def _newstest2014(src: str, tgt: str) -> tuple[Part, ...]:
 
 
 # --------------------------------------------------------------------------- Multi30k
+# The same 31,014 captions in four languages (line N of every file is the same caption): English and German
+# (Elliott et al. 2016), French (Elliott et al. 2017) and Czech (Barrault et al. 2018). Every pair of
+# English with another language is a corpus, and a multilingual model takes several (docs/multilingual.md).
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 MULTI30K_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data/task1/raw"
-_MULTI30K_FILES = {  # file -> (sha256 of the .gz, bytes), from ../shared/data/multi30k-en-de/README.md
+_MULTI30K_FILES = {  # file -> (sha256 of the .gz, bytes), from the READMEs of ../shared/data/multi30k-{en-de,fr-cs}
     "train.en.gz": ("d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f", 568_929),
     "train.de.gz": ("726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6", 637_044),
+    "train.fr.gz": ("622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c", 604_242),
+    "train.cs.gz": ("a65adb8b32e3bc664f21ecba7a6e7f6950fd1f405e135f7c312faabdb6255077", 593_827),
     "val.en.gz": ("14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28", 21_650),
     "val.de.gz": ("f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a", 24_681),
+    "val.fr.gz": ("ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9", 23_001),
+    "val.cs.gz": ("b63226e05c4bd5dd6a42897d74b86a1b9d2c31498252c572b1ea7f7996927fcc", 22_096),
     "test_2016_flickr.en.gz": ("611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9", 21_077),
     "test_2016_flickr.de.gz": ("9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8", 22_890),
+    "test_2016_flickr.fr.gz": ("6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90", 22_310),
+    "test_2016_flickr.cs.gz": ("200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1", 22_572),
 }
 MULTI30K_SOURCES = tuple(
     Source(name, f"{MULTI30K_URL}/{name}", sha256=sha, size=size, group=f"multi30k-{MULTI30K_COMMIT[:7]}")
     for name, (sha, size) in _MULTI30K_FILES.items()
 )
+MULTI30K_LANGS = ("de", "fr", "cs")  # the languages paired with English, in the order they were published
 
 
-def _multi30k() -> Corpus:
+def _multi30k(tgt: str) -> Corpus:
+    """English -> `tgt`; its sources are only the six files of its two languages."""
+
     def part(name: str, stem: str, note: str) -> Part:
-        return _part(name, note, en=Member(f"{stem}.en.gz"), de=Member(f"{stem}.de.gz"))
+        return _part(name, note, **{lang: Member(f"{stem}.{lang}.gz") for lang in ("en", tgt)})
 
     return Corpus(
-        name="multi30k-en-de",
+        name=f"multi30k-en-{tgt}",
         src="en",
-        tgt="de",
-        description="Multi30k task 1 en->de (image captions; research use): train 29000, valid 1014, "
+        tgt=tgt,
+        description=f"Multi30k task 1 en->{tgt} (image captions; research use): train 29000, valid 1014, "
         "test_2016_flickr 1000",
         splits=(
             ("train", (part("train", "train", "29000"),)),
             ("valid", (part("val", "val", "1014"),)),
             ("test", (part("test_2016_flickr", "test_2016_flickr", "1000"),)),
         ),
-        sources=MULTI30K_SOURCES,
+        sources=tuple(s for s in MULTI30K_SOURCES if s.filename.split(".")[-2] in ("en", tgt)),
         vocab_size=8000,
         pairs="29k",
-        family="multi30k-en-de",
+        family=f"multi30k-en-{tgt}",
         max_words=0,
         max_ratio=0,
     )
@@ -240,9 +252,10 @@ def default_registry() -> Registry:
         fwd = _wmt14("en", other)
         reg.add(fwd)
         reg.add(_reverse(fwd, f"wmt14-{other}-en", _newstest2014(other, "en")))
-    m30k = _multi30k()
-    reg.add(m30k)
-    reg.add(_reverse(m30k, "multi30k-de-en"))
+    for other in MULTI30K_LANGS:
+        m30k = _multi30k(other)
+        reg.add(m30k)
+        reg.add(_reverse(m30k, f"multi30k-{other}-en"))
     return reg
 
 

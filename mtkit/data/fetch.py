@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,13 +135,14 @@ class Fetcher:
     """Gets each Source's file from the cache, a mirror directory, or its URL (in that order).
 
     With `mirror`, the network is never used: a file missing from both the cache and the
-    mirror is an error naming the file and the URL to fetch it from.
+    mirror is an error naming the file and the URL to fetch it from. Several mirror directories
+    are searched in order (Multi30k's English-German and French-Czech sides live apart).
     """
 
     def __init__(
         self,
         cache_dir: str | os.PathLike | None = None,
-        mirror: str | os.PathLike | None = None,
+        mirror: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
         *,
         progress: bool = False,
         retries: int = 5,
@@ -149,9 +150,10 @@ class Fetcher:
         timeout: float = 60.0,
     ):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-        self.mirror = Path(mirror) if mirror else None
-        if self.mirror is not None and not self.mirror.is_dir():
-            raise MtkitError(f"the mirror directory {self.mirror} does not exist.")
+        given = [] if not mirror else [mirror] if isinstance(mirror, (str, os.PathLike)) else list(mirror)
+        self.mirrors = tuple(Path(m) for m in given)
+        for directory in (d for d in self.mirrors if not d.is_dir()):
+            raise MtkitError(f"the mirror directory {directory} does not exist.")
         self.progress = progress
         self.retries = max(0, int(retries))
         self.backoff = backoff
@@ -206,9 +208,11 @@ class Fetcher:
     # ------------------------------------------------------------------ public
     def missing_in_mirror(self, sources: Iterable[Source]) -> list[Source]:
         """Sources neither cached nor in the mirror directory (empty when there is no mirror)."""
-        if self.mirror is None:
-            return []
-        return [s for s in sources if not (self.mirror / s.filename).is_file() and not self.cached_path(s).is_file()]
+        return [s for s in sources if self.mirrors and self._in_mirror(s) is None and not self.cached_path(s).is_file()]
+
+    def _in_mirror(self, source: Source) -> Path | None:
+        """The first mirror directory's copy of the file, or None."""
+        return next((d / source.filename for d in self.mirrors if (d / source.filename).is_file()), None)
 
     def fetch(self, source: Source) -> Fetched:
         cached = self.cached_path(source)
@@ -216,7 +220,7 @@ class Fetcher:
             got = self._from_cache(source, cached)
             if got is not None:
                 return got
-        if self.mirror is not None:
+        if self.mirrors:
             return self._from_mirror(source)
         return self._download(source)
 
@@ -249,13 +253,10 @@ class Fetcher:
         )
 
     def _from_mirror(self, source: Source) -> Fetched:
-        assert self.mirror is not None
-        path = self.mirror / source.filename
-        if not path.is_file():
-            raise MtkitError(
-                f"{source.filename} is not in the mirror directory {self.mirror}; "
-                f"download it from {source.url} and put it there."
-            )
+        path = self._in_mirror(source)
+        if path is None:
+            where = " or ".join(map(str, self.mirrors))
+            raise MtkitError(f"{source.filename} is not in the mirror directory {where}; download it from {source.url}")
         # The mirror belongs to the user: never delete or write there. Checksums are kept in the cache.
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         stamp = self.cache_dir / source.group / f"{source.filename}.mirror.json"

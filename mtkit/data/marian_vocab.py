@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import sentencepiece as spm
 
 from mtkit.config import BOS, EOS, PAD, UNK
-from mtkit.data.vocab import Vocab
+from mtkit.data.vocab import LEADING_TOKEN, Vocab
 from mtkit.errors import MtkitError
 
 BUNDLE_FORMAT = "mtkit-marian-tokenizer"
@@ -104,6 +104,10 @@ class MarianVocab(Vocab):
         self._lookup = {p: i for i, p in enumerate(self.pieces)}
         self.bos_piece = BOS_PIECE if BOS_PIECE not in self._lookup else "<mtkit_bos>"
         self.proto = self.to_bytes()
+        # A multilingual OPUS-MT model's `>>xxx<<` pieces, in mtkit's ids (`--target-lang`, docs/multilingual.md).
+        self.language_tokens = {
+            p: self.ids.mtkit_of[i] for i, p in enumerate(self.pieces) if p[:2] == ">>" and LEADING_TOKEN.fullmatch(p)
+        }
 
     # ----------------------------------------------------------------- the bundle in checkpoints
     def to_bytes(self) -> bytes:

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ TEMP_PREFIX = ".prepare-"
 class PrepareOptions:
     out: Path | None = None
     cache: Path | None = None
-    mirror: Path | None = None
+    mirror: Path | Sequence[Path] | None = None  # several: searched in order
     base_url: str | None = None
     retries: int = 5
     backoff: float = 1.0
@@ -178,8 +178,8 @@ def _fetch(corpus: Corpus, opts: PrepareOptions) -> dict[str, Fetched]:
     if missing:
         listing = "; ".join(f"{s.filename} from {s.url}" for s in missing)
         raise MtkitError(
-            f"the mirror directory {opts.mirror} lacks {len(missing)} file(s) that {corpus.name} "
-            f"needs; download {listing}, and put them there."
+            f"the mirror directory {' + '.join(map(str, fetcher.mirrors))} lacks {len(missing)} file(s) that "
+            f"{corpus.name} needs; download {listing}, and put them there."
         )
     fetched = {}
     loose = unpinned(Registry({corpus.name: corpus}))

@@ -26,6 +26,10 @@ How the model is learned (`train_bpe`), and why:
   byte-identical. It costs next to nothing: BPE merging is single-threaded in
   SentencePiece, only its first normalisation pass uses threads (measured: same time with
   1 or 2 threads on 400k sentences).
+- Target-language tokens (a multilingual model, docs/multilingual.md): `>>de<<` and its like are
+  user_defined_symbols, one piece each, as in the OPUS-MT models. A line that starts with one is
+  encoded as that piece's id followed by the rest of the line encoded alone, as Transformers'
+  MarianTokenizer does: SentencePiece by itself would put a lone word-start piece before it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from mtkit.config import BOS, EOS, PAD, UNK
 from mtkit.errors import MtkitError
 
 SPECIAL_IDS = (PAD, UNK, BOS, EOS)
+# A target-language token at the start of a source line: OPUS-MT's form, `>>fra<<`, `>>de<<`, `>>zho_Hant<<`.
+LEADING_TOKEN = re.compile(r"\s*(>>[\w-]+<<)\s*")
 
 # The learning settings recorded in bpe.json; a change of any of them rebuilds the model.
 TRAIN_SETTINGS = {
@@ -67,6 +73,9 @@ class Vocab:
             raise MtkitError(
                 f"SentencePiece model has special ids (pad, unk, bos, eos) = {got}; mtkit needs {SPECIAL_IDS}."
             )
+        # {">>de<<": id}: the target-language tokens this model has as pieces of their own (none: bilingual)
+        pieces = ((processor.id_to_piece(i), i) for i in range(processor.get_piece_size()))
+        self.language_tokens = {piece: i for piece, i in pieces if piece[:2] == ">>" and LEADING_TOKEN.fullmatch(piece)}
 
     @classmethod
     def from_bytes(cls, proto: bytes) -> Vocab:
@@ -88,10 +97,21 @@ class Vocab:
         return self.sp.get_piece_size()
 
     def encode(self, text: str) -> list[int]:
-        return self.sp.encode(text, out_type=int)
+        return self.encode_batch([text])[0]
 
     def encode_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
-        return self.sp.encode(list(lines), out_type=int, num_threads=threads)
+        lines = list(lines)
+        if not self.language_tokens:
+            return self.sp.encode(lines, out_type=int, num_threads=threads)
+        heads = [self.language_token(line) for line in lines]
+        rests = [line if head is None else line[head[1] :] for line, head in zip(lines, heads)]
+        ids = self.sp.encode(rests, out_type=int, num_threads=threads)
+        return [out if head is None else [self.language_tokens[head[0]], *out] for out, head in zip(ids, heads)]
+
+    def language_token(self, line: str) -> tuple[str, int] | None:
+        """(the target-language token `line` starts with, where its text begins), if it is one of this model's."""
+        m = LEADING_TOKEN.match(line)
+        return (m.group(1), m.end()) if m and m.group(1) in self.language_tokens else None
 
     def encode_target_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
         """Target-side text (a reference to score, a prefix): the same model here; two in an OPUS-MT tokenizer."""
@@ -115,12 +135,13 @@ class Vocab:
         return norm.replace("\u2581", " ")
 
 
-def train_bpe(sentences: Iterable[str], vocab_size: int) -> bytes:
+def train_bpe(sentences: Iterable[str], vocab_size: int, symbols: Sequence[str] = ()) -> bytes:
     """Learn a joint BPE model on all of `sentences`; the serialized model.
 
     Sampling is the caller's business (see the module docstring). Sentences come from an
     iterator, not files, because the model would record the input file names: the same
-    text in another directory would give different bytes.
+    text in another directory would give different bytes. `symbols` become pieces of their own
+    (ids 4, 5, ... in their order): the target-language tokens of a multilingual model.
     """
     model = io.BytesIO()
     try:
@@ -132,6 +153,7 @@ def train_bpe(sentences: Iterable[str], vocab_size: int) -> bytes:
             shuffle_input_sentence=False,
             num_threads=1,
             minloglevel=2,
+            **({"user_defined_symbols": list(symbols)} if symbols else {}),
             **TRAIN_SETTINGS,
         )
     except (RuntimeError, OSError) as exc:

@@ -22,8 +22,24 @@ logger = logging.getLogger(__name__)
 MAX_CHARS_PER_TOKEN = 32
 
 
-def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int) -> list[list[int]]:
-    """Each line's ids, cut to `limit` tokens (the model's positions less the EOS appended) with a warning."""
+def with_target_lang(vocab: Tokenizer, lines: list[str], target_lang: str) -> list[str]:
+    """The lines with `>>target_lang<<` in front (docs/multilingual.md), where none of the model's tokens is."""
+    if not target_lang:
+        return lines
+    token = f">>{target_lang}<<"
+    if token not in vocab.language_tokens:
+        known = ", ".join(tok[2:-2] for tok in vocab.language_tokens)
+        raise MtkitError(
+            f"the model has no target-language token {token}: it knows {known}."
+            if known
+            else f"the model has no target-language tokens (it knows one pair); drop --target-lang {target_lang}."
+        )
+    return [line if vocab.language_token(line) else f"{token} {line}" for line in lines]
+
+
+def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int, target_lang: str = "") -> list[list[int]]:
+    """Each line's ids, cut to `limit` tokens (the model's positions less the EOS appended) with a warning;
+    after the target-language token of `target_lang`, where the line has none."""
     most = limit * MAX_CHARS_PER_TOKEN
     lines = list(lines)  # the caller's list stays as it was
     for i, line in enumerate(lines):
@@ -37,7 +53,7 @@ def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int) -> li
                 most,
             )
             lines[i] = line[:most]
-    ids = vocab.encode_batch(lines)
+    ids = vocab.encode_batch(with_target_lang(vocab, lines, target_lang))
     for i, sentence in enumerate(ids):
         if len(sentence) > limit:
             logger.warning(

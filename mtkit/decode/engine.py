@@ -31,6 +31,11 @@ class Tokenizer(Protocol):
 
     def piece(self, i: int) -> str: ...
 
+    # A multilingual model's target-language tokens (`>>xx<<` piece -> id) and the one a line starts with.
+    language_tokens: dict[str, int]
+
+    def language_token(self, line: str) -> tuple[str, int] | None: ...
+
     def decode(self, ids: Sequence[int]) -> str: ...
 
 

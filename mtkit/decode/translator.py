@@ -185,18 +185,21 @@ class Translator:
         pairs: Iterable[tuple[str, str]],
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         chunk_lines: int = DEFAULT_CHUNK_LINES,
+        config: DecodeConfig = DecodeConfig(),
     ) -> Iterator[PairScore]:
-        """Scores in input order, yielded as soon as every earlier pair's is ready."""
+        """Scores in input order, yielded as soon as every earlier pair's is ready; of `config`, only its
+        target_lang counts (a multilingual model's direction): nothing is searched."""
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
         for first, chunk in chunks(pairs, chunk_lines):
-            yield from self._score_chunk(first, chunk, batch_tokens)
+            yield from self._score_chunk(first, chunk, batch_tokens, config.target_lang)
 
     def _translate_chunk(
         self, first: int, items: list[Source], config: DecodeConfig, batch_tokens: int, sampling: SamplingConfig | None
     ) -> Iterator[Translation]:
         limit = self.max_source_tokens
-        ids = source_ids(self.vocab, [s if isinstance(s, str) else s[0] for s in items], first, limit)
+        texts = [s if isinstance(s, str) else s[0] for s in items]
+        ids = source_ids(self.vocab, texts, first, limit, config.target_lang)
         prefixes = prefix_ids(
             self.vocab, ["" if isinstance(s, str) else s[1] for s in items], ids, first, config, limit
         )
@@ -215,8 +218,10 @@ class Translator:
         )
         yield from in_order(itertools.chain([empty], found))
 
-    def _score_chunk(self, first: int, pairs: list[tuple[str, str]], batch_tokens: int) -> Iterator[PairScore]:
-        src = source_ids(self.vocab, [s for s, _ in pairs], first, self.max_source_tokens)
+    def _score_chunk(
+        self, first: int, pairs: list[tuple[str, str]], batch_tokens: int, target_lang: str = ""
+    ) -> Iterator[PairScore]:
+        src = source_ids(self.vocab, [s for s, _ in pairs], first, self.max_source_tokens, target_lang)
         tgt = target_ids(self.vocab, [t for _, t in pairs], first, self.max_source_tokens)
         packed = balanced_batches([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], batch_tokens, self.workers)
         jobs = [partial(score_pairs, src=[src[i] for i in b], tgt=[tgt[i] for i in b]) for b in packed]

@@ -16,7 +16,7 @@ from typing import Any
 from mtkit.config import ConfigError, DecodeConfig
 
 # The decoding settings a request may choose for itself (the rest stay the server's).
-REQUEST_OPTIONS = ("beam", "alpha", "lenpen", "max_len_a", "max_len_b", "nbest")
+REQUEST_OPTIONS = ("beam", "alpha", "lenpen", "max_len_a", "max_len_b", "nbest", "target_lang")
 # The most a request may ask of each numeric setting (beam and nbest: Limits.max_beam); the server's own
 # value is always allowed. Unbounded, alpha = 1e308 overflows the length penalty and max_len_b = 10**30
 # the length tensor (a 500), and a large max_len_a x source length keeps one request decoding for hours.

@@ -20,6 +20,7 @@ from typing import Any
 
 from mtkit.config import DecodeConfig
 from mtkit.decode import loading
+from mtkit.decode.encode import with_target_lang
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
@@ -182,6 +183,8 @@ class Service:
         try:
             if self.translator is not None:
                 self.translator.check(config)  # a setting the engine cannot run (CTranslate2's)
+                # a target language the model has no token for is the request's mistake, not a failed batch
+                with_target_lang(self.translator.vocab, [], config.target_lang)
         except MtkitError as exc:
             raise RequestError(422, str(exc)) from None
         try:
