@@ -46,7 +46,7 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(
     steps = {name: params for name, params, _ in parsed}
     out = folder / out_name
     data = out / "data"
-    assert steps["prepare"]["name"] == "multi30k-en-de" and steps["prepare"]["mirror"] == mirror
+    assert steps["prepare"]["name"] == "multi30k-en-de" and list(steps["prepare"]["mirror"]) == [mirror]
     assert steps["prepare"]["out"] == data and steps["bpe"]["vocab_size"] == 8000
 
     train = steps["train"]

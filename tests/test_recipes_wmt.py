@@ -72,8 +72,8 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
 
     if node_rank == 0:
         assert steps["prepare"]["name"] == recipe and steps["prepare"]["out"] == data
-        assert steps["prepare"]["mirror"] == mirror
-        assert steps["bpe"]["data_dir"] == data and steps["bpe"]["vocab_size"] == vocab
+        assert list(steps["prepare"]["mirror"]) == [mirror]
+        assert list(steps["bpe"]["data_dirs"]) == [data] and steps["bpe"]["vocab_size"] == vocab
 
     train = steps["train"]
     paper_steps, paper_last = {"base": (100_000, 5), "big": (300_000, 20)}[preset]

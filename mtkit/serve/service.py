@@ -83,6 +83,7 @@ class Service:
         self.error: str | None = None
         self.batcher: Batcher | None = None
         self.translator: Translator | None = None
+        self.vocab: Any = None  # the loaded translator's tokenizer: a request's target language is checked on it
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None
@@ -109,6 +110,7 @@ class Service:
     def _load(self) -> None:
         s = self.settings
         translator = self.translator = load_translator(s.models, s.device, s.precision, s.threads)
+        self.vocab = translator.vocab
         self.info = {
             "model": s.name,
             "models": [translator.describe()],
@@ -183,8 +185,8 @@ class Service:
         try:
             if self.translator is not None:
                 self.translator.check(config)  # a setting the engine cannot run (CTranslate2's)
-                # a target language the model has no token for is the request's mistake, not a failed batch
-                with_target_lang(self.translator.vocab, [], config.target_lang)
+            if self.vocab is not None:  # a target language the model has no token for: the request's mistake
+                with_target_lang(self.vocab, [], config.target_lang)
         except MtkitError as exc:
             raise RequestError(422, str(exc)) from None
         try:
