@@ -195,8 +195,8 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
                 "differ); an ensemble needs models trained with one vocabulary."
             )
     target = pick_device(device)
-    plan = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
-    models = [runtime.apply(m.to(device=target, dtype=plan.dtype).eval(), plan) for m in models]
+    decided = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
+    models = [runtime.apply(m.to(device=target, dtype=decided.dtype).eval(), decided) for m in models]
     return Translator(TorchEngine(models, target, about), load_tokenizer(vocabs[0]), workers)
 
 

@@ -72,12 +72,12 @@ def decide_decoding(precision: str, device: torch.device, d_model: int = 512) ->
     cap_kernel_caches(*DECODING_KERNEL_CACHES)
     name, why = resolve_decoding_precision(precision, device)
     if name == "int8":
-        plan = Runtime(name, why, "default", "int8 layers run quantized products", "none", DECODING_KERNEL_CACHES)
+        runtime = Runtime(name, why, "default", "int8 layers run quantized products", "none", DECODING_KERNEL_CACHES)
     elif name != "fp32":
-        plan = Runtime(name, why, "default", f"{name} products are PyTorch's own", "none", DECODING_KERNEL_CACHES)
+        runtime = Runtime(name, why, "default", f"{name} products are PyTorch's own", "none", DECODING_KERNEL_CACHES)
     else:
         backend = resolve_backend(device, d_model, training=False)
         packing = "all" if backend.name == "onednn" else ("measured" if backend.measured else "none")
-        plan = Runtime(name, why, backend.name, backend.why, packing, DECODING_KERNEL_CACHES)
-    logger.debug("decoding runtime: %s", plan)
-    return plan
+        runtime = Runtime(name, why, backend.name, backend.why, packing, DECODING_KERNEL_CACHES)
+    logger.debug("decoding runtime: %s", runtime)
+    return runtime
