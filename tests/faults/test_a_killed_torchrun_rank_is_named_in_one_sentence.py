@@ -56,6 +56,9 @@ def test_the_survivor_of_a_killed_rank_names_it_in_one_sentence(toy_data, tmp_pa
     assert process.returncode != 0
     said = [line for line in stderr.splitlines() if "rank 0 stopped: rank 1 ended" in line]
     assert len(said) == 1 and "rerun the same torchrun command to resume" in said[0], stderr[-3000:]
-    assert (run / "rank0.exit").read_text() == "1"
+    # torchrun's agent stops the other workers once one has died (SIGTERM, then SIGKILL after its shutdown
+    # timeout), and may do so between the sentence and the survivor's own exit: then there is no exit file.
+    exit_file = run / "rank0.exit"
+    assert not exit_file.exists() or exit_file.read_text() in ("1", "143"), exit_file.read_text()
     frames = [line for line in stderr.splitlines() if line.lstrip().startswith('File "')]
     assert not [f for f in frames if "/mtkit/" in f], stderr[-3000:]
