@@ -10,30 +10,15 @@ from __future__ import annotations
 
 import os
 import signal
-import textwrap
 import time
 
 import pytest
 
 from mtkit.train.distributed import COLLECTIVE_TIMEOUT
-from tests.support.torchrun import start_torchrun
+from tests.support.torchrun import RANK_WITH_PID, start_torchrun
 from tests.support.training import FAST, wait_for_event
 
 LONG = ("--max-steps", "100000", "--log-every", "1", "--valid-every", "100000", "--save-every-steps", "0")
-RANK = textwrap.dedent("""
-    import os, sys
-    from pathlib import Path
-    from mtkit import cli
-    out = Path(sys.argv[sys.argv.index("--out") + 1])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"rank{os.environ['RANK']}.pid").write_text(str(os.getpid()))
-    sys.argv = ["mtkit", *sys.argv[1:]]
-    try:
-        cli.main()
-    except SystemExit as exc:
-        (out / f"rank{os.environ['RANK']}.exit").write_text(str(exc.code))
-        raise
-""")
 
 
 def test_the_collective_timeout_is_stated():
@@ -45,7 +30,7 @@ def test_the_survivor_of_a_killed_rank_names_it_in_one_sentence(toy_data, tmp_pa
     """fault: a torchrun rank killed with SIGKILL; expected: the survivor's one sentence names the lost rank and
     how to resume, no traceback of mtkit's."""
     run, script = tmp_path / "run", tmp_path / "rank.py"
-    script.write_text(RANK)
+    script.write_text(RANK_WITH_PID)
     process = start_torchrun(script, "train", toy_data, "--out", run, *FAST, "--max-tokens", "400", *LONG)
     wait_for_event(run, "train", process)
     deadline = time.monotonic() + 60

@@ -15,7 +15,7 @@ import pytest
 from mtkit import checkpoint
 from tests.support.cli import run_cli
 from tests.support.metrics import records
-from tests.support.torchrun import start_torchrun
+from tests.support.torchrun import RANK_WITH_PID, start_torchrun
 from tests.support.training import FAST, start_training, wait_for_event
 
 LONG = ("--max-steps", "100000", "--log-every", "1", "--valid-every", "100000", "--save-every-steps", "0")
@@ -77,22 +77,6 @@ def test_a_second_ctrl_c_stops_at_once_without_a_half_written_file(toy_data, tmp
     assert checkpoint.load(run / "checkpoint_last.pt")["step"] == 1
     assert sorted(p.name for p in run.glob("*.pt")) == ["checkpoint_1.pt", "checkpoint_last.pt"]
     assert not list(run.glob(".*.tmp"))
-
-
-RANK_WITH_PID = textwrap.dedent("""
-    import os, sys
-    from pathlib import Path
-    from mtkit import cli
-    out = Path(sys.argv[sys.argv.index("--out") + 1])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"rank{os.environ['RANK']}.pid").write_text(str(os.getpid()))
-    sys.argv = ["mtkit", *sys.argv[1:]]
-    try:
-        cli.main()
-    except SystemExit as exc:
-        (out / f"rank{os.environ['RANK']}.exit").write_text(str(exc.code))
-        raise
-""")
 
 
 @pytest.mark.slow

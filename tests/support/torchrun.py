@@ -9,9 +9,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from tests.support.cli import ROOT
+
+# A rank's script that runs `mtkit ARGS` and leaves RUN/rank{RANK}.pid (so a test can signal that rank) and
+# RUN/rank{RANK}.exit (the code it exited with).
+RANK_WITH_PID = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from mtkit import cli
+    out = Path(sys.argv[sys.argv.index("--out") + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"rank{os.environ['RANK']}.pid").write_text(str(os.getpid()))
+    sys.argv = ["mtkit", *sys.argv[1:]]
+    try:
+        cli.main()
+    except SystemExit as exc:
+        (out / f"rank{os.environ['RANK']}.exit").write_text(str(exc.code))
+        raise
+""")
 
 
 def command(script: Path, *args: object, ranks: int = 2) -> list[str]:
