@@ -21,7 +21,8 @@ OUT/results.md with the BLEU-by-time table and OUT/curves.png (mtkit plot; needs
 pip install 'mtkit[plot]'). OUT/model.pt is the final model (mtkit translate -m).
 
   --quick        a 3-minute training budget (about 4 minutes end to end) with batches of 768
-                 tokens and 600 warmup updates; translates only the test set, with the last checkpoint
+                 tokens, 600 warmup updates and no dropout; translates only the test set, with the
+                 last checkpoint
   --minutes M    training budget in minutes (default 25; --quick: 3)
   --seed N       seed for weights, dropout and batch order (default 1); runs with other seeds
                  are what an ensemble (mtkit translate -m A -m B) needs
@@ -69,13 +70,18 @@ done
 # (test BLEU of the last checkpoint, seed 1): 2,048 tokens and 400 warmup updates, 183 updates, 5.6; 1,024
 # tokens, 309-349 updates, 10.3 with warmup 400, 4.3 with 200, 13.8 with 600 (seed 2: 12.4), 9.2 with 900;
 # 768 tokens, 394-401 updates, 13.4 with warmup 400, 13.9 with 600 (seed 2: 13.3).
-batch=(--max-tokens 2048 --warmup 400)
+# --quick trains without dropout: in its three minutes the model sees each training pair about once, so there
+# is nothing to overfit yet and dropout only slows learning. On a 2-core Xeon with AVX512-BF16 (bf16, seed 1,
+# test BLEU of the last checkpoint after a fixed number of updates): 600 updates, 19.33 with dropout 0.1,
+# 21.36 without; 550 updates, 21.39 without; warmup 300 at the same peak rate: 18.70. It also validates every
+# 100 updates instead of 50: each validation (dev loss, greedy BLEU of 200 sentences) costs a few updates.
+batch=(--max-tokens 2048 --warmup 400) dropout=0.1
 save_every="" last=5 valid_every=200 valid_bleu=500 models=(last averaged) splits=(valid test)
 decode=(--beam 4 --alpha 1.4 --early-stop exact)
 if ((quick)); then
     minutes=${minutes:-3} out=${out:-$here/out-quick}
-    batch=(--max-tokens 768 --warmup 600)
-    save_every=0.5 last=3 valid_every=50 valid_bleu=200 models=(last) splits=(test)
+    batch=(--max-tokens 768 --warmup 600) dropout=0
+    save_every=0.5 last=3 valid_every=100 valid_bleu=200 models=(last) splits=(test)
     decode=(--beam 4 --alpha 0.6 --early-stop patience)
 fi
 minutes=${minutes:-25}
@@ -99,7 +105,7 @@ step bpe mtkit bpe "$data" --vocab-size 8000
 # so that the recipe keeps its meaning if the preset's defaults change. The last fifth of the budget takes
 # the learning rate down to 0 (--lr-cooldown 0.2), so that the last checkpoint, not only the average, is good.
 step train mtkit train "$data" --out "$run" --preset small "${batch[@]}" --lr-scale 0.64 \
-    --dropout 0.1 --label-smoothing 0.1 --max-minutes "$minutes" --lr-cooldown 0.2 --max-steps 1000000 --seed "$seed" \
+    --dropout "$dropout" --label-smoothing 0.1 --max-minutes "$minutes" --lr-cooldown 0.2 --max-steps 1000000 --seed "$seed" \
     --save-every-minutes "$save_every" --save-every-steps 0 --keep-last "$last" \
     --valid-every "$valid_every" --valid-bleu "$valid_bleu" --log-every 50
 # The learning curves on a wall-clock axis, embedded in results.md (needs the plot extra, checked above).
