@@ -2,7 +2,8 @@
 
 Not in the paper: an engineering experiment, kept for measuring (`bench/translate_speed.py --compile`,
 `bench/decode_profile.py --compile`), not an option of `mtkit translate`: on a 2-core CPU it measured 0.95x eager
-(0.99x paired), the same outputs, after about a minute of compiling (docs/benchmarks.md, "A compiled decoder
+(0.99x paired), then 0.89x (0.86x paired) with oneDNN's packed products, the same outputs, after about a
+minute of compiling (docs/benchmarks.md, "A compiled decoder
 step", has the figures, the profile and what would move it). A GPU run can measure it with `--device cuda`.
 
 What is compiled is one decoder step after the second token (`step_after`): the target embedding, every decoder
@@ -17,10 +18,11 @@ scores its cached keys and its own new key apart (two products, no copy of the c
 and values, which `compiled_log_probs` writes into `history` eagerly (one copy). Writing them inside the graph
 made inductor copy the whole history back every step (0.17x eager).
 
-Frozen weights (`freezing`) are asked for so that inductor may treat the parameters as constants and pack each
-linear layer's weight once for oneDNN, as eager decoding does (mtkit/runtime/packing.py); measured, the compiled
-graph still ran its linear layers as `aten::addmm` (the lever docs/benchmarks.md names first). Duck sizing (equal
-sizes made one symbol) is off, or a first batch whose sentences happen to equal its rows forces recompilations.
+Frozen weights (`freezing`, the process's inductor setting) let inductor treat the parameters as constants and
+pack each linear layer's weight once for oneDNN, as eager decoding does (mtkit/runtime/packing.py); asked through
+`torch.compile(options=...)` instead, the compiled graph ran its linear layers as unpacked `aten::addmm`. Duck
+sizing (equal sizes made one symbol) is off, or a first batch whose sentences happen to equal its rows forces
+recompilations.
 """
 
 from __future__ import annotations
@@ -75,7 +77,9 @@ def compile_model(model: Transformer) -> None:
     The model must not change afterwards: its weights are frozen into the compiled code."""
     torch.fx.experimental._config.use_duck_shape = False  # type: ignore[attr-defined]
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 16)
-    COMPILED[model] = torch.compile(step_after, dynamic=True, options={"freezing": True})
+    # The process's setting, not torch.compile(options=...): asked that way the weights were not folded (aten::addmm).
+    torch._inductor.config.freezing = True
+    COMPILED[model] = torch.compile(step_after, dynamic=True)
 
 
 def compiled_for(model: Transformer) -> StepFunction | None:

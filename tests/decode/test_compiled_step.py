@@ -25,7 +25,8 @@ def test_the_compiled_step_translates_as_the_eager_one(trained_model, toy_senten
     eager = open_model(trained_model, device="cpu")
     fast = open_model(trained_model, device="cpu")
     model = fast.engine.model  # type: ignore[attr-defined]
-    # compile_model sets two of the process's compiler settings: put back after this test
+    # compile_model sets three of the process's compiler settings: put back after this test
+    monkeypatch.setattr(torch._inductor.config, "freezing", torch._inductor.config.freezing)
     monkeypatch.setattr(torch.fx.experimental._config, "use_duck_shape", torch.fx.experimental._config.use_duck_shape)
     monkeypatch.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
     compiled.compile_model(model)
