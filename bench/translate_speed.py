@@ -39,6 +39,9 @@ all the sentences once before the clock starts, not 8 (each new shape costs a ke
 
     python bench/translate_speed.py --model M.pt --device cuda --systems mtkit-fp32,mtkit-bf16,mtkit-fp16
 
+`--compile` adds the row mtkit-compiled: mtkit fp32 with its decoder step torch.compiled (mtkit/decode/compiled.py),
+warmed up on all the sentences (its warmup_s: the compilations and one pass), its ratio to mtkit-fp32; same outputs.
+
 The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are sentences/s over CTranslate2 fp32's (mtkit
 int8 and mtkit-ct2-int8 over CTranslate2 int8's): mtkit-ct2-* over ct2-* is mtkit's overhead around CTranslate2:
 
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import platform
@@ -63,11 +67,12 @@ from typing import Any
 
 from procstat import PeakPss, cpu_name, peak_rss_mib, workers_peak_rss_mib  # bench/ is a script's sys.path[0]
 from rounds import keep_best, paired_ratio
+from speed_table import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "multi30k-en-de"
 SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8", "mtkit-ct2-fp32", "mtkit-ct2-int8")
-GPU_ONLY = ("mtkit-bf16", "mtkit-fp16")  # on request
+GPU_ONLY = ("mtkit-bf16", "mtkit-fp16", "mtkit-compiled")  # on request (mtkit-compiled: --compile, any device)
 WARMUP = 8
 
 
@@ -87,7 +92,7 @@ def warmup_lines(job: dict[str, Any]) -> list[str]:
     """What a child translates before the clock starts: the first WARMUP lines; on a GPU all of them, as every
     new shape costs a kernel choice there the first time (an H200: 1.1-1.4 s for a first pass over the 1,000
     test sentences, 0.6-0.8 s for the next ones) and a deployed translator has met them."""
-    return job["lines"] if on_gpu(job) else job["lines"][:WARMUP]
+    return job["lines"] if on_gpu(job) or job.get("compiled") else job["lines"][:WARMUP]
 
 
 def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None, float | None]:
@@ -98,8 +103,8 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     from mtkit.config import DecodeConfig
     from mtkit.decode.loading import load_translator
 
-    ct2 = precision.startswith("ct2-")
-    precision = precision.removeprefix("ct2-")
+    ct2, compiled = precision.startswith("ct2-"), precision == "compiled"
+    precision = "fp32" if compiled else precision.removeprefix("ct2-")
     model = job["ct2_dir"] if ct2 else job["model"]
     torch = None
     if not ct2 or on_gpu(job):  # mtkit over CTranslate2 runs without torch, as `mtkit translate -m CT2DIR` does
@@ -117,9 +122,14 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
         max_len_b=job["max_len_b"],
         early_stop=job["early_stop"],
     )
-    lines = job["lines"]
+    if compiled:
+        from mtkit.decode.compiled import compile_model
+
+        compile_model(translator.engine.model)  # type: ignore[attr-defined]
+        job["compiled"] = True  # warmed up on every line: each new kind of batch shape compiles once
+    lines, start = job["lines"], time.perf_counter()
     list(translator.translate_stream(warmup_lines(job), config, job["batch_tokens"]))
-    start = time.perf_counter()
+    job["warmup_s"], start = time.perf_counter() - start, time.perf_counter()
     outputs = [t.text for t in translator.translate_stream(lines, config, job["batch_tokens"])]
     seconds = time.perf_counter() - start
     tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
@@ -177,7 +187,7 @@ def child(system: str, job_path: str, out_path: str) -> None:
         outputs, tokens, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
     peak = peak_rss_mib() + workers
     result = {"outputs": outputs, "tgt_tokens": tokens, "seconds": seconds, "peak_rss_mib": peak, "peak_gpu_mib": gpu}
-    result["peak_pss_mib"] = pss
+    result["peak_pss_mib"], result["warmup_s"] = pss, job.get("warmup_s")
     if gpu is not None:
         import torch
 
@@ -244,6 +254,8 @@ def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) ->
         **({"peak_gpu_mib": round(r["peak_gpu_mib"], 1), "gpu": r["gpu"]} if r.get("peak_gpu_mib") is not None else {}),
         **({"peak_pss_mib": round(r["peak_pss_mib"], 1)} if r.get("peak_pss_mib") is not None else {}),
         "bleu": bleu(r["outputs"], refs),
+        **({"warmup_s": round(r["warmup_s"], 1)} if r.get("warmup_s") is not None else {}),
+        "outputs_sha256": hashlib.sha256("\n".join(r["outputs"]).encode()).hexdigest()[:16],
     }
 
 
@@ -255,7 +267,7 @@ def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
     """
     anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
     anchors |= {"mtkit-ct2-fp32": "ct2-fp32", "mtkit-ct2-int8": "ct2-int8"}
-    anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32"}
+    anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32", "mtkit-compiled": "mtkit-fp32"}
     for system, anchor in anchors.items():
         if system in rows and anchor in rows:
             row, other = rows[system], rows[anchor]
@@ -263,28 +275,6 @@ def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
             if len(row["rounds_sentences_per_s"]) > 1:
                 median = paired_ratio(row["rounds_sentences_per_s"], other["rounds_sentences_per_s"])[0]
                 row[f"paired_vs_{anchor}"] = round(median, 3)
-
-
-def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
-    print(f"{'system':<14} {'sent/s':>8} {'tok/s':>9} {'peak RSS MiB':>13} {'BLEU':>6}  ratio")
-    for system, row in rows.items():
-        ratios = ", ".join(
-            f"{v:.2f}x {k[3:]}" + (f" (paired {row['paired_' + k]:.2f}x)" if "paired_" + k in row else "")
-            for k, v in row.items()
-            if k.startswith("vs_")
-        )
-        if "peak_gpu_mib" in row:
-            ratios = ", ".join(filter(None, [ratios, f"peak GPU {row['peak_gpu_mib']:,.0f} MiB"]))
-        if "peak_pss_mib" in row:
-            ratios = ", ".join(
-                filter(None, [ratios, f"peak PSS {row['peak_pss_mib']:,.0f} MiB (the workers together)"])
-            )
-        print(
-            f"{system:<14} {row['sentences_per_s']:>8.2f} {row['tgt_tokens_per_s']:>9.1f} "
-            f"{row['peak_rss_mib']:>13.0f} {row['bleu'] if row['bleu'] is not None else '-':>6}  {ratios}"
-        )
-    for system, note in notes.items():
-        print(f"{system:<14} {note}")
 
 
 def parse_args() -> argparse.Namespace:
@@ -321,6 +311,7 @@ def parse_args() -> argparse.Namespace:
         "RSS, and give each ratio paired too (the median of the rounds' ratios): on a shared machine a slow spell "
         "then cannot fall on one system alone",
     )
+    parser.add_argument("--compile", action="store_true", help="add mtkit-compiled (see above) after mtkit-fp32")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -344,6 +335,8 @@ def main() -> None:
     lines = read_lines(args.input, args.limit)
     refs = read_lines(args.ref, args.limit) if args.ref else None
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if args.compile and "mtkit-compiled" not in systems:
+        systems.insert(systems.index("mtkit-fp32") + 1 if "mtkit-fp32" in systems else 0, "mtkit-compiled")
     notes = {s: note for s in systems if (note := available(s, args.device))}
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="translate-speed-") as name:

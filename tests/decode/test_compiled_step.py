@@ -1,0 +1,44 @@
+"""The compiled decoding step (mtkit/decode/compiled.py, measured by bench/translate_speed.py --compile) gives the
+outputs of the eager step, for padded and unpadded batches, beam search and greedy search.
+
+Compiling takes tens of seconds on a small CPU, hence slow; it needs a C++ compiler (inductor's CPU kernels).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from mtkit.config import DecodeConfig
+from mtkit.decode import compiled
+from mtkit.decode.loading import open_model
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("g++") is None, reason="inductor builds its CPU kernels with a C++ compiler"),
+]
+
+
+def test_the_compiled_step_translates_as_the_eager_one(trained_model, toy_sentences, monkeypatch) -> None:
+    eager = open_model(trained_model, device="cpu")
+    fast = open_model(trained_model, device="cpu")
+    model = fast.engine.model  # type: ignore[attr-defined]
+    # compile_model sets three of the process's compiler settings: put back after this test
+    monkeypatch.setattr(torch._inductor.config, "freezing", torch._inductor.config.freezing)
+    monkeypatch.setattr(torch.fx.experimental._config, "use_duck_shape", torch.fx.experimental._config.use_duck_shape)
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
+    compiled.compile_model(model)
+    calls = []
+    step = compiled.COMPILED[model]
+    compiled.COMPILED[model] = lambda *args: calls.append(args[-1]) or step(*args)  # counts the compiled steps
+    sentences = toy_sentences[:24]
+    for config in (DecodeConfig(beam=4), DecodeConfig(beam=1)):
+        expected = [(t.text, t.score) for t in eager.translate_stream(sentences, config, 64)]
+        got = [(t.text, t.score) for t in fast.translate_stream(sentences, config, 64)]
+        assert [text for text, _ in got] == [text for text, _ in expected]
+        assert [score for _, score in got] == pytest.approx([score for _, score in expected], abs=1e-4)
+        alone = [t.text for t in fast.translate_stream(sentences[:1], config, 64)]  # a batch without padding
+        assert alone == [expected[0][0]]
+    assert calls and min(calls) == compiled.FIRST_COMPILED  # the first two steps are eager, the rest compiled
