@@ -58,8 +58,7 @@ def test_dry_run_trains_both_on_the_same_first_pairs_at_equal_updates(args, pair
     shared = ("max_tokens", "warmup", "lr_scale", "dropout", "label_smoothing", "seed")
     assert len({tuple(p[k] for k in shared) for *_, p in trains}) == 1, "the runs differ only in where they start"
     translations = [p for name, p in steps if name == "translate"]
-    assert [Path(p["model"][0]).parent.name for p in translations] == ["run-en-de", "run-finetuned", "run-scratch"]
-    translations = translations[1:]
+    assert [Path(p["model"][0]).parent.name for p in translations] == ["run-finetuned", "run-scratch"]
     assert len({(decode_config(p), p["input"]) for p in translations}) == 1
     assert decode_config(translations[0]).beam == 4
 
