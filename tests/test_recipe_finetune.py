@@ -55,8 +55,10 @@ def test_dry_run_trains_both_on_the_same_first_pairs_at_equal_updates(args, pair
     for run, _, p in trains:
         assert (p["init"] == str(base)) == (run == "run-finetuned") and p["data"].name == run[4:]
         assert p["lr_cooldown"] is None, "no cooldown: its schedule would depend on the round's --max-steps"
-    shared = ("max_tokens", "warmup", "lr_scale", "dropout", "label_smoothing", "seed")
+    shared = ("max_tokens", "update_freq", "warmup", "lr_scale", "dropout", "label_smoothing", "seed")
     assert len({tuple(p[k] for k in shared) for *_, p in trains}) == 1, "the runs differ only in where they start"
+    # one batch an update: without it `--init` takes the default preset's 25,000 tokens (33 batches of 768)
+    assert trains[0][2]["update_freq"] == 1
     translations = [p for name, p in steps if name == "translate"]
     assert [Path(p["model"][0]).parent.name for p in translations] == ["run-finetuned", "run-scratch"]
     assert len({(decode_config(p), p["input"]) for p in translations}) == 1

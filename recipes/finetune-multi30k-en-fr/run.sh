@@ -71,8 +71,9 @@ decode=(--beam 4 --alpha 0.6 --early-stop patience)
 
 # Every run has recipes/multi30k-en-de --quick's settings (batches of 768 tokens, 600 warmup updates, --lr-scale
 # 0.64, dropout and label smoothing 0.1), at a fixed number of updates rather than minutes: on a shared machine
-# the updates a budget of minutes buys vary with the load, the updates themselves do not.
-settings=(--max-tokens 768 --warmup 600 --lr-scale 0.64 --dropout 0.1 --label-smoothing 0.1 --seed "$seed"
+# the updates a budget of minutes buys vary with the load, the updates themselves do not. --update-freq 1 for
+# every run: without a preset, `train --init` would take the default preset's 25,000 tokens an update (33 batches).
+settings=(--max-tokens 768 --update-freq 1 --warmup 600 --lr-scale 0.64 --dropout 0.1 --label-smoothing 0.1 --seed "$seed"
     --save-every-minutes 0 --save-every-steps 0 --keep-last 1 --log-every 50)
 
 # The En-De model, unless one is given: Multi30k En-De, its 8,000-piece joint BPE, the 'small' preset, the last
