@@ -201,3 +201,12 @@ def test_what_mtkit_cannot_represent_is_one_sentence_naming_it(cli, opus_dir, tm
     path = copy_with(tmp_path, opus_dir, "changed", **changes)
     line = error_line(cli("translate", "-m", path, input="A dog.\n"))
     assert named in line
+
+
+def test_a_damaged_weights_file_is_one_sentence(cli, opus_dir, tmp_path):
+    """The weights are read a tensor at a time (mtkit.marian_sizes.Weights): a file cut short is still said at once."""
+    path = copy_with(tmp_path, opus_dir, "damaged")
+    data = (path / "model.safetensors").read_bytes()
+    (path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    line = error_line(cli("translate", "-m", path, input="A dog.\n"))
+    assert "model.safetensors is not a readable safetensors file" in line
