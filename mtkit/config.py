@@ -68,6 +68,9 @@ class ModelConfig:
         ACTIVATION_CHOICES,
     )
     output_bias: bool = False  # a fixed bias on the logits (Marian's final_logits_bias, a buffer); not in the paper
+    # At the length limit EOS gets probability 1, as Transformers' `forced_eos_token_id` makes it (set for OPUS-MT
+    # models whose config.json asks for it); otherwise the search allows only EOS there but scores it as the model does.
+    forced_eos: bool = False
 
     def __post_init__(self) -> None:
         check_positive(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ import torch
 
 from mtkit.config import BOS, EOS, PAD, ModelConfig
 from mtkit.errors import MtkitError
-from mtkit.marian_sizes import check_shapes, check_sizes
+from mtkit.marian_sizes import Weights, check_shapes, check_sizes
 
 IN, OUT, NONE = "in", "out", "none"  # which axis of a weight is the model dimension (to permute)
 HF_MISSING = (
@@ -251,7 +252,7 @@ def model_config_of(hf: dict[str, Any], path: Path) -> ModelConfig:
         raise MtkitError(f"{path / 'config.json'} has a missing or invalid field ({exc}).") from None
 
 
-def from_marian(tensors: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> dict[str, torch.Tensor]:
+def from_marian(tensors: Mapping[str, torch.Tensor], cfg: ModelConfig, path: Path) -> dict[str, torch.Tensor]:
     """MarianMTModel's weights (any of a tied matrix's names) as mtkit's state_dict; every missing one listed."""
     check_shapes(tensors, cfg, path, embedding_names(cfg.share_embeddings))
     inverse = torch.argsort(permutation(cfg.d_model))
@@ -265,7 +266,7 @@ def from_marian(tensors: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) 
             missing += [m for m in marian_names if m not in tensors]
             continue
         parts = [_permute(tensors[m].float(), axis, inverse) for m in marian_names]
-        state[name] = torch.cat(parts, dim=0)
+        state[name] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)  # one part: no second copy
     tables: dict[tuple[str, ...], torch.Tensor] = {}
     for name, aliases in embedding_names(cfg.share_embeddings).items():
         found = next((a for a in aliases if a in tensors), None)
@@ -299,10 +300,11 @@ def _read_json(path: Path) -> Any:
         raise MtkitError(f"{path} is not readable JSON ({type(exc).__name__}).") from None
 
 
-def _weights(path: Path) -> dict[str, torch.Tensor]:
-    """model.safetensors, or the shards its index names; a pickle-only directory is refused, not opened."""
+def _weights(path: Path) -> Weights:
+    """model.safetensors, or the shards its index names, read lazily (`Weights`); a pickle-only directory is
+    refused, not opened."""
     try:
-        from safetensors.torch import load_file
+        import safetensors  # noqa: F401
     except ImportError:
         raise MtkitError(HF_MISSING) from None
     index = _read_json(path / "model.safetensors.index.json")
@@ -315,15 +317,7 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
         raise MtkitError(
             f"{path} holds {pickled}; mtkit reads weights from model.safetensors only (a pickle is never opened)."
         )
-    tensors: dict[str, torch.Tensor] = {}
-    for name in files:
-        if Path(name).name != name:
-            raise MtkitError(f"{path / 'model.safetensors.index.json'} names a file outside the directory ({name}).")
-        try:
-            tensors.update(load_file(str(path / name), device="cpu"))
-        except Exception as exc:  # safetensors' errors have no common type; all mean a damaged file
-            raise MtkitError(f"{path / name} is not a readable safetensors file ({type(exc).__name__}).") from None
-    return tensors
+    return Weights(path, files)
 
 
 def _vocabulary(path: Path) -> bytes:

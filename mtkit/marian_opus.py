@@ -63,14 +63,31 @@ def read_tokenizer(path: Path, hf: dict[str, Any]) -> MarianVocab:
     return MarianVocab(source, target, pieces, kept)
 
 
+def forces_eos(hf: dict[str, Any], path: Path) -> bool:
+    """Whether `generate` forces `</s>` at the length limit: `forced_eos_token_id` in generation_config.json (what
+    `generate` reads when it is there) or else config.json. Any other forced token is one sentence."""
+    generation = marian._read_json(path / "generation_config.json")
+    source = generation if isinstance(generation, dict) and "forced_eos_token_id" in generation else hf
+    forced = source.get("forced_eos_token_id")
+    if forced is None:
+        return False
+    if forced not in (hf.get("eos_token_id"), [hf.get("eos_token_id")]):
+        raise _refuse(
+            path, "forced_eos_token_id", forced, f"mtkit can force only eos_token_id {hf.get('eos_token_id')}"
+        )
+    return True
+
+
 def model_config(hf: dict[str, Any], path: Path, size: int) -> ModelConfig:
-    """mtkit's config: marian.py's reading of the architecture, `size` ids (one more than Marian's), a logits bias."""
+    """mtkit's config: marian.py's reading of the architecture, `size` ids (one more than Marian's), a logits bias,
+    and `</s>` forced at the length limit where the model asks for it (as `generate` does)."""
     decoder_vocab = hf.get("decoder_vocab_size") or hf.get("vocab_size")
     if decoder_vocab != hf.get("vocab_size"):
         raise _refuse(path, "decoder_vocab_size", decoder_vocab, "mtkit's model has one vocabulary for both sides")
     fixed = {**hf, "pad_token_id": PAD, "eos_token_id": EOS, "decoder_start_token_id": BOS}
     cfg = marian.model_config_of(fixed, path)
-    return dataclasses.replace(cfg, vocab_size=size, tgt_vocab_size=None, output_bias=True)
+    forced = forces_eos(hf, path)
+    return dataclasses.replace(cfg, vocab_size=size, tgt_vocab_size=None, output_bias=True, forced_eos=forced)
 
 
 def renumber(state: dict[str, torch.Tensor], bias: torch.Tensor, vocab: MarianVocab) -> dict[str, torch.Tensor]:

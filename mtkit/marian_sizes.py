@@ -1,4 +1,5 @@
-"""The sizes in a Hugging Face Marian config.json, checked before they are used: one sentence naming the field.
+"""The sizes in a Hugging Face Marian config.json, checked before they are used: one sentence naming the field;
+and the safetensors weights they describe, read one tensor at a time (`Weights`).
 
 A missing `vocab_size` was a TypeError, a `d_model` unlike the weights' an IndexError deep in the
 conversion (mtkit/marian.py); here each is said with the field and the file.
@@ -6,7 +7,9 @@ conversion (mtkit/marian.py); here each is said with the field and the file.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,7 @@ def check_sizes(hf: dict[str, Any], path: Path) -> None:
 
 
 def check_shapes(
-    tensors: dict[str, torch.Tensor], cfg: ModelConfig, path: Path, embeddings: dict[str, tuple[str, ...]]
+    tensors: Mapping[str, torch.Tensor], cfg: ModelConfig, path: Path, embeddings: dict[str, tuple[str, ...]]
 ) -> None:
     """The weights' sizes against config.json's: a disagreement is one sentence naming the field and the file."""
     tgt_vocab = cfg.tgt_vocab_size or cfg.vocab_size
@@ -57,7 +60,7 @@ def check_shapes(
         name = next((a for a in aliases if a in tensors), None)
         if name is None:
             continue  # said with every other missing weight by from_marian
-        shape = tuple(tensors[name].shape)
+        shape = tensors.shape(name) if isinstance(tensors, Weights) else tuple(tensors[name].shape)  # not read
         if len(shape) != len(dims):
             raise MtkitError(
                 f"{path}: the weight {name} has shape {list(shape)}; a Marian model's has {len(dims)} axes."
@@ -68,3 +71,55 @@ def check_shapes(
                     f"{path / 'config.json'}: the field {field} ({value}) disagrees with the weights ({name} is "
                     f"{list(shape)}); the file was edited or belongs to another model."
                 )
+
+
+class Weights(Mapping[str, torch.Tensor]):
+    """A directory's safetensors weights, each tensor read from its file only when asked for (safe_open) and held
+    by the caller alone: a conversion that drops each source tensor once it is converted never holds the whole
+    file beside its result (loading an opus-mt-en-de-sized model: the file's ~280 MiB are not resident at once).
+    `pop` forgets a name and returns its tensor."""
+
+    def __init__(self, path: Path, files: list[str]):
+        from safetensors import safe_open
+
+        self._open = safe_open
+        self._where: dict[str, Path] = {}
+        for name in files:
+            if Path(name).name != name:
+                raise MtkitError(
+                    f"{path / 'model.safetensors.index.json'} names a file outside the directory ({name})."
+                )
+            with self._reading(path / name) as handle:
+                self._where.update(dict.fromkeys(handle.keys(), path / name))
+
+    @contextlib.contextmanager
+    def _reading(self, file: Path) -> Iterator[Any]:
+        try:
+            with self._open(str(file), framework="pt", device="cpu") as handle:
+                yield handle
+        except MtkitError:
+            raise
+        except Exception as exc:  # safetensors' errors have no common type; all mean a damaged file
+            raise MtkitError(f"{file} is not a readable safetensors file ({type(exc).__name__}).") from None
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        with self._reading(self._where[name]) as handle:
+            return handle.get_tensor(name)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """A tensor's shape, from the file's header: nothing is read."""
+        with self._reading(self._where[name]) as handle:
+            return tuple(handle.get_slice(name).get_shape())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def pop(self, name: str, default: torch.Tensor) -> torch.Tensor:
+        if name not in self._where:
+            return default
+        tensor = self[name]
+        del self._where[name]
+        return tensor

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mtkit import checkpoint
-from mtkit.config import BOS, EOS, PAD, DecodeConfig
+from mtkit.config import BOS, EOS, PAD, DecodeConfig, ModelConfig
 from mtkit.data.marian_vocab import MarianVocab, load_tokenizer
 from mtkit.decode.beam import beam_search
 from tests.support.cli import error_line
@@ -118,10 +118,11 @@ def test_greedy_outputs_equal_generate(path, request):
 
 
 def test_beam_4_outputs_equal_generate(opus_dir):
-    """Every output that ends before the length limit. At the limit Transformers forces EOS with probability 1
-    (ForcedEOSTokenLogitsProcessor) where mtkit scores it as the model does, so the two may rank the cut-off
-    hypotheses differently there."""
+    """Every output, those cut off by the length limit too: there the model's config.json asks for `</s>`
+    (forced_eos_token_id), which Transformers forces with probability 1 (ForcedEOSTokenLogitsProcessor),
+    and so does mtkit for such a model (ModelConfig.forced_eos)."""
     model, vocab, hf, tok = load_both(opus_dir)
+    assert model.cfg.forced_eos
     lines = SAMPLE_LINES + [line.upper() for line in SAMPLE_LINES]
     longest = 30
     for penalty in (1.0, 0.6):
@@ -131,10 +132,22 @@ def test_beam_4_outputs_equal_generate(opus_dir):
             beam=4, alpha=penalty, lenpen="fairseq", early_stop="patience", max_len_a=0, max_len_b=longest - 2
         )
         expected = generate(hf, tok, lines, longest, num_beams=4, length_penalty=penalty, early_stopping=True)
-        got = search(model, vocab, lines, config)
-        ended = [i for i, ids in enumerate(expected) if len(ids) < longest - 2]
-        assert len(ended) >= len(lines) // 2
-        assert [got[i] for i in ended] == [expected[i] for i in ended]
+        assert any(len(ids) == longest - 2 for ids in expected), "no output was cut off by the length limit"
+        assert search(model, vocab, lines, config) == expected
+
+
+def test_only_a_model_that_asks_for_it_has_eos_forced(opus_dir, tmp_path):
+    """forced_eos follows the directory's own generation settings; mtkit's own models never force it."""
+    unforced = tmp_path / "unforced"
+    shutil.copytree(opus_dir, unforced)
+    for name in ("config.json", "generation_config.json"):
+        if (unforced / name).exists():
+            data = json.loads((unforced / name).read_text())
+            data.pop("forced_eos_token_id", None)
+            (unforced / name).write_text(json.dumps(data))
+    assert checkpoint.config_of(checkpoint.load(unforced)).forced_eos is False
+    assert checkpoint.config_of(checkpoint.load(opus_dir)).forced_eos is True
+    assert ModelConfig().forced_eos is False
 
 
 def test_translate_sample_and_score_through_the_cli(cli, opus_dir, tmp_path):
@@ -181,9 +194,19 @@ def copy_with(tmp_path, opus_dir, name, **changes):
         ({"config.json": {"decoder_start_token_id": 1}}, "decoder_start_token_id is 1"),
         ({"config.json": {"eos_token_id": 5}}, "eos_token_id is 5"),
         ({"config.json": {"decoder_vocab_size": 7}}, "decoder_vocab_size is 7"),
+        ({"generation_config.json": {"forced_eos_token_id": 5}}, "forced_eos_token_id is 5"),
     ],
 )
 def test_what_mtkit_cannot_represent_is_one_sentence_naming_it(cli, opus_dir, tmp_path, changes, named):
     path = copy_with(tmp_path, opus_dir, "changed", **changes)
     line = error_line(cli("translate", "-m", path, input="A dog.\n"))
     assert named in line
+
+
+def test_a_damaged_weights_file_is_one_sentence(cli, opus_dir, tmp_path):
+    """The weights are read a tensor at a time (mtkit.marian_sizes.Weights): a file cut short is still said at once."""
+    path = copy_with(tmp_path, opus_dir, "damaged")
+    data = (path / "model.safetensors").read_bytes()
+    (path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    line = error_line(cli("translate", "-m", path, input="A dog.\n"))
+    assert "model.safetensors is not a readable safetensors file" in line

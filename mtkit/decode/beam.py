@@ -208,11 +208,13 @@ def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
             logp = torch.full(lprobs.shape[:2], NEG_INF, dtype=dtype, device=device)
             logp[:, 0] = 0.0
             tokens = tokens.expand(-1, lprobs.size(1), -1)
-        # 3. A sentence at its length limit may only end.
+        # 3. A sentence at its length limit may only end (with probability 1 for a model that forces it there).
         at_limit = limit[alive] <= t
         if bool(at_limit.any()):
             lprobs[at_limit, :, :EOS] = NEG_INF
             lprobs[at_limit, :, EOS + 1 :] = NEG_INF
+            if step.forced_eos:
+                lprobs[at_limit, :, EOS] = 0.0
         if prefix is not None:  # a sentence still within its prefix may only emit the prefix's next token
             lprobs = force_prefix(lprobs, prefix[alive], t)
         # 4. The 2k best extensions: at most k of them end, so k always remain to go on.

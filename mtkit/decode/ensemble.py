@@ -56,6 +56,7 @@ class EnsembleStep:
     def __init__(self, steps: Sequence[Step]):
         self.steps = tuple(steps)
         self.max_positions = min(s.max_positions for s in steps)
+        self.forced_eos = all(s.forced_eos for s in steps)
         self.dtype = steps[0].dtype
 
     def log_probs(self, last: Tensor) -> Tensor:

@@ -24,6 +24,7 @@ class Step(Protocol):
     """Rows are the flattened (sentences x beams); a sentence's beams are adjacent."""
 
     max_positions: int
+    forced_eos: bool  # the ending at the length limit scores log 1 (ModelConfig.forced_eos)
     dtype: torch.dtype  # of the log-probabilities and scores: fp32, or fp64 for a model run in fp64
 
     def log_probs(self, last: Tensor) -> Tensor:
@@ -49,7 +50,7 @@ class ModelStep:
         encoded = model.encode(src)
         B = src.size(0)
         sentences = torch.arange(B, device=src.device)
-        self.model, self.max_positions = model, model.cfg.max_positions
+        self.model, self.max_positions, self.forced_eos = model, model.cfg.max_positions, model.cfg.forced_eos
         # Scores in fp32 at least (fp64 when the model runs in fp64, as some tests do).
         self.dtype = torch.float64 if encoded.memory.dtype == torch.float64 else torch.float32
         self.cache = model.init_cache(encoded, capacity).reorder(sentences.repeat_interleave(beams), sentences)
