@@ -7,6 +7,7 @@ Compiling takes tens of seconds on a small CPU, hence slow; it needs a C++ compi
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -21,14 +22,25 @@ pytestmark = [
 ]
 
 
-def test_the_compiled_step_translates_as_the_eager_one(trained_model, toy_sentences, monkeypatch) -> None:
+@pytest.fixture
+def compiler_settings_restored() -> Iterator[None]:
+    """compile_model sets three of the process's compiler settings: each put back after the test by torch's own
+    `patch` (pytest's monkeypatch would delete them from torch's config modules on undo: later tests then fail)."""
+    with (
+        torch._inductor.config.patch(freezing=torch._inductor.config.freezing),
+        torch.fx.experimental._config.patch(use_duck_shape=torch.fx.experimental._config.use_duck_shape),
+        torch._dynamo.config.patch(recompile_limit=torch._dynamo.config.recompile_limit),
+    ):
+        yield
+    torch._dynamo.reset()  # and its compiled code with the frozen weights goes too
+
+
+def test_the_compiled_step_translates_as_the_eager_one(
+    trained_model, toy_sentences, compiler_settings_restored
+) -> None:
     eager = open_model(trained_model, device="cpu")
     fast = open_model(trained_model, device="cpu")
     model = fast.engine.model  # type: ignore[attr-defined]
-    # compile_model sets three of the process's compiler settings: put back after this test
-    monkeypatch.setattr(torch._inductor.config, "freezing", torch._inductor.config.freezing)
-    monkeypatch.setattr(torch.fx.experimental._config, "use_duck_shape", torch.fx.experimental._config.use_duck_shape)
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
     compiled.compile_model(model)
     calls = []
     step = compiled.COMPILED[model]

@@ -173,8 +173,15 @@ def live_tensor_bytes() -> int:
     gc.collect()
     storages: dict[int, int] = {}
     for obj in gc.get_objects():
-        # plain tensors and parameters only: a torch.compile test's fake tensors (still alive) have no storage
-        if type(obj) in (torch.Tensor, torch.nn.Parameter) and obj.device.type == "cpu" and not obj.is_meta:
+        # plain strided tensors and parameters only: a torch.compile test's fake tensors and frozen oneDNN weights
+        # (opaque, mkldnn layout), still alive in the process, have no storage to ask
+        if (
+            type(obj) in (torch.Tensor, torch.nn.Parameter)
+            and obj.device.type == "cpu"
+            and not obj.is_meta
+            and obj.layout == torch.strided
+            and not obj.is_mkldnn
+        ):
             storage = obj.untyped_storage()
             storages[storage.data_ptr()] = storage.nbytes()
     return sum(storages.values())
