@@ -4,6 +4,7 @@ how many CPU threads PyTorch runs with, found without importing torch (CTranslat
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,3 +77,15 @@ def physical_cores() -> int:
             cores.add((package, core))
             package = core = ""
     return len(cores) or os.cpu_count() or 1
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (what `lscpu` prints), else what Python's platform module knows:
+    the machine every recipe's results.md names beside its figures."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"

@@ -7,9 +7,11 @@ get_ende_bleu.sh computes them: Moses tokenizer.perl on both sides, then
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from mtkit.errors import MtkitError
 from mtkit.textio import read_lines_strict
@@ -147,3 +149,11 @@ def sacrebleu_references(test_set: str, langpair: str) -> list[list[str]]:
             f"check the network, or put them in sacrebleu's cache ($SACREBLEU)."
         ) from None
     return [read_lines_strict(f) for f in files]
+
+
+def read_scores(path: Path) -> dict[str, float]:
+    """Each metric's score by name ("BLEU", "chrF2", "TER") from a file `mtkit score --json` wrote; {} when the file
+    is not there (a recipe step that has not run)."""
+    if not path.is_file():
+        return {}
+    return {s["name"]: s["score"] for s in json.loads(path.read_text(encoding="utf-8"))["scores"]}

@@ -8,26 +8,12 @@ Usage (run.sh calls it): python results.py OUT BASE PAIRS UPDATES VOCAB -- TIMES
 from __future__ import annotations
 
 import json
-import platform
 import re
 import sys
 from pathlib import Path
 
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _scores(path: Path) -> dict[str, float]:
-    if not path.is_file():
-        return {}
-    return {s["name"]: s["score"] for s in json.loads(path.read_text())["scores"]}
+from mtkit.device import cpu_name
+from mtkit.score import read_scores
 
 
 def _last_step(run: Path) -> int | None:
@@ -56,7 +42,7 @@ def main(argv: list[str]) -> str:
     times = argv[argv.index("--") + 1 :] if "--" in argv else []
     rows = []
     for system, label in (("finetuned", "En-De model fine-tuned"), ("scratch", "from scratch")):
-        s = _scores(out / f"scores.{system}.json")
+        s = read_scores(out / f"scores.{system}.json")
         took = training_seconds(times, system)
         rows.append(
             f"| {label} | {updates} | {took // 60}:{took % 60:02d} | {s.get('BLEU', float('nan')):.2f} | "
@@ -70,7 +56,8 @@ def main(argv: list[str]) -> str:
         "",
         f"The first {pairs} of Multi30k's En-Fr training pairs; test_2016_flickr (1,000 sentences), sacreBLEU and "
         f"chrF, beam 4. Both runs: {updates} updates of 768 tokens; the fine-tuned run keeps the En-De model's "
-        f"vocabulary and architecture, the from-scratch run ('small') has its own {vocab}-piece BPE. CPU: {_cpu()}.",
+        f"vocabulary and architecture, the from-scratch run ('small') has its own {vocab}-piece BPE. "
+        f"CPU: {cpu_name()}.",
         "",
         f"{base_note}.",
         "",

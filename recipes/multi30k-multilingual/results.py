@@ -5,26 +5,11 @@ Usage (run.sh calls it): python results.py OUT UPDATES WARMUP BEAM -- TIMES...
 
 from __future__ import annotations
 
-import json
-import platform
 import sys
 from pathlib import Path
 
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _scores(path: Path) -> dict[str, float]:
-    if not path.is_file():
-        return {}
-    return {s["name"]: s["score"] for s in json.loads(path.read_text())["scores"]}
+from mtkit.device import cpu_name
+from mtkit.score import read_scores
 
 
 def main(argv: list[str]) -> str:
@@ -33,7 +18,7 @@ def main(argv: list[str]) -> str:
     rows = []
     bleus: dict[str, list[float]] = {"bi": [], "multi": []}
     for tgt in ("de", "fr", "cs"):
-        bi, multi = _scores(out / f"scores.bi.{tgt}.json"), _scores(out / f"scores.multi.{tgt}.json")
+        bi, multi = read_scores(out / f"scores.bi.{tgt}.json"), read_scores(out / f"scores.multi.{tgt}.json")
         bleus["bi"].append(bi.get("BLEU", float("nan")))
         bleus["multi"].append(multi.get("BLEU", float("nan")))
         rows.append(
@@ -45,14 +30,14 @@ def main(argv: list[str]) -> str:
         "# Multi30k En->{De,Fr,Cs}: one multilingual model against three bilingual ones",
         "",
         f"test_2016_flickr, sacreBLEU and chrF, beam {beam}. Each bilingual model: {updates} updates; the multilingual "
-        f"model: {3 * updates} (the same total), pairs mixed by temperature 5; warmup {warmup}. CPU: {_cpu()}.",
+        f"model: {3 * updates} (the same total), pairs mixed by temperature 5; warmup {warmup}. CPU: {cpu_name()}.",
         "",
         "| direction | BLEU bilingual | BLEU multilingual | chrF bilingual | chrF multilingual |",
         "|---|---:|---:|---:|---:|",
         *rows,
         f"| mean | {mean['bi']:.2f} | {mean['multi']:.2f} | | |",
     ]
-    zero = _scores(out / "scores.zero-shot.fr.json")
+    zero = read_scores(out / "scores.zero-shot.fr.json")
     if zero:
         lines += ["", f"Zero-shot De->Fr (never seen in training): BLEU {zero['BLEU']:.2f}, chrF {zero['chrF2']:.1f}."]
     if times:
