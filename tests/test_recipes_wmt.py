@@ -21,7 +21,7 @@ import torch
 from mtkit.config import get_preset
 from mtkit.train import probe
 from mtkit.train.distributed import World
-from tests.support.recipes import ROOT, decode_config, parse_line, parse_mtkit, run_recipe, tree
+from tests.support.recipes import ROOT, decode_config, dry_run, parse_line, parse_mtkit, run_recipe
 
 SPLIT = types.SimpleNamespace(src_sizes=np.array([30, 120]), tgt_sizes=np.array([35, 110]))  # what the probe reads
 
@@ -50,12 +50,9 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
     work = tmp_path / "work"
     work.mkdir()
     data, out, mirror = tmp_path / "da ta", tmp_path / "o'ut", tmp_path / "mir ror"  # quoting must hold
-    done = run_recipe(
-        recipe, *args, "--data", str(data), "--out", str(out), "--mirror", str(mirror), "--dry-run", cwd=work
-    )
-    assert done.returncode == 0, done.stderr
-    assert tree(tmp_path) == {"work"}, "a dry run created files"
-    commands = [line for line in done.stdout.splitlines() if line and not line.startswith("#")]
+    paths = ["--data", str(data), "--out", str(out), "--mirror", str(mirror)]
+    printed = dry_run(recipe, *args, *paths, cwd=work, watch=tmp_path, made={"work"})
+    commands = [line for line in printed if line and not line.startswith("#")]
 
     parsed = []
     for line in commands:
@@ -67,7 +64,7 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
         assert names == ["prepare", "bpe", "train", "average", "translate", "score", "translate", "score"]
     else:
         assert names == ["train"], "only node 0 prepares, averages, translates and scores"
-        assert done.stdout.startswith(f"# node {node_rank} waits for ")
+        assert printed[0].startswith(f"# node {node_rank} waits for ")
     steps = {name: params for name, params, _, _ in parsed}
 
     if node_rank == 0:
@@ -123,19 +120,14 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_default_paths_stay_in_the_recipe_folder_and_dry_run_creates_nothing(recipe: str, tmp_path: Path) -> None:
     folder = ROOT / "recipes" / recipe
-    before = tree(folder)
-    done = run_recipe(recipe, "big", "--dry-run", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert tree(folder) == before and tree(tmp_path) == set()
-    train = next(shlex.split(line) for line in done.stdout.splitlines() if line.startswith("mtkit train"))
+    train = next(shlex.split(line) for line in dry_run(recipe, "big", cwd=tmp_path) if line.startswith("mtkit train"))
     _, params = parse_mtkit(train)
     assert params["data"] == folder / "out" / "data" and params["out"] == folder / "out" / "big" / "run"
 
 
 def test_a_given_max_tokens_replaces_auto(tmp_path: Path) -> None:
-    done = run_recipe("wmt14-en-fr", "big", "--max-tokens", "5000", "--dry-run", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    train = next(shlex.split(line) for line in done.stdout.splitlines() if line.startswith("mtkit train"))
+    printed = dry_run("wmt14-en-fr", "big", "--max-tokens", "5000", cwd=tmp_path)
+    train = next(shlex.split(line) for line in printed if line.startswith("mtkit train"))
     assert parse_mtkit(train)[1]["max_tokens"] == "5000"  # the option is text: TrainConfig reads the number
 
 

@@ -25,6 +25,17 @@ def run_recipe(recipe: str, *args: str, cwd: Path) -> subprocess.CompletedProces
     )
 
 
+def dry_run(recipe: str, *args: str, cwd: Path, watch: Path | None = None, made: set[str] | None = None) -> list[str]:
+    """The lines `run.sh ARGS --dry-run` prints, after checking that it succeeded and created nothing: the recipe's
+    folder is unchanged and `watch` (default `cwd`) holds only `made` (what the test itself put there)."""
+    folder = ROOT / "recipes" / recipe
+    before = tree(folder)
+    done = run_recipe(recipe, *args, "--dry-run", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert tree(folder) == before and tree(watch or cwd) == (made or set()), "a dry run created files"
+    return done.stdout.splitlines()
+
+
 def load_script(relative: str) -> ModuleType:
     """The Python script at ROOT / `relative` (not a package module), imported as a module of its own, with its
     directory on sys.path as when it runs (bench/ scripts import bench/procstat.py)."""
