@@ -13,7 +13,7 @@
 #
 # ASSETS holds what the machine cannot download: model.pt (a Multi30k model, e.g. the recipe's), multi30k/ (the
 # six .gz files of ../shared/data/multi30k-en-de) and, optionally, whl/ (wheels of packages missing there,
-# installed with --no-deps first). mtkit itself runs from this checkout (PYTHONPATH), through a `mtkit` shim.
+# installed with --no-deps first; the script's first lines name any of mtkit's dependencies that do not import). mtkit itself runs from this checkout (PYTHONPATH), through a `mtkit` shim.
 # DEVICE (default cuda), MINUTES (the recipe's training budget, default 1) and STEPS (timed updates per training
 # configuration, after WARMUP untimed: defaults 20 and 10) can be set, and for a dry run of the whole script on a
 # CPU (tests/test_bench_scripts.py) also PRESETS ("base big"), PRECISION (bf16), COMPILES ("off on"), TRAIN_ARGS
@@ -53,6 +53,25 @@ if compgen -G "$assets/whl/*.whl" >/dev/null; then
     "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$assets"/whl/*.whl &&
         export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
+# mtkit's own dependencies (pyproject.toml) that this machine's Python cannot import: the parts that need them fail
+# (the recipe's `mtkit prepare` needs sacremoses, which GPU images often lack), so say so once, first.
+"$python" - "$root/pyproject.toml" <<'PY' || true
+import importlib, re, sys
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    sys.exit(print("=== packages: not checked (Python 3.10 has no tomllib)"))
+with open(sys.argv[1], "rb") as f:
+    names = [re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0] for d in tomllib.load(f)["project"]["dependencies"]]
+missing = []
+for name in names:
+    try:
+        importlib.import_module({"pyyaml": "yaml"}.get(name, name))
+    except ImportError:
+        missing.append(name)
+print(f"=== packages: missing {', '.join(missing)} (put their wheels in ASSETS/whl)" if missing else
+      "=== packages: all of mtkit's dependencies import")
+PY
 shim=$(mktemp -d)
 printf '#!/bin/sh\nexec %s -m mtkit "$@"\n' "$python" >"$shim/mtkit"
 printf '#!/bin/sh\nexec %s "$@"\n' "$python" >"$shim/python"  # the recipe calls `python`; some images have only python3

@@ -146,8 +146,12 @@ def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli
     sample_multi30k(assets / "multi30k")
     shutil.copy(cli_model, assets / "model.pt")
     out = tmp_path / "out"
+    shadow = tmp_path / "shadow"  # a dependency this Python cannot import, as sacremoses on a GPU image
+    shadow.mkdir()
+    (shadow / "sacremoses.py").write_text("raise ImportError('hidden by the test')\n")
     env = {
         **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")])),
         "ASSETS": str(assets),
         "OUT": str(out),
         "PYTHON": sys.executable,
@@ -166,6 +170,7 @@ def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli
         ["bash", str(ROOT / "bench" / "gpu_run.sh")], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    assert "=== packages: missing sacremoses (put their wheels in ASSETS/whl)" in done.stdout, done.stdout
     parts = ("train-4096", "train-auto", "recipe", "decode-4096", "decode-16384")
     for part in parts:
         assert f"=== {part}: exit 0 after" in done.stdout, done.stdout
