@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mtkit.device import cpu_name
 from tests.support.recipes import ROOT, decode_config, dry_run, load_script, parse_line, parse_mtkit, run_recipe
 
 ORDER = ["prepare", "bpe", "train", "plot", "average"] + ["translate", "score"] * 4
@@ -116,7 +117,7 @@ def test_results_md_of_a_run_shorter_than_one_log_window_says_so_and_names_the_m
     run.mkdir(parents=True)
     (run / "checkpoint_last.pt").write_bytes(b"last")
     records = [
-        {"event": "start", "time": 0.0, "device": "cpu"},
+        {"event": "start", "time": 0.0, "device": "cpu", "precision": "bf16"},
         {"event": "valid", "time": 30.0, "step": 21, "epoch": 1, "loss": 8.0, "ppl": 2581.2, "bleu": 0.01},
         {"event": "done", "time": 31.0, "step": 21, "epochs_done": 0, "stopped": "max_minutes", "hours": 0.0082},
     ]
@@ -130,5 +131,6 @@ def test_results_md_of_a_run_shorter_than_one_log_window_says_so_and_names_the_m
     (out / "scores.test.last.json").write_text(json.dumps(scores))
     text = results.main([str(out), str(run), "0.3", "mtkit translate --model m.pt", "--", "| train | 0:00:31 |"])
     assert text.startswith("# Multi30k En-De, small Transformer, 0.3 minutes of training on this CPU\n")
+    assert f"CPU cores ({cpu_name()}); training precision bf16." in text
     assert "stopped by `max_minutes` after 0.5 minutes of training wall-clock; no log window" in text
     assert (out / "model.pt").read_bytes() == b"last"

@@ -19,6 +19,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mtkit.device import cpu_name
 from mtkit.plot import minutes_axis
 
 
@@ -41,13 +42,15 @@ def versions() -> str:
 
 
 def trained_on(start: dict) -> tuple[str, str]:
-    """(where, what) the run trained: "this CPU" and its cores, or "this GPU" and its name, from the log's start."""
-    cores = f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()})"
+    """(where, what) the run trained: "this CPU", its name and cores, or "this GPU" and its name, and the training
+    precision, from the log's start record (figures differ by CPU: AVX2 only, AVX-512, native bf16)."""
+    cores = f"{os.cpu_count()} CPU cores ({cpu_name()})"
+    precision = f"; training precision {start['precision']}" if start.get("precision") else ""
     if not str(start.get("device", "cpu")).startswith("cuda"):
-        return "this CPU", cores
+        return "this CPU", cores + precision
     import torch
 
-    return "this GPU", f"{torch.cuda.get_device_name(torch.device(start['device']))}, {cores}"
+    return "this GPU", f"{torch.cuda.get_device_name(torch.device(start['device']))}, {cores}{precision}"
 
 
 def decoding(commands: list[str]) -> str:
