@@ -329,8 +329,23 @@ def _tied_keys(state: dict[str, torch.Tensor]) -> dict[str, str]:
     }
 
 
+# What only resuming needs: Adam's two moments (twice the weights' size), the loss scaler, the random states.
+RESUME_ONLY = ("optimizer", "scaler", "rng")
+
+
+def model_file(path: str | os.PathLike) -> dict[str, Any]:
+    """A kind "model" file of one checkpoint: the same weights and everything `info`, `export` and decoding read
+    (settings, step, scores, provenance), without the training state only resuming needs (a third of the size with
+    Adam); `taken_from` names the checkpoint, its step and sha256."""
+    ckpt = load(path, mmap=True)
+    check_finite(ckpt, path)
+    model = {key: value for key, value in ckpt.items() if key not in RESUME_ONLY}
+    return {**model, "kind": "model", "taken_from": _source(path, ckpt)}
+
+
 def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
-    """A kind "model" file whose weights are the checkpoints' mean (paper section 6.1: last 5 or 20).
+    """A kind "model" file whose weights are the checkpoints' mean (paper section 6.1: last 5 or 20); of one
+    checkpoint, its `model_file` (the same weights, not an "average of 1").
 
     Streams: one checkpoint (memory-mapped) plus a float32 accumulator at a time. Tied weights
     are averaged once and saved as one tensor under all their keys, so the tie survives a
@@ -339,6 +354,8 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
     paths = [Path(p) for p in paths]
     if not paths:
         raise MtkitError("no checkpoints to average.")
+    if len(paths) == 1:
+        return model_file(paths[0])
     first = load(paths[0], mmap=True)
     check_finite(first, paths[0])
     config, vocab, state = config_of(first), first.get("vocab"), first["model"]

@@ -80,6 +80,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "train_config": ckpt.get("train_config"),
         "provenance": ckpt.get("provenance"),
         "averaged_from": ckpt.get("averaged_from"),
+        "taken_from": ckpt.get("taken_from"),
     }
 
 
@@ -279,6 +280,9 @@ def _file_rows(info: dict[str, Any]) -> list[str]:
         rows.append(_row("training time", _minutes(info["training_hours"] * 60)))
     if best:
         rows.append(_row("best valid", ", ".join(f"{k} {v:.3f}" for k, v in best.items())))
+    if isinstance(info.get("taken_from"), dict):
+        source = info["taken_from"]
+        rows.append(_row("taken from", f"{source['file']} (step {source['step']}, sha256 {source['sha256']})"))
     for source in info.get("averaged_from") or []:
         if isinstance(source, dict):
             rows.append(_row("averaged from", f"{source['file']} (step {source['step']}, sha256 {source['sha256']})"))

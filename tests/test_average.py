@@ -42,6 +42,22 @@ def test_averaging_one_file_returns_it_unchanged_and_keeps_the_embedding_tie(tmp
     assert torch.equal(model.src_embed.table.weight, original["src_embed.table.weight"])
 
 
+def test_one_checkpoint_becomes_a_model_file_without_the_training_state(tmp_path):
+    """`mtkit average CKPT -o model.pt` and the recipe's model.pt: the same weights and everything info, export and
+    decoding read, without what only resuming needs (Adam's moments: two thirds of a real checkpoint)."""
+    [only] = save_checkpoints(tmp_path, [300])
+    ckpt = checkpoint.load(only)
+    ckpt.update(scaler=None, rng=[{"torch": torch.zeros(8, dtype=torch.uint8)}], train_config={"max_tokens": 512})
+    checkpoint.atomic_save(ckpt, only)
+    model = checkpoint.model_file(only)
+    assert model["kind"] == "model" and not {"optimizer", "scaler", "rng"} & set(model)
+    assert model["step"] == 300 and model["train_config"] == {"max_tokens": 512} and model["vocab"] == OPAQUE_VOCAB
+    sha256 = hashlib.sha256(only.read_bytes()).hexdigest()
+    assert model["taken_from"] == {"file": str(only), "step": 300, "sha256": sha256}
+    assert "averaged_from" not in model and checkpoint.average([only])["taken_from"] == model["taken_from"]
+    assert all(torch.equal(model["model"][k], v) for k, v in ckpt["model"].items())
+
+
 def test_run_checkpoints_are_the_newest_by_step_without_last_or_best(tmp_path):
     save_checkpoints(tmp_path, [900, 1000, 80, 200])
     (tmp_path / "checkpoint_x.pt").write_bytes(b"")
@@ -83,3 +99,8 @@ def test_average_cli_on_a_run_and_on_files(cli, tmp_path):
     assert done.returncode == 1 and "needs --output FILE" in done.stderr and "Traceback" not in done.stderr
     done = cli("average", *paths[:2], "-o", tmp_path / "two.pt")
     assert done.returncode == 0 and checkpoint.load(tmp_path / "two.pt")["step"] == 200
+    done = cli("average", run / "checkpoint_last.pt", "-o", tmp_path / "model.pt")
+    assert done.returncode == 0 and "its weights without the training state" in done.stderr
+    assert checkpoint.load(tmp_path / "model.pt")["taken_from"]["step"] == 300
+    done = cli("info", tmp_path / "model.pt")
+    assert done.returncode == 0 and "taken from" in done.stdout and "checkpoint_last.pt (step 300" in done.stdout

@@ -168,7 +168,7 @@ def base_sandbox(tmp_path_factory, trained_model: Path, toy_data: Path) -> Itera
     assert done.returncode == 0, done.stderr
     models = ["runs/small/averaged.pt", "runs/base/averaged.pt", "averaged.pt", "model.pt", "seed1/averaged.pt"]
     models += ["seed2/averaged.pt", "a.pt", "b.pt", "c.pt"]
-    models += [f"runs/base/checkpoint_{step}.pt" for step in range(1, 6)]
+    models += [f"runs/base/checkpoint_{step}.pt" for step in (1, 2, 3, 4, 5, "last")]
     for name in models:
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(trained_model, work / name)  # runs/small/averaged.pt: the toy model, not runs/small's

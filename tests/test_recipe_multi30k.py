@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from mtkit import checkpoint
 from mtkit.device import cpu_name
+from tests.support.models import save_checkpoints
 from tests.support.recipes import ROOT, decode_config, dry_run, load_script, parse_line, parse_mtkit, run_recipe
 
 ORDER = ["prepare", "bpe", "train", "plot", "average"] + ["translate", "score"] * 4
@@ -115,7 +117,7 @@ def test_results_md_of_a_run_shorter_than_one_log_window_says_so_and_names_the_m
     results = load_script("recipes/multi30k-en-de/results.py")
     out, run = tmp_path / "out", tmp_path / "out" / "run"
     run.mkdir(parents=True)
-    (run / "checkpoint_last.pt").write_bytes(b"last")
+    save_checkpoints(run, [21])
     records = [
         {"event": "start", "time": 0.0, "device": "cpu", "precision": "bf16"},
         {"event": "valid", "time": 30.0, "step": 21, "epoch": 1, "loss": 8.0, "ppl": 2581.2, "bleu": 0.01},
@@ -133,4 +135,5 @@ def test_results_md_of_a_run_shorter_than_one_log_window_says_so_and_names_the_m
     assert text.startswith("# Multi30k En-De, small Transformer, 0.3 minutes of training on this CPU\n")
     assert f"CPU cores ({cpu_name()}); training precision bf16." in text
     assert "stopped by `max_minutes` after 0.5 minutes of training wall-clock; no log window" in text
-    assert (out / "model.pt").read_bytes() == b"last"
+    model = checkpoint.load(out / "model.pt")  # the last checkpoint's weights, without the training state
+    assert model["kind"] == "model" and "optimizer" not in model and model["taken_from"]["step"] == 21

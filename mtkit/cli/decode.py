@@ -19,7 +19,10 @@ from mtkit.errors import MtkitError
 @app.command()
 def average(
     paths: list[Path] = typer.Argument(
-        ..., help="A run directory, or the checkpoint files to average.", show_default=False
+        ...,
+        help="A run directory, or the checkpoint files to average (one file: its weights without the training "
+        "state, a third of the size with Adam).",
+        show_default=False,
     ),
     last: Optional[int] = typer.Option(
         None,
@@ -63,7 +66,10 @@ def average(
             raise MtkitError("averaging named files needs --output FILE.")
         files = paths
     checkpoint.check_output(output, files)  # before anything is read or written
-    err.print(f"mtkit: averaging {len(files)} checkpoint(s): {escape(', '.join(str(f) for f in files))}")
+    if len(files) == 1:
+        err.print(f"mtkit: one checkpoint, {escape(str(files[0]))}: its weights without the training state")
+    else:
+        err.print(f"mtkit: averaging {len(files)} checkpoints: {escape(', '.join(str(f) for f in files))}")
     averaged = checkpoint.average(files)
     checkpoint.atomic_save(averaged, output)
     err.print(f"mtkit: wrote {escape(str(output))} (model only, step {averaged['step']}).")

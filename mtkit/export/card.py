@@ -102,6 +102,9 @@ def _training(ckpt: dict[str, Any]) -> list[str]:
             f"{train.get('max_tokens')} tokens a batch x {train.get('update_freq')}, "
             f"label smoothing {train.get('label_smoothing')}"
         )
+    taken = ckpt.get("taken_from")
+    if isinstance(taken, dict):
+        lines.append(f"- Weights: the checkpoint of step {taken.get('step')}")
     averaged = ckpt.get("averaged_from") or []
     if averaged:
         steps = [str(a.get("step")) for a in averaged if isinstance(a, dict)]

@@ -4,8 +4,9 @@ usage: python results.py OUT RUN MINUTES [COMMAND...] -- [STAGE_ROW...]
 
 OUT/model.pt becomes the better of the last and the averaged checkpoint by dev BLEU (never by
 test BLEU); a run that translated only the test set with the last checkpoint (--quick) keeps that
-one. The training wall-clock comes from the run's own log, which sums every resume;
-the other stages' rows are this invocation's, as run.sh measured them.
+one. Either way it is a model file (the last checkpoint's weights without its training state, or
+the average). The training wall-clock comes from the run's own log, which sums every resume; the
+other stages' rows are this invocation's, as run.sh measured them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mtkit import checkpoint
 from mtkit.device import cpu_name
 from mtkit.plot import minutes_axis
 
@@ -79,9 +81,11 @@ def main(argv: list[str]) -> str:
     }
     models = [which for which in ("last", "averaged") if ("test", which) in scores]
     best = max(models, key=lambda which: dev_bleu(scores, which) or 0.0)
-    source = run / "checkpoint_last.pt" if best == "last" else out / "averaged.pt"
-    shutil.copyfile(source, out / "model.pt.tmp")
-    os.replace(out / "model.pt.tmp", out / "model.pt")
+    if best == "last":  # its weights without the training state: a third of the checkpoint's size
+        checkpoint.atomic_save(checkpoint.model_file(run / "checkpoint_last.pt"), out / "model.pt")
+    else:
+        shutil.copyfile(out / "averaged.pt", out / "model.pt.tmp")
+        os.replace(out / "model.pt.tmp", out / "model.pt")
 
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     minutes = minutes_axis(records)  # training wall-clock, resumes stitched: the x axis of curves.png

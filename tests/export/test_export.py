@@ -22,6 +22,7 @@ from mtkit.config import BOS, EOS, DecodeConfig
 from mtkit.decode.loading import load_translator
 from mtkit.decode.translator import Translator
 from mtkit.export import RECORD, ExportConfig, export
+from mtkit.export.card import _training
 from tests.support.cli import run_cli
 from tests.support.models import random_model
 from tests.support.spm import BYTE_PIECES, train_spm
@@ -182,3 +183,11 @@ def test_other_architectures_score_alike(overrides, tmp_path, toy_sentences):
     assert result.log_probs == pytest.approx(
         lprobs.gather(1, torch.tensor([tgt + [EOS]]).T).squeeze(1).tolist(), abs=1e-4
     )
+
+
+def test_the_model_card_says_where_the_weights_came_from() -> None:
+    """One checkpoint's weights (`mtkit average CKPT -o FILE`) or the average of several, by step."""
+    taken = {"step": 300, "taken_from": {"file": "run/checkpoint_last.pt", "step": 300, "sha256": "ab"}}
+    assert "- Weights: the checkpoint of step 300" in _training(taken)
+    averaged = {"step": 300, "averaged_from": [{"file": "a", "step": 200, "sha256": "a"}, {"file": "b", "step": 300}]}
+    assert "- Weights: the average of 2 checkpoints (steps 200, 300)" in _training(averaged)
