@@ -13,7 +13,8 @@
 #
 # ASSETS holds what the machine cannot download: model.pt (a Multi30k model, e.g. the recipe's), multi30k/ (the
 # six .gz files of ../shared/data/multi30k-en-de) and, optionally, whl/ (wheels of packages missing there,
-# installed with --no-deps first; the script's first lines name any of mtkit's dependencies that do not import). mtkit itself runs from this checkout (PYTHONPATH), through a `mtkit` shim.
+# installed with --no-deps first; the script's first lines name any of mtkit's dependencies that do not import).
+# mtkit itself runs from this checkout (PYTHONPATH), through a `mtkit` shim.
 # DEVICE (default cuda), MINUTES (the recipe's training budget, default 1) and STEPS (timed updates per training
 # configuration, after WARMUP untimed: defaults 20 and 10) can be set, and for a dry run of the whole script on a
 # CPU (tests/test_bench_scripts.py) also PRESETS ("base big"), PRECISION (bf16), COMPILES ("off on"), TRAIN_ARGS
