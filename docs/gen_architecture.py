@@ -46,7 +46,8 @@ WHAT = {
         "decisions about how to run: precision, the fp32 matmul backend, weight packing, kernel-cache caps, "
         "int8; each a value made once by an entry point and applied once"
     ),
-    "checkpoint": "atomic save, safe load, averaging",
+    "average": "model files made of checkpoints: the average of the last N, one checkpoint without its training state",
+    "checkpoint": "the file format: atomic save, safe load, the model rebuilt from its config",
     "marian_opus": "an OPUS-MT directory (Marian's own vocabulary ids, two SentencePiece models) to mtkit and back",
     "marian": "mtkit's weights as a Transformers Marian model and back",
     "marian_sizes": "a Hugging Face config.json's size fields checked against its weights, in one sentence",

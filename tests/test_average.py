@@ -7,6 +7,7 @@ import hashlib
 import pytest
 import torch
 
+from mtkit import average as averaging
 from mtkit import checkpoint
 from mtkit.errors import MtkitError
 from tests.support.models import OPAQUE_VOCAB, save_checkpoints
@@ -15,7 +16,7 @@ from tests.support.models import OPAQUE_VOCAB, save_checkpoints
 def test_the_average_of_two_checkpoints_is_their_exact_mean(tmp_path):
     a, b = save_checkpoints(tmp_path, [100, 200])
     wa, wb = checkpoint.load(a)["model"], checkpoint.load(b)["model"]
-    averaged = checkpoint.average([a, b])
+    averaged = averaging.average([a, b])
     assert averaged["kind"] == "model" and "optimizer" not in averaged
     assert averaged["step"] == 200 and averaged["vocab"] == OPAQUE_VOCAB
     assert averaged["averaged_from"] == [
@@ -30,7 +31,7 @@ def test_the_average_of_two_checkpoints_is_their_exact_mean(tmp_path):
 
 def test_averaging_one_file_returns_it_unchanged_and_keeps_the_embedding_tie(tmp_path):
     [only] = save_checkpoints(tmp_path, [300])
-    averaged = checkpoint.average([only])
+    averaged = averaging.average([only])
     original = checkpoint.load(only)["model"]
     assert all(torch.equal(averaged["model"][k], original[k]) for k in original)
     checkpoint.atomic_save(averaged, tmp_path / "averaged.pt")
@@ -49,29 +50,29 @@ def test_one_checkpoint_becomes_a_model_file_without_the_training_state(tmp_path
     ckpt = checkpoint.load(only)
     ckpt.update(scaler=None, rng=[{"torch": torch.zeros(8, dtype=torch.uint8)}], train_config={"max_tokens": 512})
     checkpoint.atomic_save(ckpt, only)
-    model = checkpoint.model_file(only)
+    model = averaging.model_file(only)
     assert model["kind"] == "model" and not {"optimizer", "scaler", "rng"} & set(model)
     assert model["step"] == 300 and model["train_config"] == {"max_tokens": 512} and model["vocab"] == OPAQUE_VOCAB
     sha256 = hashlib.sha256(only.read_bytes()).hexdigest()
     assert model["taken_from"] == {"file": str(only), "step": 300, "sha256": sha256}
-    assert "averaged_from" not in model and checkpoint.average([only])["taken_from"] == model["taken_from"]
+    assert "averaged_from" not in model and averaging.average([only])["taken_from"] == model["taken_from"]
     assert all(torch.equal(model["model"][k], v) for k, v in ckpt["model"].items())
 
 
 def test_run_checkpoints_are_the_newest_by_step_without_last_or_best(tmp_path):
     save_checkpoints(tmp_path, [900, 1000, 80, 200])
     (tmp_path / "checkpoint_x.pt").write_bytes(b"")
-    assert [p.name for p in checkpoint.run_checkpoints(tmp_path, 3)] == [
+    assert [p.name for p in averaging.run_checkpoints(tmp_path, 3)] == [
         "checkpoint_200.pt",
         "checkpoint_900.pt",
         "checkpoint_1000.pt",
     ]
-    assert len(checkpoint.run_checkpoints(tmp_path, 20)) == 4
+    assert len(averaging.run_checkpoints(tmp_path, 20)) == 4
     (tmp_path / "empty").mkdir()
     with pytest.raises(MtkitError, match="no checkpoint_<step>.pt"):
-        checkpoint.run_checkpoints(tmp_path / "empty", 1)
+        averaging.run_checkpoints(tmp_path / "empty", 1)
     with pytest.raises(MtkitError, match="does not exist"):
-        checkpoint.run_checkpoints(tmp_path / "missing", 1)
+        averaging.run_checkpoints(tmp_path / "missing", 1)
 
 
 def test_different_configs_are_refused_naming_the_fields(tmp_path):
@@ -80,7 +81,7 @@ def test_different_configs_are_refused_naming_the_fields(tmp_path):
     [a] = save_checkpoints(tmp_path / "a", [1])
     [b] = save_checkpoints(tmp_path / "b", [2], d_ff=96, dropout=0.2)
     with pytest.raises(MtkitError, match=r"configs differ \(d_ff: 128 != 96; dropout: 0.1 != 0.2\)"):
-        checkpoint.average([a, b])
+        averaging.average([a, b])
 
 
 @pytest.mark.slow
@@ -92,7 +93,7 @@ def test_average_cli_on_a_run_and_on_files(cli, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "checkpoint_200.pt" in done.stderr and "checkpoint_300.pt" in done.stderr
     assert "checkpoint_100.pt" not in done.stderr and done.stdout == ""
-    expected = checkpoint.average(paths[1:])["model"]
+    expected = averaging.average(paths[1:])["model"]
     written = checkpoint.load(run / "averaged.pt")
     assert all(torch.equal(written["model"][k], expected[k]) for k in expected)
     done = cli("average", *paths[:2])

@@ -45,6 +45,7 @@ def average(
     Example: mtkit average runs/small --last 5
     """
 
+    from mtkit import average as averaging
     from mtkit import checkpoint
 
     missing = [str(p) for p in paths if not p.exists()]
@@ -53,7 +54,7 @@ def average(
     if len(paths) == 1 and paths[0].is_dir():
         run = paths[0]
         want = 5 if last is None else last
-        files = checkpoint.run_checkpoints(run, want)
+        files = averaging.run_checkpoints(run, want)
         if len(files) < want:
             err.print(f"mtkit: {escape(str(run))} has only {len(files)} numbered checkpoint(s); averaging all of them.")
         output = output or str(run / "averaged.pt")
@@ -65,12 +66,12 @@ def average(
         if output is None:
             raise MtkitError("averaging named files needs --output FILE.")
         files = paths
-    checkpoint.check_output(output, files)  # before anything is read or written
+    averaging.check_output(output, files)  # before anything is read or written
     if len(files) == 1:
         err.print(f"mtkit: one checkpoint, {escape(str(files[0]))}: its weights without the training state")
     else:
         err.print(f"mtkit: averaging {len(files)} checkpoints: {escape(', '.join(str(f) for f in files))}")
-    averaged = checkpoint.average(files)
+    averaged = averaging.average(files)
     checkpoint.atomic_save(averaged, output)
     err.print(f"mtkit: wrote {escape(str(output))} (model only, step {averaged['step']}).")
 

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mtkit import checkpoint
+from mtkit.average import model_file
 from mtkit.device import cpu_name
 from mtkit.plot import minutes_axis
 
@@ -82,7 +83,7 @@ def main(argv: list[str]) -> str:
     models = [which for which in ("last", "averaged") if ("test", which) in scores]
     best = max(models, key=lambda which: dev_bleu(scores, which) or 0.0)
     if best == "last":  # its weights without the training state: a third of the checkpoint's size
-        checkpoint.atomic_save(checkpoint.model_file(run / "checkpoint_last.pt"), out / "model.pt")
+        checkpoint.atomic_save(model_file(run / "checkpoint_last.pt"), out / "model.pt")
     else:
         shutil.copyfile(out / "averaged.pt", out / "model.pt.tmp")
         os.replace(out / "model.pt.tmp", out / "model.pt")

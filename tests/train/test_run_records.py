@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mtkit import average as averaging
 from mtkit import checkpoint
 from mtkit.errors import MtkitError
 from tests.support.metrics import records
@@ -86,8 +87,8 @@ def test_a_resume_adds_a_session_and_average_carries_the_newest_provenance(train
     assert record["start_step"] == 6 and record["earlier"] == [{k: v for k, v in first.items() if k != "earlier"}]
     assert record["data"]["files"] == first["data"]["files"]  # unchanged files: hashes reused, equal
 
-    paths = checkpoint.run_checkpoints(run, 3)
-    averaged = checkpoint.average(paths)
+    paths = averaging.run_checkpoints(run, 3)
+    averaged = averaging.average(paths)
     assert averaged["provenance"] == record
     assert averaged["averaged_from"] == [
         {"file": str(p), "step": int(p.stem.split("_")[1]), "sha256": sha256(p)} for p in paths
