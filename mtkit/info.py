@@ -280,14 +280,13 @@ def _file_rows(info: dict[str, Any]) -> list[str]:
         rows.append(_row("training time", _minutes(info["training_hours"] * 60)))
     if best:
         rows.append(_row("best valid", ", ".join(f"{k} {v:.3f}" for k, v in best.items())))
-    if isinstance(info.get("taken_from"), dict):
-        source = info["taken_from"]
-        rows.append(_row("taken from", f"{source['file']} (step {source['step']}, sha256 {source['sha256']})"))
-    for source in info.get("averaged_from") or []:
+    sources = [("taken from", info["taken_from"])] if isinstance(info.get("taken_from"), dict) else []
+    sources += [("averaged from", source) for source in info.get("averaged_from") or []]
+    for label, source in sources:
         if isinstance(source, dict):
-            rows.append(_row("averaged from", f"{source['file']} (step {source['step']}, sha256 {source['sha256']})"))
-        else:  # files from before sha256s were recorded: paths only
-            rows.append(_row("averaged from", str(source)))
+            rows.append(_row(label, f"{source['file']} (step {source['step']}, sha256 {source['sha256']})"))
+        else:  # averages from before sha256s were recorded: paths only
+            rows.append(_row(label, str(source)))
     return rows
 
 
