@@ -268,10 +268,9 @@ def bpe(
     if from_model is not None:
         if vocab_size is not None:
             raise MtkitError("--vocab-size and --from exclude each other: --from uses the model's own vocabulary.")
-        from mtkit import hub
-        from mtkit.train.finetune import tokenizer_of
+        from mtkit import sources
 
-        tokenizer = tokenizer_of(hub.resolve(from_model, revision))
+        tokenizer = sources.tokenizer_of(sources.find(from_model, revision))
     record = build(
         data_dir,
         BpeOptions(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from mtkit.config import DecodeConfig
-from mtkit.decode.engine import Tokenizer
+from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.lengths import max_output_length
 from mtkit.errors import MtkitError
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from mtkit import checkpoint
+from mtkit import checkpoint, sources
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("ctranslate2")
@@ -30,7 +30,7 @@ def test_ctranslate2_export_translates_as_mtkit_does(cli, opus_dir, tmp_path):
 
 def tuned_model(opus_dir, path):
     """The OPUS-MT model as fine-tuning leaves it: every weight moved, mtkit's PAD and BOS rows apart."""
-    ckpt = checkpoint.load(opus_dir)
+    ckpt = sources.find(opus_dir).checkpoint()
     model = checkpoint.build_from(ckpt)
     torch.manual_seed(4)
     with torch.no_grad():
