@@ -63,3 +63,11 @@ def test_the_python_api_reads_a_hub_name_from_the_cache(opus_dir, tmp_path, monk
     by_name = mtkit.load_translator(REPO, device="cpu").translate(["A dog runs."], beam=2)
     by_dir = mtkit.load_translator(str(opus_dir), device="cpu").translate(["A dog runs."], beam=2)
     assert by_name == by_dir
+
+
+def test_a_mistyped_local_path_is_not_taken_for_a_hub_name(cli, tmp_path):
+    (tmp_path / "runs").mkdir()
+    done = cli("info", "runs/smal", cwd=tmp_path)
+    assert done.returncode != 0
+    line = error_line(done)
+    assert "does not exist" in line and "Hugging Face" not in line

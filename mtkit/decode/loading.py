@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import typing
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-Opener = Callable[[tuple[sources.Source, ...], str, str, int, int], Translator]  # (device, precision, workers, threads)
 
 
 class EngineKind(Protocol):
@@ -46,15 +45,22 @@ class EngineKind(Protocol):
     def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig: ...
 
 
-@dataclass(frozen=True)
-class Runner:
-    """One engine: its class (imported when asked: CTranslate2's without torch), the --device/--precision check
-    made before anything is read, and how it opens the sources it runs."""
+class Runner(Protocol):
+    """One engine, as a class of three static methods: its class (imported when asked: CTranslate2's without
+    torch), the --device/--precision check made before anything is read, and how it opens the sources it runs."""
 
     name: str
-    engine: Callable[[], EngineKind]
-    check_runtime: Callable[[str, str], None]
-    open: Opener
+
+    @staticmethod
+    def engine() -> EngineKind: ...
+
+    @staticmethod
+    def check_runtime(device: str, precision: str) -> None: ...
+
+    @staticmethod
+    def open(
+        found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int
+    ) -> Translator: ...
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class Model:
     """What `-m` names, found once: the sources (several: an ensemble) and the runner of their engine."""
 
     sources: tuple[sources.Source, ...]
-    runner: Runner
+    runner: type[Runner]
 
     @property
     def name(self) -> str:
@@ -121,45 +127,61 @@ load_translator = open_model  # `mtkit.load_translator`: the Python API's name s
 # ----------------------------------------------------------------------------- the two runners
 
 
-def open_ct2(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
-    from mtkit.decode import ct2
+class CT2Runner:
+    """CTranslate2 (mtkit/decode/ct2.py), for a CTranslate2 export: torch is never imported."""
 
-    return ct2.open_directory(found[0].path, device, precision, workers, threads)
+    name = "ctranslate2"
+
+    @staticmethod
+    def engine() -> EngineKind:
+        from mtkit.decode.ct2 import CT2Engine
+
+        return CT2Engine
+
+    @staticmethod
+    def check_runtime(device: str, precision: str) -> None:
+        from mtkit.decode.ct2 import check_runtime
+
+        check_runtime(device, precision)
+
+    @staticmethod
+    def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
+        from mtkit.decode import ct2
+
+        return ct2.open_directory(found[0].path, device, precision, workers, threads)
 
 
-def ct2_engine() -> EngineKind:
-    from mtkit.decode.ct2 import CT2Engine
+class TorchRunner:
+    """mtkit's search over PyTorch models (mtkit/decode/torch_engine.py): mtkit files, run directories, Marian
+    directories; several make an ensemble."""
 
-    return CT2Engine
+    name = "mtkit"
 
+    @staticmethod
+    def engine() -> EngineKind:
+        from mtkit.decode.torch_engine import TorchEngine
 
-def ct2_check_runtime(device: str, precision: str) -> None:
-    from mtkit.decode.ct2 import check_runtime
+        return TorchEngine
 
-    check_runtime(device, precision)
+    @staticmethod
+    def check_runtime(device: str, precision: str) -> None:
+        """The device exists and the precision runs there; "auto" is decided when the model is opened, not here."""
+        from mtkit.device import pick_device
+        from mtkit.runtime import check_decoding_precision
 
+        check_decoding_precision(precision, pick_device(device))
 
-def torch_engine() -> EngineKind:
-    from mtkit.decode.torch_engine import TorchEngine
-
-    return TorchEngine
-
-
-def torch_check_runtime(device: str, precision: str) -> None:
-    """The device exists and the precision runs there; "auto" is decided when the model is opened, not here."""
-    from mtkit.device import pick_device
-    from mtkit.runtime import check_decoding_precision
-
-    check_decoding_precision(precision, pick_device(device))
+    @staticmethod
+    def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
+        """The models read, mtkit.runtime's decisions made here, once, and applied to them: `precision` (auto and
+        int8 included), the fp32 CPU products' backend and packed weights."""
+        return open_torch(found, device, precision, workers, threads)
 
 
 def open_torch(
     found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int
 ) -> Translator:
-    """mtkit models (files, run directories, Marian directories read as one), on mtkit's engine.
-
-    The models loaded are the translator's own, so mtkit.runtime's decisions are made here, once, and applied
-    to them: `precision` (auto and int8 included), the fp32 CPU products' backend and packed weights."""
+    """mtkit models (files, run directories, Marian directories read as one) as one Translator on mtkit's engine."""
     import torch
 
     from mtkit import checkpoint, runtime
@@ -195,10 +217,7 @@ def open_torch(
     return Translator(TorchEngine(models, target, about), load_tokenizer(vocabs[0]), workers)
 
 
-RUNNERS = {
-    "mtkit": Runner("mtkit", torch_engine, torch_check_runtime, open_torch),
-    "ctranslate2": Runner("ctranslate2", ct2_engine, ct2_check_runtime, open_ct2),
-}
+RUNNERS: dict[str, type[Runner]] = {"mtkit": TorchRunner, "ctranslate2": CT2Runner}
 
 
 def as_paths(path: Paths) -> list[Path]:

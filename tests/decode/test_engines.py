@@ -185,11 +185,14 @@ def test_a_new_source_is_one_kind_and_a_new_engine_one_runner(monkeypatch):
         opened.append(([s.path for s in found], device, precision, workers, threads))
         return Translator(Echo(), Words(), workers)
 
-    def no_check(device: str, precision: str) -> None:
-        pass
+    class EchoRunner:
+        name = "echo"
+        engine = staticmethod(lambda: Echo)
+        check_runtime = staticmethod(lambda device, precision: None)
+        open = staticmethod(open_echo)
 
     monkeypatch.setattr(sources, "KINDS", (EchoSource, *sources.KINDS))
-    monkeypatch.setitem(loading.RUNNERS, "echo", loading.Runner("echo", lambda: Echo, no_check, open_echo))
+    monkeypatch.setitem(loading.RUNNERS, "echo", EchoRunner)
     translator = loading.open_model("echo-model", device="cpu", threads=2)
     assert translator.translate(["x y"]) == ["x y"]
     assert opened == [([Path("echo-model")], "cpu", "fp32", 1, 2)]

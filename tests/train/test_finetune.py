@@ -43,7 +43,8 @@ def test_bpe_from_a_model_encodes_with_its_tokenizer(opus_data, opus_dir):
 
     tok = MarianTokenizer.from_pretrained(opus_dir)
     ckpt = sources.find(opus_dir).checkpoint()
-    assert (opus_data / "spm.model").read_bytes() == ckpt["vocab"]
+    assert (opus_data / "marian-tokenizer.json").read_bytes() == ckpt["vocab"]  # a name that says what it is
+    assert not (opus_data / "spm.model").exists()
     data = open_data(opus_data)
     train = data.split("train")
     src = (opus_data / "raw" / "train.en").read_text(encoding="utf-8").splitlines()[:3]
