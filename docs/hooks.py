@@ -44,6 +44,12 @@ def _comments(cls: type) -> dict[str, str]:
     return found
 
 
+def _cell(text: str) -> str:
+    """`|` escaped for a table cell, except inside code spans, where Python-Markdown keeps it in the cell and would
+    show the backslash."""
+    return "`".join(p if i % 2 else p.replace("|", "\\|") for i, p in enumerate(text.split("`")))
+
+
 def field_table(dotted: str) -> str:
     if str(ROOT) not in sys.path:  # `mkdocs build` from a checkout where mtkit is not installed
         sys.path.insert(0, str(ROOT))
@@ -59,5 +65,5 @@ def field_table(dotted: str) -> str:
         if f.metadata.get("choices"):
             text += f" Choices: {', '.join(f.metadata['choices'])}."
         kind = str(f.type).replace(" | ", " or ")
-        rows.append(f"| `{f.name}` | `{kind}` | `{default!r}` | {flag} | {text.replace('|', chr(92) + '|')} |")
+        rows.append(f"| `{f.name}` | `{kind}` | `{default!r}` | {flag} | {_cell(text)} |")
     return "\n".join(rows)
