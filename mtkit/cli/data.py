@@ -35,7 +35,7 @@ def _corpus_names() -> list[str]:
 def _list_corpora() -> None:
     from rich.table import Table
 
-    from mtkit.data.corpora import default_registry, unpinned
+    from mtkit.data.corpora import default_registry, shipped_copy, unpinned
 
     table = Table(
         title="mtkit prepare NAME: named corpora (all splits of both directions come from the same files)",
@@ -50,7 +50,7 @@ def _list_corpora() -> None:
             corpus.contents("valid"),
             corpus.contents("test"),
             corpus.pairs,
-            corpus.download_size(),
+            "shipped" if shipped_copy(corpus) else corpus.download_size(),
             str(corpus.vocab_size),
         )
     table.add_row(
