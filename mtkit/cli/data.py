@@ -35,7 +35,7 @@ def _corpus_names() -> list[str]:
 def _list_corpora() -> None:
     from rich.table import Table
 
-    from mtkit.data.corpora import default_registry, unpinned
+    from mtkit.data.corpora import default_registry, shipped_copy, unpinned
 
     table = Table(
         title="mtkit prepare NAME: named corpora (all splits of both directions come from the same files)",
@@ -50,7 +50,7 @@ def _list_corpora() -> None:
             corpus.contents("valid"),
             corpus.contents("test"),
             corpus.pairs,
-            corpus.download_size(),
+            "shipped" if shipped_copy(corpus) else corpus.download_size(),
             str(corpus.vocab_size),
         )
     table.add_row(
@@ -88,7 +88,8 @@ def prepare(
         None,
         "--mirror",
         help="A directory holding the archives, put there by hand "
-        "(no network is used); a missing one is named with its URL. Give it twice to read from two directories.",
+        "(no network is used); a missing one is named with its URL. Give it twice to read from two directories. "
+        "Multi30k needs none: its files ship with mtkit.",
     ),
     cache: Optional[Path] = typer.Option(
         None,
@@ -139,10 +140,11 @@ def prepare(
 ) -> None:
     """Fetch, extract and clean a named corpus into DIR/raw.
 
-    Example: mtkit prepare multi30k-en-de --mirror ../shared/data/multi30k-en-de
+    Example: mtkit prepare multi30k-en-de
 
-    Multi30k's French and Czech sides live apart from its English and German ones:
-    mtkit prepare multi30k-en-fr --mirror ../shared/data/multi30k-en-de --mirror ../shared/data/multi30k-fr-cs
+    Multi30k's files ship with mtkit: they are read offline. Other corpora are downloaded (resumable,
+    sha256-checked) into the cache, or read from a directory where you put their archives by hand:
+    mtkit prepare wmt14-en-de --mirror DIR
     """
     if list_:
         _list_corpora()

@@ -134,8 +134,9 @@ def translate(
         "--model",
         "-m",
         show_default=False,
-        help="An mtkit model or checkpoint file (e.g. averaged.pt); repeat for an "
-        "ensemble (log of the mean of the models' probabilities). A directory of `mtkit export --format "
+        help="An mtkit model or checkpoint file (e.g. averaged.pt), a Hugging Face Marian directory, or a "
+        "Hugging Face Hub name (owner/name, e.g. Helsinki-NLP/opus-mt-en-de: downloaded once into its cache); repeat "
+        "for an ensemble (log of the mean of the models' probabilities). A directory of `mtkit export --format "
         "ctranslate2` runs on CTranslate2.",
     ),
     input: Optional[str] = typer.Option(

@@ -31,7 +31,8 @@ def serve(
         "-m",
         show_default=False,
         metavar="FILE",
-        help="An mtkit model or checkpoint file (e.g. averaged.pt), a Hugging Face Marian directory, or a "
+        help="An mtkit model or checkpoint file (e.g. averaged.pt), a Hugging Face Marian directory, a "
+        "Hugging Face Hub name (owner/name, e.g. Helsinki-NLP/opus-mt-en-de: downloaded once into its cache), or a "
         "directory of `mtkit export --format ctranslate2` (run on CTranslate2).",
     ),
     host: str = typer.Option(

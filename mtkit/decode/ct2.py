@@ -302,4 +302,14 @@ def open_directory(path: Path, device: str, precision: str, workers: int, thread
     pieces = [vocab.piece(i) for i in range(len(vocab))]
     engine = CT2Engine(path, pieces, device, precision, workers, threads or default_threads())
     logger.info("CTranslate2 model %s on %s (%s)", path, engine.device, engine.compute_type)
+    # CTranslate2 converts the weights to the compute type at load: a quantized export run in another type (as
+    # translate's default --precision fp32 does) is not what was exported, and that is worth a line on stderr.
+    exported = engine.record.get("quantization") or "float32"
+    if engine.compute_type not in ("default", exported):
+        logger.warning(
+            "%s was exported in %s and runs in %s here; --precision auto runs it as exported",
+            path,
+            exported,
+            engine.compute_type,
+        )
     return Translator(engine, vocab, workers)

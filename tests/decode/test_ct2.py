@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mtkit.config import DecodeConfig
+from mtkit.config import DecodeConfig, ExportConfig
 from mtkit.decode import ct2
 from mtkit.decode.loading import is_ct2_dir, load_translator
 from mtkit.errors import MtkitError
@@ -171,3 +171,21 @@ def test_missing_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 -> ImportError
     with pytest.raises(MtkitError, match=r"pip install 'mtkit\[ct2\]'"):
         ct2.import_ctranslate2()
+
+
+def test_a_quantized_export_run_in_another_type_says_how_to_run_it_as_exported(trained_model, tmp_path, caplog):
+    """CTranslate2 converts an int8 export's weights to float32 under translate's default --precision fp32: the
+    model line says so, and `auto` (CTranslate2's "default": the export's own type) runs it as exported."""
+    int8_dir = export(trained_model, tmp_path / "int8", ExportConfig(quantization="int8"))
+    said = {}
+    for precision in ("fp32", "auto", "int8"):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="mtkit.decode.ct2"):
+            ct2.open_directory(int8_dir, "cpu", precision, 1, 1).close()
+        said[precision] = [r.getMessage() for r in caplog.records if "was exported in" in r.getMessage()]
+    assert said["auto"] == said["int8"] == [] and len(said["fp32"]) == 1
+    assert said["fp32"][0].endswith(
+        "was exported in int8 and runs in float32 here; --precision auto runs it as exported"
+    )
+    done = run_cli("translate", "-m", int8_dir, input="small house\n")
+    assert done.returncode == 0 and "was exported in int8 and runs in float32" in done.stderr
