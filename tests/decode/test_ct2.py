@@ -19,9 +19,10 @@ import pytest
 
 from mtkit.config import DecodeConfig, ExportConfig
 from mtkit.decode import ct2
-from mtkit.decode.loading import is_ct2_dir, load_translator
+from mtkit.decode.loading import load_translator
 from mtkit.errors import MtkitError
 from mtkit.export import RECORD, export
+from mtkit.sources import CT2Export
 from tests.support.cli import ROOT, run_cli
 
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'mtkit[ct2]'")
@@ -164,7 +165,8 @@ def test_ensemble_and_missing_spm_are_one_sentence(ct2_dir, trained_model, tmp_p
 def test_export_carries_what_the_engine_reads(ct2_dir, trained_model):
     record = json.loads((ct2_dir / RECORD).read_text(encoding="utf-8"))
     assert "spm.model" in record["files"] and record["model_config"]["max_positions"] > 1
-    assert is_ct2_dir(Path(ct2_dir)) and not is_ct2_dir(Path(trained_model)) and not is_ct2_dir(Path(ct2_dir).parent)
+    claims = CT2Export.claims
+    assert claims(Path(ct2_dir)) and not claims(Path(trained_model)) and not claims(Path(ct2_dir).parent)
 
 
 def test_missing_extra_names_it(monkeypatch):
