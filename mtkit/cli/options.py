@@ -126,6 +126,18 @@ def revision_option() -> Any:
     )
 
 
+def target_lang_option() -> Any:
+    """`--target-lang` of translate and serve: a multilingual model's direction, checked by the translator (it is
+    input preparation, not a search setting: no field of DecodeConfig)."""
+    return typer.Option(
+        "",
+        "--target-lang",
+        show_default=False,
+        help="A multilingual model's output language: each source line gets the token >>LANG<< in front "
+        "(a line that starts with such a token keeps its own). Empty: none.",
+    )
+
+
 def build(base: C, given: dict[str, Any]) -> C:
     """`base` with the user's values for its fields laid over it; a value the config refuses is named by its flag."""
     names = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]

@@ -36,7 +36,6 @@ from mtkit.model import Transformer
 from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
 from mtkit.train import finetune, report, resume, rundir
-from mtkit.train import pairs as multilingual
 from mtkit.train.forward import accumulate, out_of_memory_hint
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, TrainingData, bucket_data, epoch_of, open_training_data, plan_data
@@ -118,10 +117,8 @@ class Trainer:
         self.progress = Progress()
         self.resumed_from: int | None = None  # the step `load_state_dict` continued from
         self.lr = 0.0  # the rate of the last update applied
-        self.batch_plan, self.valid_batches = plan_data(data.train, data.valid, cfg, world, model_cfg.max_positions)
-        # Several language pairs: their own batch plan and per-pair validation (mtkit/train/pairs.py).
-        self.pairs = multilingual.setup(data, cfg, world, model_cfg.max_positions)
-        self.batch_plan = self.pairs.plan if self.pairs is not None else self.batch_plan
+        # The pairs mixed in one plan, each pair's dev batches (a bilingual directory: one pair; mtkit/train/plan.py).
+        self.batch_plan, self.valid_batches = plan_data(data, cfg, world, model_cfg.max_positions)
         self.data = data = bucket_data(data, cfg, model_cfg.max_positions)  # batches padded to bucket shapes
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
         self.wrapped = dist.wrap(self.model, world)  # the model as the loop runs it eagerly (DDP under torchrun)
@@ -235,7 +232,7 @@ class Trainer:
                 continue
             stopped = self._run_epoch(epoch, state)
         dist.barrier(self.world)  # rank 0's last save is complete before a rank exits (143 makes torchrun stop all)
-        report.done(self.log, self.progress, stopped, by_bleu=self.data.bleu_sample is not None)
+        report.done(self.log, self.progress, stopped, by_bleu=bool(self.data.bleu_samples))
         return stopped
 
     def _run_epoch(self, epoch: Epoch, state: LoopState) -> str:
@@ -385,8 +382,7 @@ class Trainer:
         """Validate, update best and patience: (a new best?, the stop signal that cut it short, or ""), the same
         on every rank. A validation cut short counts for nothing."""
         p, smoothing = self.progress, self.cfg.label_smoothing
-        validation = self.pairs.validate if self.pairs is not None else validate  # multilingual: per pair
-        result = validation(
+        result = validate(
             self.model, self.data, self.valid_batches, self.world, self.precision, smoothing, self.stop_requests
         )
         p.valid_due = bool(result.stopped)  # cut short: it counts for nothing, and the resumed run redoes it
