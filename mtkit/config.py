@@ -227,8 +227,8 @@ class TrainConfig:
         )
 
     def for_world(self, world_size: int) -> TrainConfig:
-        """Resolve `update_tokens` into `update_freq` for this many ranks (section 5.1's ~25k tokens); with
-        max_tokens auto, once the trainer has resolved it (mtkit/train/probe.py)."""
+        """Resolve `update_tokens` into `update_freq` for this many ranks (section 5.1's ~25k tokens), once
+        max_tokens is a number: a run calls it once, last of its settings (mtkit/train/settings.py)."""
         if self.update_tokens <= 0 or not isinstance(self.max_tokens, int):
             return self
         per_update = self.max_tokens * world_size

@@ -62,9 +62,13 @@ def train(
 ) -> TrainResult:
     """Train (or resume RUN's checkpoint) and return the final model; see the module docstring.
 
-    The composition root: the run's settings are finished first (every "auto" resolved, with its reason:
-    mtkit/train/settings.py), then the model, the data and the `Trainer` are built from them.
-    `restart`: move what RUN holds to RUN/previous-<time>/ and start afresh. `init`: a new run's first weights.
+    The composition root, with its three starts side by side (nanoGPT's scratch, resume, pretrained): RUN's
+    checkpoint (resume), `init` (fine-tuning: a new run's first weights, mtkit/train/finetune.py), or the seeded
+    initialisation. The run's settings are finished first (every "auto" resolved, with its reason, and the
+    starting weights put into the model before its runtime is applied: mtkit/train/settings.py), then the data
+    plans and the `Trainer` are built from them. `model_cfg` and `train_cfg` are the user's words as configs
+    (mtkit/train/start.py makes them, fine-tuning's rules included). `restart`: move what RUN holds to
+    RUN/previous-<time>/ and start afresh.
     """
     if threads > 0:
         torch.set_num_threads(threads)
@@ -72,15 +76,16 @@ def train(
     run = Path(run_dir)
     try:
         with rundir.owned(run, world, restart):
-            cfg = train_cfg.for_world(world.size)
-            data = open_training_data(Path(data_dir), model_cfg, cfg.valid_bleu)
-            ckpt, cfg = resume.checkpoint_to_resume(run, world, model_cfg, cfg, data)  # auto: the run's max_tokens
-            settings, model = settle(cfg, model_cfg, data, world, ckpt)
+            if init is not None:
+                finetune.check_new_run(run)  # --init on a run that exists: refused, never silently resumed
+            data = open_training_data(Path(data_dir), model_cfg, train_cfg.valid_bleu)
+            ckpt, cfg = resume.checkpoint_to_resume(run, world, model_cfg, train_cfg, data)  # auto: the run's
+            settings, model = settle(cfg, model_cfg, data, world, ckpt, init)
             trainer = Trainer(settings, model, data, run, model_cfg, world)
             if ckpt is not None:
                 trainer.load_state_dict(ckpt)
-            elif init is not None:  # fine-tuning: the starting model's weights, named in run.json
-                finetune.start_from(trainer, init)
+            elif init is not None:  # run.json names the starting model
+                trainer.started_from = init.record
             del ckpt  # its optimizer state can be twice the model's size
             return trainer.run()
     finally:
@@ -150,12 +155,11 @@ class Trainer:
         )
 
     def load_state_dict(self, ckpt: dict[str, Any]) -> None:
-        """Continue exactly where `ckpt` stopped: weights, Adam moments, fp16 scale, position, every RNG stream.
-
-        `resume.check_same_run` has checked that it is this run's. Parameters load in place: DDP keeps them.
+        """Continue exactly where `ckpt` stopped: Adam moments, fp16 scale, position, every RNG stream (its weights
+        went into the model when it was built: `settings.settle`). `resume.check_same_run` has checked that it is
+        this run's.
         """
-        world = self.world
-        self.model.load_state_dict(ckpt["model"])
+        world = self.world  # the weights are in the model already (`settings.settle`)
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.precision.load_state_dict(ckpt.get("scaler"))
         self.progress = Progress.from_state_dict(ckpt, world.size, self.cfg)
