@@ -120,12 +120,7 @@ def train(
     from mtkit.config import parse_overrides
     from mtkit.train import start as starting
 
-    start = None
-    if init is not None:  # fine-tuning: the model's architecture and weights (mtkit/train/finetune.py)
-        from mtkit import hub
-        from mtkit.train import finetune
-
-        start = finetune.load_start(hub.resolve(init, revision), init)
+    start = starting.starting_model(init, revision)  # fine-tuning: the model's architecture and weights
     with named_by_flag(given):  # the configs from the user's words, fine-tuning's rules included (the library's)
         chosen, train_cfg = starting.train_config(preset, given, start, device, threads)
         if print_config:

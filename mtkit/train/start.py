@@ -28,6 +28,16 @@ DEFAULT_PRESET = "base"
 MODEL_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelConfig))
 
 
+def starting_model(init: str | None, revision: str | None = None) -> finetune.Start | None:
+    """The model `init` names (an mtkit file, a Marian directory, or a Hub name at `revision`), read once by
+    `finetune.load_start`; None without `init`. The one place a run's starting model is asked for."""
+    if init is None:
+        return None
+    from mtkit import hub
+
+    return finetune.load_start(hub.resolve(init, revision), init)
+
+
 def train_config(
     preset: str | None, given: Mapping[str, Any], start: finetune.Start | None, device: str, threads: int = 0
 ) -> tuple[Preset, TrainConfig]:
@@ -110,9 +120,8 @@ def run(
     """Train on DATA into OUT as `mtkit train` does: `preset`, `init` (a model to fine-tune: a file, a Marian
     directory or a Hub name at `revision`), `overrides` (--set's model fields) and any TrainConfig or
     ModelConfig field by name (`max_minutes=30`, `dropout=0.2`)."""
-    from mtkit import hub
     from mtkit.train.trainer import train
 
-    start = finetune.load_start(hub.resolve(init, revision), init) if init is not None else None
+    start = starting_model(init, revision)
     model_cfg, train_cfg = configure(open_data(data), preset, given, overrides, start, init, device, threads)
     return train(data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart, init=start)
