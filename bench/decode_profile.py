@@ -1,7 +1,7 @@
 """Where a beam search's time goes: torch.profiler over mtkit's engine, eager or with the compiled step.
 
     python bench/decode_profile.py --model M.pt --limit 100             # eager
-    python bench/decode_profile.py --model M.pt --limit 100 --compile   # mtkit/decode/compiled.py (compiles first)
+    python bench/decode_profile.py --model M.pt --limit 100 --compile   # bench/compiled_step.py (compiles first)
 
 Translates --limit lines of the input (beam 4, fairseq length normalisation 0.6, batches of 4,096 source tokens, as
 bench/translate_speed.py does) once untimed (warm-up, and the compilation with --compile), then once under the
@@ -45,22 +45,24 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     translator = open_model(args.model, device="cpu", precision="fp32", threads=args.threads)
     if args.compile:
-        from mtkit.decode.compiled import compile_model
+        from compiled_step import CompiledStep, compile_model
 
-        compile_model(translator.engine.model)  # type: ignore[attr-defined]
+        engine = translator.engine
+        engine.steps = compile_model(engine.model)  # type: ignore[attr-defined]  # handed to the search
     config = DecodeConfig(beam=4, alpha=0.6, lenpen="fairseq", max_len_a=1.0, max_len_b=50)
     lines = read_lines(args.input, args.limit)
     start = time.perf_counter()
     list(translator.translate_stream(lines, config, 4096))
     warmup = time.perf_counter() - start
-    eager_log_probs, steps = step.ModelStep.log_probs, [0]
+    timed = CompiledStep if args.compile else step.ModelStep  # the class whose steps the search calls
+    eager_log_probs, steps = timed.log_probs, [0]
 
     def log_probs(self: Any, last: Any) -> Any:
         steps[0] += 1
         with record_function(STEP):
             return eager_log_probs(self, last)
 
-    step.ModelStep.log_probs = log_probs  # type: ignore[method-assign]
+    timed.log_probs = log_probs  # type: ignore[method-assign]
     with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
         start = time.perf_counter()
         list(translator.translate_stream(lines, config, 4096))
@@ -103,7 +105,7 @@ def main() -> None:
     parser.add_argument("--input", default=str(DATA / "test_2016_flickr.en.gz"), help="source text (.gz is fine)")
     parser.add_argument("--limit", type=int, default=100, help="translate the first N lines")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--compile", action="store_true", help="the compiled decoder step (mtkit/decode/compiled.py)")
+    parser.add_argument("--compile", action="store_true", help="the compiled decoder step (bench/compiled_step.py)")
     result = profile(parser.parse_args())
     for key, value in result.items():
         if key != "top_self_ms":

@@ -39,7 +39,7 @@ all the sentences once before the clock starts, not 8 (each new shape costs a ke
 
     python bench/translate_speed.py --model M.pt --device cuda --systems mtkit-fp32,mtkit-bf16,mtkit-fp16
 
-`--compile` adds the row mtkit-compiled: mtkit fp32 with its decoder step torch.compiled (mtkit/decode/compiled.py),
+`--compile` adds the row mtkit-compiled: mtkit fp32 with its decoder step torch.compiled (bench/compiled_step.py),
 warmed up on all the sentences (its warmup_s: the compilations and one pass), its ratio to mtkit-fp32; same outputs.
 
 The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are sentences/s over CTranslate2 fp32's (mtkit
@@ -123,9 +123,10 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
         early_stop=job["early_stop"],
     )
     if compiled:
-        from mtkit.decode.compiled import compile_model
+        from compiled_step import compile_model  # bench/ is a script's sys.path[0]
 
-        compile_model(translator.engine.model)  # type: ignore[attr-defined]
+        engine = translator.engine
+        engine.steps = compile_model(engine.model)  # type: ignore[attr-defined]  # handed to the search
         job["compiled"] = True  # warmed up on every line: each new kind of batch shape compiles once
     lines, start = job["lines"], time.perf_counter()
     list(translator.translate_stream(warmup_lines(job), config, job["batch_tokens"]))

@@ -21,7 +21,7 @@ from mtkit.config_decode import SamplingConfig as SamplingConfig
 # The field machinery lives in mtkit/config_fields.py; its public names are re-exported here ("X as X"), where
 # callers import them from.
 from mtkit.config_fields import ConfigError as ConfigError
-from mtkit.config_fields import check_field, check_positive, check_probability
+from mtkit.config_fields import check_choices, check_field, check_positive, check_probability, choice
 from mtkit.config_fields import config_diff as config_diff
 from mtkit.config_fields import config_from_dict as config_from_dict
 from mtkit.config_fields import option as option
@@ -60,7 +60,7 @@ class ModelConfig:
     attention_dropout: float = 0.0  # not in the paper; fairseq and tensor2tensor offer it
     activation_dropout: float = 0.0  # inside the feed-forward block; not in the paper
     max_positions: int = 1024
-    share_embeddings: str = "all"  # "all": src, tgt, output share one matrix (3.4)
+    share_embeddings: str = choice("all", SHARE_CHOICES)  # "all": src, tgt, output share one matrix (3.4)
     pre_norm: bool = False  # the paper is post-norm; pre-norm is an extra, never the default
     activation: str = option(
         "relu",
@@ -73,15 +73,9 @@ class ModelConfig:
     forced_eos: bool = False
 
     def __post_init__(self) -> None:
+        check_choices(self)
         check_positive(
             self, "vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "max_positions"
-        )
-        check_field(
-            self.activation in ACTIVATION_CHOICES,
-            type(self),
-            "activation",
-            f"one of {', '.join(ACTIVATION_CHOICES)}",
-            self.activation,
         )
         if self.tgt_vocab_size is not None:
             check_positive(self, "tgt_vocab_size")
@@ -91,13 +85,6 @@ class ModelConfig:
         )
         check_field(
             self.d_model % 2 == 0, type(self), "d_model", "even (sinusoidal positions pair sin and cos)", self.d_model
-        )
-        check_field(
-            self.share_embeddings in SHARE_CHOICES,
-            type(self),
-            "share_embeddings",
-            f"one of {', '.join(SHARE_CHOICES)}",
-            self.share_embeddings,
         )
         check_field(
             self.share_embeddings != "all" or self.target_vocab_size == self.vocab_size,
@@ -228,18 +215,9 @@ class TrainConfig:
         )
         check_field(self.max_minutes >= 0, type(self), "max_minutes", "0 (no budget) or positive", self.max_minutes)
         check_field(0 <= self.lr_cooldown <= 1, type(self), "lr_cooldown", "a fraction in [0, 1]", self.lr_cooldown)
-        check_field(
-            self.precision in PRECISION_CHOICES,
-            type(self),
-            "precision",
-            f"one of {', '.join(PRECISION_CHOICES)}",
-            self.precision,
-        )  # a config field, named as the others are; elsewhere `check_precision`
         if isinstance(self.compile, bool):  # `compile: off` in a --config file (YAML 1.1 booleans)
             object.__setattr__(self, "compile", "on" if self.compile else "off")
-        for name, choices in (("compile", COMPILE_CHOICES), ("length_buckets", LENGTH_BUCKET_CHOICES)):
-            value = getattr(self, name)
-            check_field(value in choices, type(self), name, f"one of {', '.join(choices)}", value)
+        check_choices(self)  # precision, compile, length_buckets: named as fields, as the others are
         check_field(
             len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
             type(self),
@@ -249,8 +227,8 @@ class TrainConfig:
         )
 
     def for_world(self, world_size: int) -> TrainConfig:
-        """Resolve `update_tokens` into `update_freq` for this many ranks (section 5.1's ~25k tokens); with
-        max_tokens auto, once the trainer has resolved it (mtkit/train/probe.py)."""
+        """Resolve `update_tokens` into `update_freq` for this many ranks (section 5.1's ~25k tokens), once
+        max_tokens is a number: a run calls it once, last of its settings (mtkit/train/settings.py)."""
         if self.update_tokens <= 0 or not isinstance(self.max_tokens, int):
             return self
         per_update = self.max_tokens * world_size
@@ -342,3 +320,6 @@ class ExportConfig:
         "huggingface: float32 or float16).",
         EXPORT_QUANTIZATIONS,
     )
+
+    def __post_init__(self) -> None:
+        check_choices(self)

@@ -7,10 +7,9 @@ engine runs it (EngineConfig). mtkit/config.py holds the training and model sett
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from mtkit.config_fields import check_field, check_positive, option
+from mtkit.config_fields import check_choices, check_field, check_positive, option
 from mtkit.precision import DECODE_PRECISION_CHOICES
 
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
@@ -41,27 +40,10 @@ class DecodeConfig:
         "once none live can win (the paper; up to 1.4x the time); none: at the length limit.",
         EARLY_STOP_CHOICES,
     )
-    target_lang: str = option(
-        "",
-        "A multilingual model's output language: each source line gets the token >>LANG<< in front "
-        "(a line that starts with such a token keeps its own). Empty: none.",
-    )
 
     def __post_init__(self) -> None:
+        check_choices(self)
         check_positive(self, "beam", "nbest")
-        if isinstance(self.target_lang, str) and self.target_lang.startswith(">>") and self.target_lang.endswith("<<"):
-            object.__setattr__(self, "target_lang", self.target_lang[2:-2])  # ">>fr<<" is "fr"
-        check_field(
-            isinstance(self.target_lang, str)
-            and bool(not self.target_lang or re.fullmatch(r"[\w-]+", self.target_lang)),
-            type(self),
-            "target_lang",
-            "a language code such as de, fra or zho_Hant",
-            self.target_lang,
-        )
-        check_field(
-            self.lenpen in LENPEN_CHOICES, type(self), "lenpen", f"one of {', '.join(LENPEN_CHOICES)}", self.lenpen
-        )
         check_field(
             isinstance(self.alpha, (int, float))
             and self.alpha >= 0
@@ -87,13 +69,6 @@ class DecodeConfig:
             self.max_len_b,
         )
         check_field(self.nbest <= self.beam, type(self), "nbest", f"at most beam={self.beam}", self.nbest)
-        check_field(
-            self.early_stop in EARLY_STOP_CHOICES,
-            type(self),
-            "early_stop",
-            f"one of {', '.join(EARLY_STOP_CHOICES)}",
-            self.early_stop,
-        )
 
 
 @dataclass(frozen=True)
@@ -152,10 +127,4 @@ class EngineConfig:
     )
 
     def __post_init__(self) -> None:
-        check_field(
-            self.precision in DECODE_PRECISION_CHOICES,
-            type(self),
-            "precision",
-            f"one of {', '.join(DECODE_PRECISION_CHOICES)}",
-            self.precision,
-        )
+        check_choices(self)

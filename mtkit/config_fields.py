@@ -36,6 +36,22 @@ def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> A
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
+def choice(default: str, choices: tuple[str, ...]) -> Any:
+    """A setting without a flag that takes one of `choices` (checked by `check_choices`, as an option's are)."""
+    return field(default=default, metadata={"choices": choices})
+
+
+def check_choices(cfg: Any) -> None:
+    """Every field of `cfg` that declares its choices (`option(..., choices)` or `choice`) holds one of them: the
+    one check of a word-valued setting, made from what the field declares (fairseq's ChoiceEnum), called by each
+    config's `__post_init__`."""
+    for f in dataclasses.fields(cfg):
+        choices = f.metadata.get("choices")
+        if choices:
+            value = getattr(cfg, f.name)
+            check_field(value in choices, type(cfg), f.name, f"one of {', '.join(choices)}", value)
+
+
 def check_positive(cfg: Any, *names: str) -> None:
     for name in names:
         value = getattr(cfg, name)

@@ -224,7 +224,7 @@ def curves(run: Run, axis: str, series: str) -> list[Curve]:
         if points:
             x, y = zip(*points)
             out.append(Curve(run.label, series, event, np.asarray(x, dtype=float), np.asarray(y, dtype=float)))
-    # A multilingual run's validations also hold each pair's value, `series.PAIR` (mtkit/train/pairs.py).
+    # A multilingual run's validations also hold each pair's value, `series.PAIR` (mtkit/train/validation.py).
     valid = [(x, r) for x, r in zip(xs, run.records) if r["event"] == "valid" and "valid" in EVENTS[series]]
     for pair in dict.fromkeys(k[len(series) + 1 :] for _, r in valid for k in r if k.startswith(f"{series}.")):
         points = [(x, r[f"{series}.{pair}"]) for x, r in valid if isinstance(r.get(f"{series}.{pair}"), (int, float))]

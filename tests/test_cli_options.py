@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from mtkit.cli import app
 from mtkit.cli.options import option_fields
-from mtkit.cli.train import cpu_update_seconds
 from mtkit.config import PRESETS, DecodeConfig, ModelConfig, SamplingConfig, TrainConfig
+from mtkit.train.finetune import cpu_update_seconds
 
 WIDE = {"COLUMNS": "400"}  # one help row a line, so that a test can read it
 

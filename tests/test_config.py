@@ -1,11 +1,16 @@
 """Configs: paper defaults, validation that names the field, presets that list the valid names."""
 
 import dataclasses
+import re
 
 import pytest
 
 import mtkit
 from mtkit.config import (
+    ConfigError,
+    DecodeConfig,
+    EngineConfig,
+    ExportConfig,
     ModelConfig,
     TrainConfig,
     config_diff,
@@ -77,3 +82,19 @@ def test_set_values_are_typed_by_the_field_annotation():
     ]:
         with pytest.raises(MtkitError, match=f"--set '{item}': {message}"):
             parse_overrides([item], ModelConfig)
+
+
+CONFIGS = (ModelConfig, TrainConfig, DecodeConfig, EngineConfig, ExportConfig)
+
+
+@pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
+def test_every_field_that_declares_choices_refuses_another_word_naming_them(cls):
+    """One check made from the choices each field declares: a field with choices needs no hand-written check."""
+    with_choices = [f for f in dataclasses.fields(cls) if f.metadata.get("choices")]
+    assert with_choices
+    for f in with_choices:
+        for good in f.metadata["choices"]:
+            cls(**{f.name: good})
+        expected = f"{cls.__name__}.{f.name} must be one of {', '.join(f.metadata['choices'])}, got 'nonsense'"
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            cls(**{f.name: "nonsense"})

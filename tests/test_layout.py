@@ -21,8 +21,9 @@ ALLOWED: dict[str, str] = {
         "per-language sampling for several pairs) and every split encoded with it"
     ),
     "mtkit/train/trainer.py": (
-        "the training loop of section 5 and train(), its composition root: what is left once settings, plans, "
-        "validation, resume, fine-tuning and the multilingual batch plan live in their own modules"
+        "the training loop of section 5 and train(), its composition root: what is left once settings, plans "
+        "(the language pairs' mix included), validation, resume, the run's configs and fine-tuning live in "
+        "their own modules"
     ),
 }
 

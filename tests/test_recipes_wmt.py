@@ -86,7 +86,7 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
     for limit in (2_000, 9_000, 30_000):
         fits = lambda rows, length, limit=limit: rows * length <= limit  # noqa: E731
         with mock.patch.object(probe.dist, "all_gather_objects", lambda found, w: [found] * w.size):
-            cfg = probe.resolve(auto, None, None, SPLIT, gpu, 1024, fits).cfg
+            cfg = probe.resolve(auto, None, None, SPLIT, gpu, 1024, fits).cfg.for_world(world)
         assert 25_000 <= cfg.update_freq * cfg.max_tokens * world < 25_000 + world * cfg.update_freq  # rounding up
         assert cfg.max_tokens <= limit
 

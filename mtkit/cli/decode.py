@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
-from mtkit.cli.options import build, config_options, device_option, revision_option
+from mtkit.cli.options import build, config_options, device_option, revision_option, target_lang_option
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, EngineConfig, SamplingConfig
 from mtkit.errors import MtkitError
 
@@ -100,7 +100,6 @@ def _check_modes(
         return "--" + name.replace("_", "-")
 
     if score_only:
-        given = {k: v for k, v in given.items() if k != "target_lang"}  # the direction to score, not a search setting
         decoding = {"sampling": sampling, "prefix": prefix, "prefix_file": prefix_file, **given}
         _refuse(
             [flag(n) for n, v in decoding.items() if v],
@@ -198,6 +197,7 @@ def translate(
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
+    target_lang: str = target_lang_option(),
     workers: int = typer.Option(
         1,
         min=1,
@@ -254,6 +254,7 @@ def translate(
         found.check_runtime(device, precision)
         translator = found.open(device, precision, workers, threads)
         stack.callback(translator.close)
+        target_lang = translator.check_target_lang(target_lang)  # before any line is read
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)
         lines = read_lines_lenient(source, name=str(input or "input"))
@@ -265,11 +266,13 @@ def translate(
         if score_only:
             texts = (
                 f"{s.logprob:.4f}\t{s.average:.4f}\t{s.length}\n"
-                for s in translator.score_stream(pairs, batch_tokens, chunk_lines, config)
+                for s in translator.score_stream(pairs, batch_tokens, chunk_lines, target_lang)
             )
         else:
             items = pairs if (prefix or prefix_file) else lines
-            stream = translator.translate_stream(items, config, batch_tokens, chunk_lines, sampling=sampler)
+            stream = translator.translate_stream(
+                items, config, batch_tokens, chunk_lines, sampling=sampler, target_lang=target_lang
+            )
             texts = (_format(tr, sampler.samples if sampler else config.nbest, scores) for tr in stream)
         for text in tqdm(texts, unit=" lines", disable=not sys.stderr.isatty() or interactive, file=sys.stderr):
             out.write(text.encode("utf-8"))

@@ -10,12 +10,13 @@ config's or the preset's defaults with `build`; a bad value is reported under th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, Optional, TypeVar
 
@@ -126,11 +127,30 @@ def revision_option() -> Any:
     )
 
 
+def target_lang_option() -> Any:
+    """`--target-lang` of translate and serve: a multilingual model's direction, checked by the translator (it is
+    input preparation, not a search setting: no field of DecodeConfig)."""
+    return typer.Option(
+        "",
+        "--target-lang",
+        show_default=False,
+        help="A multilingual model's output language: each source line gets the token >>LANG<< in front "
+        "(a line that starts with such a token keeps its own). Empty: none.",
+    )
+
+
 def build(base: C, given: dict[str, Any]) -> C:
     """`base` with the user's values for its fields laid over it; a value the config refuses is named by its flag."""
     names = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]
-    try:
+    with named_by_flag(given):
         return dataclasses.replace(base, **{k: v for k, v in given.items() if k in names})  # type: ignore[type-var]
+
+
+@contextlib.contextmanager
+def named_by_flag(given: dict[str, Any]) -> Iterator[None]:
+    """A value of `given` that a config refuses (ConfigError) said under the flag the user typed."""
+    try:
+        yield
     except ConfigError as exc:
         if exc.name not in given:
             raise

@@ -7,7 +7,7 @@ from typing import Any, Optional
 import typer
 
 from mtkit.cli.app import app, setup_logging
-from mtkit.cli.options import build, config_options, device_option, revision_option
+from mtkit.cli.options import build, config_options, device_option, revision_option, target_lang_option
 from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig, EngineConfig
 from mtkit.errors import MtkitError
 
@@ -97,6 +97,7 @@ def serve(
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
+    target_lang: str = target_lang_option(),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -131,6 +132,7 @@ def serve(
         max_connections=max_connections,
         read_timeout_s=read_timeout,
         decode=decode,
+        target_lang=target_lang,
         limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
         max_tokens=max_tokens,
         batch_wait_ms=batch_wait_ms,

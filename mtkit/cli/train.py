@@ -1,7 +1,8 @@
-"""`mtkit train`: options in, a TrainConfig and ModelConfig out, the trainer called.
+"""`mtkit train`: options in, the trainer called; a thin command.
 
 The training options are the option fields of TrainConfig and ModelConfig (mtkit/cli/options.py);
-a new one is a field in mtkit/config.py, nothing here.
+a new one is a field in mtkit/config.py, nothing here. What the options make of a run (the preset, fine-tuning's
+architecture and schedule) is the library's (mtkit/train/start.py), so that Python callers get the same rules.
 """
 
 from __future__ import annotations
@@ -14,17 +15,22 @@ from typing import Any, Literal, Optional
 import typer
 
 from mtkit.cli.app import app, err, setup_logging
-from mtkit.cli.options import build, config_file_option, config_options, device_option, resolved_values, revision_option
+from mtkit.cli.options import (
+    build,
+    config_file_option,
+    config_options,
+    device_option,
+    named_by_flag,
+    resolved_values,
+    revision_option,
+)
 from mtkit.config import PRESETS, ModelConfig, TrainConfig
 from mtkit.errors import MtkitError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PRESET = "base"
+DEFAULT_PRESET = "base"  # mtkit/train/start.py's
 PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
-
-# `small` on 2 AMD EPYC cores (recipes/multi30k-en-de): ~4,650 source + target tokens a second.
-SMALL_CPU_TOKENS_PER_S = 4650.0
 
 
 def preset_defaults(cls: type, name: str) -> str:
@@ -40,25 +46,6 @@ def preset_defaults(cls: type, name: str) -> str:
 
 def _preset_help() -> str:
     return "Architecture and training defaults: " + "; ".join(f"{p.name}: {p.about}" for p in PRESETS.values()) + "."
-
-
-def _compute_per_token(cfg: ModelConfig) -> float:
-    """Weights a token passes through (6 N FLOPs a token in training; Kaplan et al. 2020): a cost ratio."""
-    d, d_ff = cfg.d_model, cfg.d_ff
-    encoder = cfg.encoder_layers * (4 * d * d + 2 * d * d_ff)
-    decoder = cfg.decoder_layers * (8 * d * d + 2 * d * d_ff)
-    return encoder + decoder + cfg.target_vocab_size * d / 2  # the output projection serves target tokens only
-
-
-def cpu_update_seconds(model_cfg: ModelConfig, train_cfg: TrainConfig, threads: int) -> float:
-    """A rough time per update on CPU, scaled from `small`'s measured throughput by compute and threads."""
-    small = dataclasses.replace(PRESETS["small"].model, vocab_size=8000)
-    per_token = _compute_per_token(model_cfg) / _compute_per_token(small)
-    from mtkit.train.probe import unprobed
-
-    train_cfg = unprobed(train_cfg, 1)  # --max-tokens auto as a CPU resolves it
-    tokens = 2 * int(train_cfg.max_tokens) * train_cfg.update_freq
-    return tokens * per_token / (SMALL_CPU_TOKENS_PER_S * max(threads, 1) / 2)
 
 
 # The codes a scheduler reads (mtkit/train/signals.py): shown in --help above the exit codes of every command.
@@ -110,8 +97,10 @@ def train(
         "--init",
         help="Fine-tune: start from this model's weights (an mtkit model or checkpoint, a Marian directory or a "
         "Hugging Face Hub name) and architecture, with a fresh optimizer and, unless --warmup or --lr-scale is "
-        "given, the fine-tuning schedule (a peak of 1e-4 after 1000 warmup updates). Encode DATA with `mtkit "
-        "bpe DATA --from MODEL` first.",
+        "given, the fine-tuning schedule (a peak of 1e-4 after 1000 warmup updates). On a CPU, unless given: "
+        "one batch an update (--update-freq 1) of 2048 tokens (--max-tokens), and a warmup of a tenth of the "
+        "updates --max-steps or --max-minutes allow, at most 1000. OUT must not hold a run. Encode DATA with "
+        "`mtkit bpe DATA --from MODEL` first.",
         show_default="none",
     ),
     revision: Optional[str] = revision_option(),
@@ -123,51 +112,32 @@ def train(
     Several GPUs: torchrun --nproc_per_node 8 -m mtkit train DATA --preset big --out RUN.
 
     Example: mtkit train data/multi30k-en-de --preset small --out runs/small
+
+    Fine-tuning: mtkit train data/my-en-fr --init Helsinki-NLP/opus-mt-en-fr --out runs/ft --max-minutes 30
     """
     import os
 
-    from mtkit.config import model_config, parse_overrides
+    from mtkit.config import parse_overrides
+    from mtkit.train import start as starting
 
-    chosen = PRESETS[preset or DEFAULT_PRESET]
-    start = None
-    if init is not None:  # fine-tuning: the model's architecture, the fine-tuning schedule (mtkit/train/finetune.py)
-        from mtkit.train import finetune
+    start = starting.starting_model(init, revision)  # fine-tuning: the model's architecture and weights
+    with named_by_flag(given):  # the configs from the user's words, fine-tuning's rules included (the library's)
+        chosen, train_cfg = starting.train_config(preset, given, start, device, threads)
+        if print_config:
+            import yaml
 
-        start = finetune.load_start(init, revision)
-        chosen = dataclasses.replace(
-            chosen,
-            train=dataclasses.replace(chosen.train, **finetune.schedule_defaults(start.model_cfg, given.get("warmup"))),
-        )
-    if "update_freq" in given:
-        given = {**given, "update_tokens": 0}  # an explicit --update-freq wins over the preset's token target
-    if isinstance(chosen.train.max_tokens, int):  # what --max-tokens auto is on a CPU: the preset's value
-        given = {**given, "max_tokens_fallback": chosen.train.max_tokens}
-    train_cfg = build(chosen.train, given)
-    model_given = build(chosen.model, given)
-    if print_config:
-        import yaml
+            resolved = {f.name: getattr(train_cfg, f.name) for f in dataclasses.fields(TrainConfig)}
+            resolved["update_freq"] = None if train_cfg.update_tokens else train_cfg.update_freq  # None: from tokens
+            resolved.update(dropout=build(chosen.model, given).dropout, preset=chosen.name)
+            typer.echo(yaml.safe_dump(resolved_values(ctx, resolved), sort_keys=False, allow_unicode=True), nl=False)
+            return
 
-        resolved = {f.name: getattr(train_cfg, f.name) for f in dataclasses.fields(TrainConfig)}
-        resolved["update_freq"] = None if train_cfg.update_tokens else train_cfg.update_freq  # None: from tokens
-        resolved.update(dropout=model_given.dropout, preset=chosen.name)
-        typer.echo(yaml.safe_dump(resolved_values(ctx, resolved), sort_keys=False, allow_unicode=True), nl=False)
-        return
+        from mtkit.data.dataset import open_data
 
-    from mtkit.data.dataset import open_data
-
-    rank = int(os.environ.get("RANK", "0"))
-    setup_logging(logging.INFO)
-    data_dir = open_data(data)
-    overrides = {"dropout": model_given.dropout, **parse_overrides(set_ or [], ModelConfig)}
-    if start is not None and init is not None:
-        model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
-        given_model = {k: v for k, v in given.items() if k in model_fields}
-        model_cfg = finetune.architecture(
-            start, chosen.model if preset else None, {**given_model, **parse_overrides(set_ or [], ModelConfig)}, init
-        )
-        finetune.check_data(start, data_dir.vocab_bytes(), str(data), init)
-    else:
-        model_cfg = model_config(chosen.name, data_dir.vocab_size, **overrides)
+        rank = int(os.environ.get("RANK", "0"))
+        setup_logging(logging.INFO)
+        overrides = parse_overrides(set_ or [], ModelConfig)
+        model_cfg = starting.architecture(chosen, preset is not None, given, overrides, open_data(data), start, init)
     if preset is None and start is None and rank == 0:
         _say_default_preset(model_cfg, train_cfg, device, threads)
 
@@ -223,6 +193,8 @@ def _say_default_preset(model_cfg: ModelConfig, train_cfg: TrainConfig, device: 
 
     if device not in ("auto", "cpu") or (device == "auto" and torch.cuda.is_available()):
         return
+    from mtkit.train.finetune import cpu_update_seconds
+
     seconds = cpu_update_seconds(model_cfg, train_cfg, threads or torch.get_num_threads())
     logger.warning(
         "no --preset given: training the paper's `%s` model, which on this CPU takes roughly %s an "

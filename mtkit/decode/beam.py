@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mtkit.config import BOS, EOS, PAD, DecodeConfig
-from mtkit.decode.ensemble import Ensemble, make_step
+from mtkit.decode.ensemble import Ensemble, StepFactory, make_step
 from mtkit.decode.lengths import length_penalty as length_penalty
 from mtkit.decode.lengths import max_output_length
 from mtkit.decode.prefix import force_prefix
@@ -156,18 +156,23 @@ class _Finished:
 
 @torch.inference_mode()
 def beam_search(
-    model: Transformer | Ensemble, src: Tensor, config: DecodeConfig = DecodeConfig(), prefix: Tensor | None = None
+    model: Transformer | Ensemble,
+    src: Tensor,
+    config: DecodeConfig = DecodeConfig(),
+    prefix: Tensor | None = None,
+    steps: StepFactory = make_step,
 ) -> SearchResult:
     """Translate a batch of source ids (B, S) = ids + [EOS], right-padded with 0, with one model or an ensemble.
 
-    `prefix` (B, P), PAD-padded: tokens each output must begin with (mtkit/decode/prefix.py).
+    `prefix` (B, P), PAD-padded: tokens each output must begin with (mtkit/decode/prefix.py). `steps`: how the
+    search's `Step` is made (mtkit's `make_step`; a benchmark may hand another, such as a compiled one).
     """
     if src.size(0) == 0:
         return SearchResult([], [])
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, model.cfg.max_positions)  # (B,)
     # Room for the usual output length; the cache doubles in the rare case that needs more.
     capacity = min(int(limit.max()) + 1, 2 * src.size(1) + 8)
-    return search(make_step(model, src, 1, capacity), src, config, prefix)
+    return search(steps(model, src, 1, capacity), src, config, prefix)
 
 
 def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None) -> SearchResult:

@@ -7,6 +7,7 @@ target prefix, or a target to score, that cannot fit is an error: its output wou
 from __future__ import annotations
 
 import logging
+import re
 
 from mtkit.config import DecodeConfig
 from mtkit.data.tokenizer import Tokenizer
@@ -20,6 +21,18 @@ logger = logging.getLogger(__name__)
 # a source line is cut to this many characters a token of the model before it is encoded, so that a 100 MB line
 # costs what the model can take of it, not gigabytes of pieces that would be cut away after.
 MAX_CHARS_PER_TOKEN = 32
+
+
+def target_language(vocab: Tokenizer, target_lang: str) -> str:
+    """`target_lang` as a language code (">>fr<<" is "fr"; "" none), refused in one sentence when it is not one or
+    when the model has no token for it: a multilingual model's direction, which is input preparation, not search."""
+    text = target_lang if isinstance(target_lang, str) else ""
+    code = text[2:-2] if text.startswith(">>") and text.endswith("<<") else text
+    if not isinstance(target_lang, str) or (code and not re.fullmatch(r"[\w-]+", code)):
+        raise MtkitError(f"target_lang must be a language code such as de, fra or zho_Hant, got {target_lang!r}.")
+    if code:
+        with_target_lang(vocab, [], code)
+    return code
 
 
 def with_target_lang(vocab: Tokenizer, lines: list[str], target_lang: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -69,6 +69,11 @@ class EnsembleStep:
     def select(self, rows: Tensor) -> None:
         for s in self.steps:
             s.select(rows)
+
+
+# How a search gets its Step: (the model or ensemble, src (B, S), rows per sentence, cache capacity) -> Step.
+# `make_step` is mtkit's; a benchmark may hand the engine another (bench/compiled_step.py: a compiled step).
+StepFactory = Callable[["Transformer | Ensemble", Tensor, int, int], Step]
 
 
 def make_step(model: Transformer | Ensemble, src: Tensor, rows_per_sentence: int, capacity: int) -> Step:

@@ -11,7 +11,6 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from mtkit.decode.compiled import FIRST_COMPILED, compiled_for, compiled_log_probs
 from mtkit.model.transformer import Transformer
 
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs). On a 2-core
@@ -66,10 +65,6 @@ class ModelStep:
         whose page faults cost a large batch's step a third of its time, and as much memory
         again as the log-probabilities.
         """
-        compiled = compiled_for(self.model) if self.cache.length >= FIRST_COMPILED else None
-        if compiled is not None and not torch.is_grad_enabled():  # bench/translate_speed.py --compile
-            out, self.cache = compiled_log_probs(compiled, self.model, self.cache, last)
-            return out.to(self.dtype)
         states, self.cache = self.model.decode_states(last.view(-1, 1), self.cache)
         states = states[:, -1]  # (N, d_model)
         if torch.is_grad_enabled():  # autograd cannot follow an op written into a given tensor

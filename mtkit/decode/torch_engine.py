@@ -18,7 +18,7 @@ from mtkit.errors import MtkitError
 from mtkit.model.transformer import Transformer
 
 if TYPE_CHECKING:
-    from mtkit.decode.ensemble import Ensemble
+    from mtkit.decode.ensemble import Ensemble, StepFactory
 
 
 class TorchEngine:
@@ -47,6 +47,9 @@ class TorchEngine:
         self.models = models
         self.model = models[0]
         self.about = dict(about or {})
+        # How a beam search makes its Step (None: mtkit's ModelStep, or an ensemble's). Handed in by whoever
+        # measures another step (bench/compiled_step.py), so that decoding itself never asks.
+        self.steps: StepFactory | None = None
 
     @property
     def device(self) -> str:
@@ -74,6 +77,7 @@ class TorchEngine:
     ) -> Hypotheses:
         """Beam search by `config`, or with `sampling` that many samples of each sentence."""
         from mtkit.decode.beam import beam_search
+        from mtkit.decode.ensemble import make_step
         from mtkit.decode.prefix import prefix_tensor
         from mtkit.decode.sampling import sample
         from mtkit.decode.scoring import padded
@@ -81,7 +85,7 @@ class TorchEngine:
         src = padded([[*sentence, EOS] for sentence in ids], self.torch_device)  # (B, S)
         prefix = prefix_tensor(prefixes, self.torch_device)
         if sampling is None:
-            result = beam_search(self.decoder, src, config, prefix=prefix)
+            result = beam_search(self.decoder, src, config, prefix=prefix, steps=self.steps or make_step)
         else:
             result = sample(self.decoder, src, config, sampling, prefix)
         return [[(h.tokens, h.score) for h in hypotheses] for hypotheses in result.hypotheses]

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, SamplingConfig
 from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.batches import balanced_batches, chunks, in_order
-from mtkit.decode.encode import prefix_ids, source_ids, target_ids
+from mtkit.decode.encode import prefix_ids, source_ids, target_ids, target_language
 from mtkit.decode.engine import Engine
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
@@ -107,6 +107,11 @@ class Translator:
         """Refuse, in one sentence, a setting the engine cannot run (before any work)."""
         self.engine.check(config, sampling)
 
+    def check_target_lang(self, target_lang: str) -> str:
+        """The language code of `target_lang` (">>fr<<" and "fr" are "fr"; "": none), refused in one sentence when
+        it is no language code or this model has no token for it (a bilingual model has none)."""
+        return target_language(self.vocab, target_lang)
+
     def describe(self) -> dict[str, Any]:
         """What /info says about the model."""
         return {**self.engine.describe(), "vocab_size": len(self.vocab)}
@@ -147,6 +152,7 @@ class Translator:
         *,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         sampling: SamplingConfig | None = None,
+        target_lang: str = "",
         **changes: Any,
     ) -> list[str]:
         """Translations of `lines`, one for each, in order: by `config` (the paper's settings by default) with
@@ -154,9 +160,12 @@ class Translator:
 
         A line may be (source, target prefix): its translation then begins with the prefix.
         With `sampling`, each translation is a sample (its first, for `sampling.samples` > 1).
+        `target_lang`: a multilingual model's output language (`check_target_lang`): each line gets the token
+        >>LANG<< in front, unless it starts with such a token.
         """
         config = dataclasses.replace(config, **changes)
-        return [t.text for t in self.translate_stream(lines, config, batch_tokens, sampling=sampling)]
+        stream = self.translate_stream(lines, config, batch_tokens, sampling=sampling, target_lang=target_lang)
+        return [t.text for t in stream]
 
     def translate_stream(
         self,
@@ -165,42 +174,54 @@ class Translator:
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         chunk_lines: int = DEFAULT_CHUNK_LINES,
         sampling: SamplingConfig | None = None,
+        target_lang: str = "",
     ) -> Iterator[Translation]:
         """Translations in input order, yielded as soon as every earlier line's is ready.
 
         Beam search by `config`, or with `sampling` `sampling.samples` samples of each line (in
         sample order, scored log P(Y|X)). A line given as (source, prefix) has its output begin with the prefix.
+        `target_lang`: see `translate`; checked before any line is read.
         """
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
         self.engine.check(config, sampling)
+        target_lang = self.check_target_lang(target_lang)
         for first, chunk in chunks(lines, chunk_lines):
-            yield from self._translate_chunk(first, chunk, config, batch_tokens, sampling)
+            yield from self._translate_chunk(first, chunk, config, batch_tokens, sampling, target_lang)
 
-    def score(self, pairs: Iterable[tuple[str, str]], batch_tokens: int = DEFAULT_BATCH_TOKENS) -> list[PairScore]:
-        """log P(target + EOS | source) of each (source, target) pair, in order (mtkit/decode/scoring.py)."""
-        return list(self.score_stream(pairs, batch_tokens))
+    def score(
+        self, pairs: Iterable[tuple[str, str]], batch_tokens: int = DEFAULT_BATCH_TOKENS, target_lang: str = ""
+    ) -> list[PairScore]:
+        """log P(target + EOS | source) of each (source, target) pair, in order (mtkit/decode/scoring.py);
+        `target_lang`: the direction of a multilingual model's pairs (see `translate`)."""
+        return list(self.score_stream(pairs, batch_tokens, target_lang=target_lang))
 
     def score_stream(
         self,
         pairs: Iterable[tuple[str, str]],
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         chunk_lines: int = DEFAULT_CHUNK_LINES,
-        config: DecodeConfig = DecodeConfig(),
+        target_lang: str = "",
     ) -> Iterator[PairScore]:
-        """Scores in input order, yielded as soon as every earlier pair's is ready; of `config`, only its
-        target_lang counts (a multilingual model's direction): nothing is searched."""
+        """Scores in input order, yielded as soon as every earlier pair's is ready: nothing is searched."""
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
+        target_lang = self.check_target_lang(target_lang)
         for first, chunk in chunks(pairs, chunk_lines):
-            yield from self._score_chunk(first, chunk, batch_tokens, config.target_lang)
+            yield from self._score_chunk(first, chunk, batch_tokens, target_lang)
 
     def _translate_chunk(
-        self, first: int, items: list[Source], config: DecodeConfig, batch_tokens: int, sampling: SamplingConfig | None
+        self,
+        first: int,
+        items: list[Source],
+        config: DecodeConfig,
+        batch_tokens: int,
+        sampling: SamplingConfig | None,
+        target_lang: str,
     ) -> Iterator[Translation]:
         limit = self.max_source_tokens
         texts = [s if isinstance(s, str) else s[0] for s in items]
-        ids = source_ids(self.vocab, texts, first, limit, config.target_lang)
+        ids = source_ids(self.vocab, texts, first, limit, target_lang)
         prefixes = prefix_ids(
             self.vocab, ["" if isinstance(s, str) else s[1] for s in items], ids, first, config, limit
         )

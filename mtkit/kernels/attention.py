@@ -104,7 +104,7 @@ def softmax(scores: Tensor) -> Tensor:
     for a backward pass: under autograd `attention_math` calls torch's softmax instead.
     """
     x = scores.float() if scores.dtype in (torch.bfloat16, torch.float16) else scores
-    # Traced by torch.compile (mtkit/decode/compiled.py): inductor fuses the softmax, with no branch on the length.
+    # Traced by torch.compile (bench/compiled_step.py): inductor fuses the softmax, with no branch on the length.
     if torch.compiler.is_compiling() or x.size(-1) >= 16 or x.device.type != "cpu":
         return x.softmax(-1)
     weights = (x - x.amax(-1, keepdim=True)).exp_()

@@ -16,26 +16,14 @@ from mtkit.errors import MtkitError
 from mtkit.runtime.caches import DECODING_KERNEL_CACHES, TRAINING_KERNEL_CACHES, cap_kernel_caches
 from mtkit.runtime.decision import Runtime
 from mtkit.runtime.matmul import Backend, resolve_backend
-from mtkit.runtime.precision import (
-    Loss,
-    check_trainable,
-    resolve_decoding_precision,
-    resolve_precision,
-    smoothed_cross_entropy,
-)
+from mtkit.runtime.precision import check_trainable, resolve_decoding_precision, resolve_precision
 
 logger = logging.getLogger(__name__)
 
 
-def decide_training(
-    precision: str,
-    device: torch.device,
-    model: ModelConfig,
-    loss: Loss = smoothed_cross_entropy,
-    compiled: bool = False,
-) -> Runtime:
-    """What training `model` on `device` computes in: `precision` (auto resolved, timing a training pass with
-    `loss`) and the fp32 CPU products' backend; nothing packed (the weights change at every update).
+def decide_training(precision: str, device: torch.device, model: ModelConfig, compiled: bool = False) -> Runtime:
+    """What training `model` on `device` computes in: `precision` (auto resolved, timing a training pass) and the
+    fp32 CPU products' backend; nothing packed (the weights change at every update).
     `compiled`: the step is torch.compiled, whose CPU products are PyTorch's default (inductor lowers oneDNN's
     linear only for frozen weights), so the backend is not measured.
 
@@ -55,7 +43,7 @@ def decide_training(
         backend = Backend("default", "torch.compile lowers oneDNN's linear only for frozen weights")
     else:
         backend = resolve_backend(device, model.d_model, training=True)
-    name, why = resolve_precision(precision, device, model.d_model, model, loss, backend.name)
+    name, why = resolve_precision(precision, device, model.d_model, model, matmul=backend.name)
     check_trainable(name, device)
     runtime = Runtime(name, why, backend.name, backend.why, "none", caches)
     logger.debug("training runtime: %s", runtime)

@@ -136,8 +136,9 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
 
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
-        lines, config = parse_translate(parse_json(await read_body(request, limits.max_body_bytes)), default, limits)
-        translations = await service.translate(lines, config, lambda: client_gone(request))
+        body = parse_json(await read_body(request, limits.max_body_bytes))
+        lines, config, target_lang = parse_translate(body, default, limits)
+        translations = await service.translate(lines, config, lambda: client_gone(request), target_lang)
         return translate_answer(translations, config.nbest, service.settings.name)
 
     @app.post("/translator/translate")

@@ -109,6 +109,7 @@ def _type_ok(value: Any, kind: Any) -> bool:
 def request_config(options: dict[str, Any], default: DecodeConfig, limits: Limits) -> DecodeConfig:
     """The server's settings with the request's own choices laid over them, checked as the CLI checks them."""
     hints = typing.get_type_hints(DecodeConfig)
+    options = {k: v for k, v in options.items() if k != "target_lang"}  # the request's direction, not a search setting
     for name, value in options.items():
         if not _type_ok(value, hints[name]):
             raise RequestError(422, f"{name} must be of type {hints[name].__name__}, got {show(value)}.")
@@ -125,8 +126,9 @@ def request_config(options: dict[str, Any], default: DecodeConfig, limits: Limit
         raise RequestError(422, f"{exc.name} must be {exc.expected}, got {show(exc.value)}.") from None
 
 
-def parse_translate(data: Any, default: DecodeConfig, limits: Limits) -> tuple[list[str], DecodeConfig]:
-    """`{"text": [...], "beam": 4, ...}`: the lines and the decoding settings for them."""
+def parse_translate(data: Any, default: DecodeConfig, limits: Limits) -> tuple[list[str], DecodeConfig, str | None]:
+    """`{"text": [...], "beam": 4, "target_lang": "fr", ...}`: the lines, the decoding settings for them, and their
+    target language (None: the server's; the translator checks it)."""
     if not isinstance(data, dict):
         raise RequestError(422, 'the request must be a JSON object like {"text": ["A sentence."]}.')
     unknown = sorted(set(data) - {"text", *REQUEST_OPTIONS})
@@ -136,7 +138,10 @@ def parse_translate(data: Any, default: DecodeConfig, limits: Limits) -> tuple[l
     if "text" not in data:
         raise RequestError(422, 'the request has no "text" field (a list of sentences).')
     lines = check_lines(data["text"], "text", limits)
-    return lines, request_config({k: v for k, v in data.items() if k != "text"}, default, limits)
+    target_lang = data.get("target_lang")
+    if target_lang is not None and not isinstance(target_lang, str):
+        raise RequestError(422, f"target_lang must be of type str, got {show(target_lang)}.")
+    return lines, request_config({k: v for k, v in data.items() if k != "text"}, default, limits), target_lang
 
 
 def parse_opennmt(data: Any, limits: Limits) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from mtkit.config import DecodeConfig
 from mtkit.decode import loading
-from mtkit.decode.encode import with_target_lang
+from mtkit.decode.encode import target_language, with_target_lang
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
@@ -44,6 +44,7 @@ class ServeSettings:
     models: tuple[str, ...]  # what -m named
     model: loading.Model | None = None  # what it was found to be, by the CLI before the server starts (else here)
     decode: DecodeConfig = DecodeConfig()
+    target_lang: str = ""  # a multilingual model's default output language; a request may name its own
     limits: Limits = Limits()
     max_tokens: int = 4096
     batch_wait_ms: float = 5.0
@@ -111,6 +112,7 @@ class Service:
     def _load(self) -> None:
         s = self.settings
         translator = self.translator = load_translator(s)
+        translator.check_target_lang(s.target_lang)  # --target-lang the model has no token for: refused at start
         self.vocab = translator.vocab
         self.info = {
             "model": s.name,
@@ -118,6 +120,7 @@ class Service:
             "device": str(translator.device),
             "precision": s.precision,
             "decode": dataclasses.asdict(s.decode),
+            "target_lang": s.target_lang,
             "limits": dataclasses.asdict(s.limits),
             "max_tokens": s.max_tokens,
             "batch_wait_ms": s.batch_wait_ms,
@@ -172,9 +175,14 @@ class Service:
         return (503 if failing else 200), body
 
     async def translate(
-        self, lines: list[str], config: DecodeConfig, client_gone: Callable[[], Awaitable[object]] | None = None
+        self,
+        lines: list[str],
+        config: DecodeConfig,
+        client_gone: Callable[[], Awaitable[object]] | None = None,
+        target_lang: str | None = None,
     ) -> list[Translation]:
-        """The translations of `lines`, decoded in whatever batch the worker puts them in.
+        """The translations of `lines`, decoded in whatever batch the worker puts them in; into `target_lang`
+        (None: the server's --target-lang), whose token each line gets here, so a batch may mix directions.
 
         `client_gone()` ends when the client disconnects: a request still queued then is taken out
         of the queue, never decoded. Past --request-timeout a queued request gets 503 and one
@@ -186,8 +194,9 @@ class Service:
         try:
             if self.translator is not None:
                 self.translator.check(config)  # a setting the engine cannot run (CTranslate2's)
-            if self.vocab is not None:  # a target language the model has no token for: the request's mistake
-                with_target_lang(self.vocab, [], config.target_lang)
+            if self.vocab is not None:  # the direction, checked as the translator checks it (`check_target_lang`)
+                lang = target_language(self.vocab, self.settings.target_lang if target_lang is None else target_lang)
+                lines = with_target_lang(self.vocab, lines, lang)  # a token the model lacks: the request's mistake
         except MtkitError as exc:
             raise RequestError(422, str(exc)) from None
         try:

@@ -10,7 +10,7 @@ Apex's xentropy), written with PyTorch ops: no extra dependency, and the same co
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -34,31 +34,16 @@ TEMPORARY_CHUNK_ELEMENTS = 1 << 22
 DEVICE_CHUNK_ELEMENTS = 1 << 28
 
 
-class LossSums(NamedTuple):
-    """Sums over the real (non-pad) target tokens; divide by `tokens` for means."""
-
-    loss: Tensor  # label-smoothed cross entropy, what is minimised
-    nll: Tensor  # plain negative log-likelihood (detached), for perplexity
-    tokens: int
-
-
-def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float) -> LossSums:
-    """Summed label-smoothed cross entropy of logits (B, T, V) against target ids (B, T).
+def label_smoothed_sums(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """(summed label-smoothed cross entropy, detached summed NLL) of logits (B, T, V) against target ids (B, T): the
+    loss that trains (section 5.4).
 
     The target distribution is (1 - eps) on the reference plus eps / V on every class, the
     same definition as `torch.nn.functional.cross_entropy(label_smoothing=eps)` (tests hold
     the two equal). One log-softmax per chunk yields both the smoothed loss and the plain NLL
     for perplexity. Padding positions contribute exactly zero. Float32 arithmetic throughout.
-    """
-    loss, nll_sum = label_smoothed_sums(logits, target, smoothing)
-    return LossSums(loss, nll_sum, int(target.ne(PAD).sum()))
-
-
-def label_smoothed_sums(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-    """(smoothed loss sum, detached NLL sum) without counting tokens.
-
-    Counting them needs `int(...)`, which waits for the device; the trainer already knows
-    each batch's token count from the data, so it calls this and never stalls a GPU queue.
+    Tokens are not counted: counting needs `int(...)`, which waits for the device; the trainer
+    already knows each batch's token count from the data, so it never stalls a GPU queue.
     """
     if torch.compiler.is_compiling():  # traced: plain ops, which inductor fuses (this path would split the graph)
         return plain_sums(logits, target, smoothing)

@@ -1,9 +1,18 @@
-"""The trainer's data: opened and checked against the model, the batch plans, and each epoch's batches on this rank."""
+"""The trainer's data: opened and checked against the model, its language pairs, the batch plans, and each epoch's
+batches on this rank.
+
+A data directory is a mix of language pairs (fairseq's TranslationMultiSimpleEpochTask, which the trainer calls
+without asking what it is): a bilingual directory is a mix of one pair over all its lines, a multilingual one
+(mtkit/data/multilingual.py) lists its pairs and their lines. Either way one batch plan (the pairs mixed by
+temperature: mtkit/data/pair_sampling.py, which for one pair is the plain plan of every sentence), one set of dev
+batches and one --valid-bleu sample per pair, and one validation (mtkit/train/validation.py).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,12 +22,26 @@ from mtkit.config import ModelConfig, TrainConfig
 from mtkit.data.batching import BatchPlan, bucket_lengths, epoch_batches, epoch_order, plan_batches, shard_all
 from mtkit.data.buckets import bucketed
 from mtkit.data.dataset import DataDir, ParallelSplit, open_data
+from mtkit.data.multilingual import pairs_of
+from mtkit.data.pair_sampling import pair_counts, pair_plan
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.marian.vocab import load_tokenizer
 from mtkit.train import distributed as dist
 
 CHECKED_SPLITS = ("train", "valid")  # the splits whose batches and scores a resumed run depends on
+logger = logging.getLogger(__name__)
+
+BleuSample = tuple[list[str], list[str]]  # --valid-bleu's raw dev sources and references of one pair
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One language pair of the data: its name (`en-de`) and its lines [a, b) in train and in valid."""
+
+    name: str
+    train: tuple[int, int]
+    valid: tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -31,7 +54,8 @@ class TrainingData:
     corpus: dict[str, dict[str, str]]  # `corpus_of`: what a resumed run must have been trained on
     train: ParallelSplit
     valid: ParallelSplit
-    bleu_sample: tuple[list[str], list[str]] | None  # --valid-bleu's raw dev sources and references
+    pairs: tuple[Pair, ...]  # one for a bilingual directory
+    bleu_samples: tuple[BleuSample, ...]  # one per pair with --valid-bleu; none without
 
 
 def open_training_data(path: Path, model_cfg: ModelConfig, valid_bleu: int = 0) -> TrainingData:
@@ -41,9 +65,21 @@ def open_training_data(path: Path, model_cfg: ModelConfig, valid_bleu: int = 0) 
     spm = load_tokenizer(vocab)  # mtkit's SentencePiece model, or an OPUS-MT model's (`mtkit bpe --from`)
     check_vocab(data, spm, model_cfg)
     train, valid = data.split("train"), data.split("valid")
-    sample = bleu_sample(data, valid_bleu) if valid_bleu else None
+    pairs = pairs_in(data, train, valid)
+    samples = bleu_samples(data, pairs, valid_bleu) if valid_bleu else ()
     check_token_ids(data, (train, valid), model_cfg)
-    return TrainingData(data, vocab, spm, corpus_of(data), train, valid, sample)
+    return TrainingData(data, vocab, spm, corpus_of(data), train, valid, pairs, samples)
+
+
+def pairs_in(data: DataDir, train: ParallelSplit, valid: ParallelSplit) -> tuple[Pair, ...]:
+    """The pairs a multilingual directory lists (bpe.json's `pairs`); a bilingual directory's one, every line."""
+    entries = pairs_of(data.info)
+    if not entries:
+        return (Pair(f"{data.src_lang}-{data.tgt_lang}", (0, len(train)), (0, len(valid))),)
+    return tuple(
+        Pair(f"{e['src']}-{e['tgt']}", tuple(e["lines"]["train"]), tuple(e["lines"]["valid"]))  # type: ignore[arg-type]
+        for e in entries
+    )
 
 
 def corpus_of(data: DataDir) -> dict[str, dict[str, str]]:
@@ -52,18 +88,19 @@ def corpus_of(data: DataDir) -> dict[str, dict[str, str]]:
     return {split: dict(splits[split].get("inputs", {})) for split in CHECKED_SPLITS if split in splits}
 
 
-def bleu_sample(data: DataDir, n: int) -> tuple[list[str], list[str]]:
-    """The first n raw dev pairs: sacreBLEU scores detokenized text against the real references."""
+def bleu_samples(data: DataDir, pairs: tuple[Pair, ...], n: int) -> tuple[BleuSample, ...]:
+    """Each pair's first n raw dev pairs (sources with their language token, as `mtkit translate` reads them):
+    sacreBLEU scores detokenized text against the real references."""
     paths = [data.path / "raw" / f"valid.{lang}" for lang in (data.src_lang, data.tgt_lang)]
     for path in paths:
         if not path.is_file():
             raise MtkitError(f"--valid-bleu needs the raw dev text {path} that `mtkit prepare` writes.")
 
-    def head(path: Path) -> list[str]:
+    def head(path: Path, a: int, b: int) -> list[str]:
         with open(path, encoding="utf-8", newline="\n") as f:  # a CR inside a line stays in it: pairs stay aligned
-            return [line.rstrip("\n") for line in itertools.islice(f, n)]
+            return [line.rstrip("\n") for line in itertools.islice(f, a, min(b, a + n))]
 
-    return head(paths[0]), head(paths[1])
+    return tuple((head(paths[0], *pair.valid), head(paths[1], *pair.valid)) for pair in pairs)
 
 
 @dataclass(frozen=True)
@@ -76,23 +113,35 @@ class Epoch:
 
 
 def plan_data(
-    train_split: ParallelSplit, valid_split: ParallelSplit, cfg: TrainConfig, world: dist.World, max_positions: int
-) -> tuple[BatchPlan, list[np.ndarray]]:
-    """The training batch plan, and this rank's share of the validation batches."""
+    data: TrainingData, cfg: TrainConfig, world: dist.World, max_positions: int
+) -> tuple[BatchPlan, list[list[np.ndarray]]]:
+    """The training batch plan (the pairs mixed by --pair-temperature), and this rank's share of each pair's
+    validation batches."""
     kind = cfg.length_buckets  # resolved by then (mtkit/train/compile.py): none, ladder or x8
-    buckets = None if kind == "none" else bucket_lengths(kind, min(cfg.max_tokens, max_positions))
-    train_plan = plan_batches(
-        train_split.src_sizes, train_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions, buckets
+    max_tokens = int(cfg.max_tokens)  # resolved by then (mtkit/train/probe.py)
+    buckets = None if kind == "none" else bucket_lengths(kind, min(max_tokens, max_positions))
+    train, valid, ranges = data.train, data.valid, [p.train for p in data.pairs]
+    temperature = cfg.pair_temperature
+    train_plan = pair_plan(
+        train.src_sizes, train.tgt_sizes, ranges, temperature, max_tokens, cfg.seed, max_positions, buckets
     )
-    valid_plan = plan_batches(
-        valid_split.src_sizes, valid_split.tgt_sizes, cfg.max_tokens, cfg.seed, max_positions, buckets
-    )
-    valid_batches = shard_all(valid_plan, world.rank, world.size)
     if len(train_plan) < world.size:
         raise MtkitError(
             f"the training data makes {len(train_plan)} batch(es) of --max-tokens {cfg.max_tokens}, "
             f"fewer than the {world.size} processes; lower --max-tokens or use fewer processes."
         )
+    if len(data.pairs) > 1:
+        counts = pair_counts(train_plan, ranges)
+        logger.info(
+            "language pairs mixed by temperature %g (sentences an epoch): %s",
+            temperature,
+            ", ".join(f"{p.name} {n} ({n / max(sum(counts), 1):.1%})" for p, n in zip(data.pairs, counts)),
+        )
+    valid_batches = []
+    for pair in data.pairs:
+        a, b = pair.valid
+        one = plan_batches(valid.src_sizes[a:b], valid.tgt_sizes[a:b], max_tokens, cfg.seed, max_positions, buckets)
+        valid_batches.append([batch + a for batch in shard_all(one, world.rank, world.size)])
     return train_plan, valid_batches
 
 

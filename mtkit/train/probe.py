@@ -14,7 +14,8 @@ is the most a step may hold.
 The rule for the update (docs/training.md): with a token target per update (TrainConfig.update_tokens,
 the base and big presets' 25,000), the search stops at this rank's share of it, ceil(update_tokens /
 ranks), and the share is split evenly over the fewest steps that fit: update_freq = ceil(share / fit),
-max_tokens = ceil(share / update_freq); TrainConfig.for_world then derives the same update_freq. So an
+max_tokens = ceil(share / update_freq); TrainConfig.for_world (run once, by settings.settle) then derives the
+same update_freq. So an
 update stays ~25k tokens a side, as one step where it fits. Without a target (an explicit --update-freq,
 or the tiny and small presets) auto is the most that fit, up to CEILING tokens a step.
 
@@ -57,11 +58,11 @@ class Resolved(NamedTuple):
     fields: dict[str, Any]
 
 
-def unprobed(cfg: TrainConfig, world_size: int) -> TrainConfig:
-    """`cfg` for `world_size` ranks with max_tokens auto taken as a CPU takes it: the preset's value."""
+def unprobed(cfg: TrainConfig) -> TrainConfig:
+    """`cfg` with max_tokens auto taken as a CPU takes it: the preset's value."""
     if cfg.max_tokens == "auto":
         cfg = dataclasses.replace(cfg, max_tokens=cfg.max_tokens_fallback)
-    return cfg.for_world(world_size)
+    return cfg
 
 
 def share_of_update(cfg: TrainConfig, world_size: int) -> int:
@@ -134,16 +135,17 @@ def resolve(
     max_positions: int,
     fits: Callable[[int, int], bool] | None = None,
 ) -> Resolved:
-    """`cfg` with --max-tokens auto resolved for `world` (a GPU probes; see the module docstring).
+    """`cfg` with --max-tokens auto resolved for `world` (a GPU probes; see the module docstring); its update_freq
+    is derived from it afterwards, once (`TrainConfig.for_world`, by settings.settle).
 
     `fits(rows, length)`: whether a batch of that shape fits; by default `batch_fits` on the model.
     """
     if cfg.max_tokens != "auto":
-        return Resolved(cfg.for_world(world.size), {})
+        return Resolved(cfg, {})
     if world.device.type not in PROBED:
         tokens = cfg.max_tokens_fallback
         why = f"auto: the preset's {tokens:,} on {world.device.type} (only a CUDA GPU is probed)"
-        return Resolved(unprobed(cfg, world.size), {"max_tokens_why": why})
+        return Resolved(unprobed(cfg), {"max_tokens_why": why})
     length = probe_length(split, cfg.length_buckets, max_positions)
     share = share_of_update(cfg, world.size)
     held = hold_optimizer_memory(model) if fits is None else []
@@ -162,11 +164,11 @@ def resolve(
             "with the model and its optimizer; use a smaller model or --precision bf16."
         )
     tokens = per_step(int(fit * MARGIN), share) if cfg.update_tokens > 0 else int(fit * MARGIN)
-    resolved = dataclasses.replace(cfg, max_tokens=max(tokens, length)).for_world(world.size)
+    resolved = dataclasses.replace(cfg, max_tokens=max(tokens, length))
     why = (
         f"auto: {fit:,} tokens of the longest batch shape ({length} positions) fit forward and backward on "
         f"{torch.cuda.get_device_name(world.device) if gpu else where}; {MARGIN:.0%} of it"
-        + (f", over {resolved.update_freq} step(s) an update of ~{cfg.update_tokens:,}" if cfg.update_tokens else "")
+        + (f", a share of an update of ~{cfg.update_tokens:,} tokens" if cfg.update_tokens else "")
     )
     logger.debug("--max-tokens %s", why)
     return Resolved(resolved, {"max_tokens_why": why})

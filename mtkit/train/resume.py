@@ -193,19 +193,21 @@ def check_same_run(
     unresolved = {f.name: "auto" for f in dataclasses.fields(cfg) if getattr(cfg, f.name) == "auto"}
     saved = config_from_dict(TrainConfig, ckpt["train_config"])
     saved = dataclasses.replace(saved, **unresolved, max_tokens_fallback=cfg.max_tokens_fallback)
+    if cfg.update_tokens > 0:  # a token target: update_freq is derived from it at start (settle), as auto is
+        saved = dataclasses.replace(saved, update_tokens=cfg.update_tokens, update_freq=cfg.update_freq)
     changed = config_diff(saved, cfg)
     if changed:
         logger.warning("resuming with changed training settings: %s", "; ".join(changed))
 
 
-def kept_max_tokens(cfg: TrainConfig, ckpt: dict[str, Any], world_size: int) -> TrainConfig:
+def kept_max_tokens(cfg: TrainConfig, ckpt: dict[str, Any]) -> TrainConfig:
     """--max-tokens auto on resume: the value the run resolved at its start (its checkpoint's batch position
     records it), not a new probe, which could answer another number and so make other batches."""
     if cfg.max_tokens != "auto":
         return cfg
     tokens = int(ckpt["data"]["max_tokens"])
     logger.info("--max-tokens auto: keeping the %s tokens a batch this run resolved at its start", f"{tokens:,}")
-    return dataclasses.replace(cfg, max_tokens=tokens).for_world(world_size)
+    return dataclasses.replace(cfg, max_tokens=tokens)
 
 
 def runtime_record(runtime: Runtime, device: torch.device) -> dict[str, Any]:
@@ -244,6 +246,6 @@ def checkpoint_to_resume(
     check_run_config(run_dir, model_cfg)
     ckpt = agreed_checkpoint(run_dir, world)
     if ckpt is not None:
-        cfg = kept_max_tokens(cfg, ckpt, world.size)
+        cfg = kept_max_tokens(cfg, ckpt)
         check_same_run(ckpt, run_dir, model_cfg, cfg, data)
     return ckpt, cfg

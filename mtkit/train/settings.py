@@ -1,13 +1,14 @@
 """A run's settings, finished before anything is built from them: `settle`, which `train()` calls once.
 
 Every "auto" of a run is resolved here, in one order, each with its reason (the first log line prints them):
-the world size's update_freq (`TrainConfig.for_world`) and a resumed run's kept --max-tokens
-(mtkit/train/resume.py) before this; then --compile (mtkit/train/compile.py) and the batch shapes it wants,
-the runtime (precision and the fp32 CPU products' backend: mtkit.runtime, measured on rank 0 and shared, or
-kept from the checkpoint a run resumes), and --max-tokens auto (mtkit/train/probe.py, which needs the model
-on its device computing as the runtime says). The result, `RunSettings`, is frozen: the `Trainer` is built
-from it and never rewrites it (fairseq's fairseq_cli/train.py finishes its settings the same way before it
-builds a trainer).
+a resumed run's kept --max-tokens (mtkit/train/resume.py) before this; then the model with its starting weights
+(the checkpoint it resumes, or --init's: `start_weights`, before anything else touches it), --compile
+(mtkit/train/compile.py) and the batch shapes it wants, the runtime (precision and the fp32 CPU products'
+backend: mtkit.runtime, measured on rank 0 and shared, or kept from the checkpoint a run resumes), --max-tokens
+auto (mtkit/train/probe.py, which needs the model on its device computing as the runtime says), and last the
+world size's update_freq (`TrainConfig.for_world`, run here once, max_tokens a number by then). The result,
+`RunSettings`, is frozen: the `Trainer` is built from it and never rewrites it (fairseq's fairseq_cli/train.py
+finishes its settings the same way before it builds a trainer).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mtkit.model import Transformer
 from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
 from mtkit.train import probe
+from mtkit.train.finetune import Start, start_weights
 from mtkit.train.plan import TrainingData
 from mtkit.train.precision import Precision
 from mtkit.train.resume import kept_runtime
@@ -43,18 +45,26 @@ class RunSettings:
 
 
 def settle(
-    cfg: TrainConfig, model_cfg: ModelConfig, data: TrainingData, world: dist.World, ckpt: dict[str, Any] | None
+    cfg: TrainConfig,
+    model_cfg: ModelConfig,
+    data: TrainingData,
+    world: dist.World,
+    ckpt: dict[str, Any] | None,
+    init: Start | None = None,
 ) -> tuple[RunSettings, Transformer]:
-    """The run's settings and its model (seeded, on its device, computing as the runtime says; the probe of
-    --max-tokens auto needs it). `cfg` is the run's config for this world, a resumed run's kept max_tokens
-    in it; `ckpt` the checkpoint it resumes (None: a fresh start)."""
+    """The run's settings and its model (seeded, its starting weights in it, on its device, computing as the
+    runtime says; the probe of --max-tokens auto needs it). `cfg` is the user's config (auto included), a resumed run's
+    kept max_tokens in it; `ckpt` the checkpoint it resumes, `init` the model a new run starts from (neither: the
+    seeded initialisation)."""
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
     device = world.device
     # CPU training reuses the memory it frees (mtkit/heap.py): before the first large tensor is made.
     heap = keep_freed_memory() if device.type == "cpu" else ("default", f"{device.type} training")
-    model = Transformer(model_cfg).to(device)
+    model = Transformer(model_cfg)
+    start_weights(model, ckpt["model"] if ckpt is not None else None, init)
+    model = model.to(device)
     compiling = compile_step.decide(cfg.compile, device, world.size)
     cfg = compile_step.resolve_buckets(cfg, compiling)  # the batch shapes a compiled step wants
     decided = kept_runtime(ckpt, cfg.precision, device, compiling.on)
@@ -66,4 +76,5 @@ def settle(
     runtime.apply(model, decided)
     tokens = probe.resolve(cfg, model, Precision(decided, device), data.train, world, model_cfg.max_positions)
     reasons = {"runtime_from": runtime_from, **tokens.fields}
-    return RunSettings(tokens.cfg, decided, compiling, heap, reasons), model
+    cfg = tokens.cfg.for_world(world.size)  # the one place: max_tokens is a number from here on
+    return RunSettings(cfg, decided, compiling, heap, reasons), model

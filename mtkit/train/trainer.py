@@ -36,7 +36,6 @@ from mtkit.model import Transformer
 from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
 from mtkit.train import finetune, report, resume, rundir
-from mtkit.train import pairs as multilingual
 from mtkit.train.forward import accumulate, out_of_memory_hint
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.plan import Epoch, TrainingData, bucket_data, epoch_of, open_training_data, plan_data
@@ -63,9 +62,13 @@ def train(
 ) -> TrainResult:
     """Train (or resume RUN's checkpoint) and return the final model; see the module docstring.
 
-    The composition root: the run's settings are finished first (every "auto" resolved, with its reason:
-    mtkit/train/settings.py), then the model, the data and the `Trainer` are built from them.
-    `restart`: move what RUN holds to RUN/previous-<time>/ and start afresh. `init`: a new run's first weights.
+    The composition root, with its three starts side by side (nanoGPT's scratch, resume, pretrained): RUN's
+    checkpoint (resume), `init` (fine-tuning: a new run's first weights, mtkit/train/finetune.py), or the seeded
+    initialisation. The run's settings are finished first (every "auto" resolved, with its reason, and the
+    starting weights put into the model before its runtime is applied: mtkit/train/settings.py), then the data
+    plans and the `Trainer` are built from them. `model_cfg` and `train_cfg` are the user's words as configs
+    (mtkit/train/start.py makes them, fine-tuning's rules included). `restart`: move what RUN holds to
+    RUN/previous-<time>/ and start afresh.
     """
     if threads > 0:
         torch.set_num_threads(threads)
@@ -73,15 +76,16 @@ def train(
     run = Path(run_dir)
     try:
         with rundir.owned(run, world, restart):
-            cfg = train_cfg.for_world(world.size)
-            data = open_training_data(Path(data_dir), model_cfg, cfg.valid_bleu)
-            ckpt, cfg = resume.checkpoint_to_resume(run, world, model_cfg, cfg, data)  # auto: the run's max_tokens
-            settings, model = settle(cfg, model_cfg, data, world, ckpt)
+            if init is not None:
+                finetune.check_new_run(run)  # --init on a run that exists: refused, never silently resumed
+            data = open_training_data(Path(data_dir), model_cfg, train_cfg.valid_bleu)
+            ckpt, cfg = resume.checkpoint_to_resume(run, world, model_cfg, train_cfg, data)  # auto: the run's
+            settings, model = settle(cfg, model_cfg, data, world, ckpt, init)
             trainer = Trainer(settings, model, data, run, model_cfg, world)
             if ckpt is not None:
                 trainer.load_state_dict(ckpt)
-            elif init is not None:  # fine-tuning: the starting model's weights, named in run.json
-                finetune.start_from(trainer, init)
+            elif init is not None:  # run.json names the starting model
+                trainer.started_from = init.record
             del ckpt  # its optimizer state can be twice the model's size
             return trainer.run()
     finally:
@@ -118,10 +122,8 @@ class Trainer:
         self.progress = Progress()
         self.resumed_from: int | None = None  # the step `load_state_dict` continued from
         self.lr = 0.0  # the rate of the last update applied
-        self.batch_plan, self.valid_batches = plan_data(data.train, data.valid, cfg, world, model_cfg.max_positions)
-        # Several language pairs: their own batch plan and per-pair validation (mtkit/train/pairs.py).
-        self.pairs = multilingual.setup(data, cfg, world, model_cfg.max_positions)
-        self.batch_plan = self.pairs.plan if self.pairs is not None else self.batch_plan
+        # The pairs mixed in one plan, each pair's dev batches (a bilingual directory: one pair; mtkit/train/plan.py).
+        self.batch_plan, self.valid_batches = plan_data(data, cfg, world, model_cfg.max_positions)
         self.data = data = bucket_data(data, cfg, model_cfg.max_positions)  # batches padded to bucket shapes
         torch.manual_seed(cfg.seed + world.rank)  # each rank its own dropout masks
         self.wrapped = dist.wrap(self.model, world)  # the model as the loop runs it eagerly (DDP under torchrun)
@@ -153,12 +155,11 @@ class Trainer:
         )
 
     def load_state_dict(self, ckpt: dict[str, Any]) -> None:
-        """Continue exactly where `ckpt` stopped: weights, Adam moments, fp16 scale, position, every RNG stream.
-
-        `resume.check_same_run` has checked that it is this run's. Parameters load in place: DDP keeps them.
+        """Continue exactly where `ckpt` stopped: Adam moments, fp16 scale, position, every RNG stream (its weights
+        went into the model when it was built: `settings.settle`). `resume.check_same_run` has checked that it is
+        this run's.
         """
-        world = self.world
-        self.model.load_state_dict(ckpt["model"])
+        world = self.world  # the weights are in the model already (`settings.settle`)
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.precision.load_state_dict(ckpt.get("scaler"))
         self.progress = Progress.from_state_dict(ckpt, world.size, self.cfg)
@@ -235,7 +236,7 @@ class Trainer:
                 continue
             stopped = self._run_epoch(epoch, state)
         dist.barrier(self.world)  # rank 0's last save is complete before a rank exits (143 makes torchrun stop all)
-        report.done(self.log, self.progress, stopped, by_bleu=self.data.bleu_sample is not None)
+        report.done(self.log, self.progress, stopped, by_bleu=bool(self.data.bleu_samples))
         return stopped
 
     def _run_epoch(self, epoch: Epoch, state: LoopState) -> str:
@@ -385,8 +386,7 @@ class Trainer:
         """Validate, update best and patience: (a new best?, the stop signal that cut it short, or ""), the same
         on every rank. A validation cut short counts for nothing."""
         p, smoothing = self.progress, self.cfg.label_smoothing
-        validation = self.pairs.validate if self.pairs is not None else validate  # multilingual: per pair
-        result = validation(
+        result = validate(
             self.model, self.data, self.valid_batches, self.world, self.precision, smoothing, self.stop_requests
         )
         p.valid_due = bool(result.stopped)  # cut short: it counts for nothing, and the resumed run redoes it

@@ -1,6 +1,12 @@
 """Validation during training: loss and perplexity on the dev set, summed over every rank,
 and with `--valid-bleu N` the sacreBLEU of greedy translations of the first N dev sentences.
 
+The dev set is scored pair by pair (mtkit/train/plan.py: a bilingual directory is one pair). With several pairs
+each validation also logs the dev loss, NLL and perplexity of every pair (`loss.en-de`, ...) beside those of the
+whole dev set, and with --valid-bleu the BLEU of each pair's first N dev sentences (`bleu.en-de`); `bleu` is
+their mean, which picks checkpoint_best.pt, so that no direction counts more than another because its dev set
+is larger.
+
 A stop request (SIGTERM, Ctrl-C: mtkit/train/signals.py) is read between dev batches and
 between translated lines, so a preempted run stops within one batch, not after the whole
 validation; the validation then has no score, and every rank learns so from its all-reduce.
@@ -44,13 +50,14 @@ class Validation:
 def validate(
     model: torch.nn.Module,
     data: TrainingData,
-    batches: list[np.ndarray],
+    batches: list[list[np.ndarray]],
     world: World,
     precision: Precision,
     smoothing: float,
     requests: StopRequests | None = None,
 ) -> Validation:
-    """Loss on the dev batches (this rank's share, summed over ranks), then rank 0's greedy BLEU with --valid-bleu.
+    """Loss on each pair's dev batches (this rank's share, summed over ranks), then rank 0's greedy BLEU of each
+    pair's sample with --valid-bleu; per-pair metrics where there are several pairs.
 
     `model` is the bare module (not DDP): evaluation needs no gradient synchronisation, and
     ranks may hold different numbers of batches here.
@@ -60,18 +67,28 @@ def validate(
     def flags() -> list[float]:
         return requests.flags() if requests is not None else [0.0] * len(SIGNAL_STOPS)
 
-    sums = loss_sums(model, data.valid, batches, precision, smoothing, world.device, stop)
-    totals = all_reduce_sum(torch.cat((sums, sums.new_tensor(flags()))), world).tolist()
-    if stopped := agreed_signal(totals[3:]):
+    sums = [loss_sums(model, data.valid, pair, precision, smoothing, world.device, stop) for pair in batches]
+    totals = all_reduce_sum(torch.cat((*sums, sums[0].new_tensor(flags()))), world).tolist()
+    if stopped := agreed_signal(totals[3 * len(sums) :]):
         return Validation({}, stopped)
-    metrics = loss_metrics(*totals[:3])
-    if data.bleu_sample is not None:  # rank 0 translates; the sum hands its score to every rank
-        bleu = greedy_bleu(model, data.spm, *data.bleu_sample, world.device, stop) if world.is_main else 0.0
-        summed = torch.tensor([bleu or 0.0, *flags()], dtype=torch.float64, device=world.device)
+    per_pair = [totals[3 * i : 3 * i + 3] for i in range(len(sums))]
+    metrics: dict[str, Any] = loss_metrics(*(sum(column) for column in zip(*per_pair)))
+    several = len(data.pairs) > 1
+    for pair, (loss, nll, tokens) in zip(data.pairs if several else (), per_pair):
+        metrics.update({f"{key}.{pair.name}": value for key, value in loss_metrics(loss, nll, tokens).items()})
+        del metrics[f"tokens.{pair.name}"]
+    if data.bleu_samples:  # rank 0 translates; the sum hands the scores to every rank
+        scores = [
+            (greedy_bleu(model, data.spm, *sample, world.device, stop) if world.is_main else 0.0) or 0.0
+            for sample in data.bleu_samples
+        ]
+        summed = torch.tensor([*scores, *flags()], dtype=torch.float64, device=world.device)
         totals = all_reduce_sum(summed, world).tolist()
-        if stopped := agreed_signal(totals[1:]):
+        if stopped := agreed_signal(totals[len(scores) :]):
             return Validation({}, stopped)
-        metrics["bleu"] = totals[0]
+        metrics["bleu"] = sum(totals[: len(scores)]) / len(scores)
+        if several:
+            metrics.update({f"bleu.{pair.name}": value for pair, value in zip(data.pairs, totals)})
     return Validation(metrics)
 
 

@@ -46,3 +46,19 @@ def test_the_plan_packs_the_sampled_sentences_and_mixes_the_pairs():
     assert pair_counts(plan, ranges) == [int(((every >= a) & (every < b)).sum()) for a, b in ranges]
     mixed = sum(len({int(np.searchsorted([2000, 2900], i, side="right")) for i in b}) > 1 for b in plan.batches)
     assert mixed > len(plan.batches) // 2  # batches are packed by length across the pairs
+
+
+@pytest.mark.parametrize("buckets", [None, np.array([8, 16, 32, 64])])
+def test_one_pair_is_the_plain_plan_of_every_sentence(buckets):
+    """A bilingual directory is a mix of one pair (mtkit/train/plan.py): its plan must be the plain one, batch for
+    batch, whatever the temperature, so that training on it is bitwise what it was before pairs existed."""
+    from mtkit.data.batching import plan_batches
+
+    rng = np.random.default_rng(3)
+    src, tgt = rng.integers(1, 40, 500), rng.integers(1, 40, 500)
+    plain = plan_batches(src, tgt, 256, 7, 64, buckets)
+    for temperature in (1.0, 5.0, 100.0):
+        mixed = pair_plan(src, tgt, [(0, 500)], temperature, 256, 7, 64, buckets)
+        assert len(mixed.batches) == len(plain.batches)
+        assert all(np.array_equal(a, b) for a, b in zip(mixed.batches, plain.batches))
+        assert np.array_equal(mixed.tgt_tokens, plain.tgt_tokens)

@@ -1,5 +1,6 @@
-"""The compiled decoding step (mtkit/decode/compiled.py, measured by bench/translate_speed.py --compile) gives the
-outputs of the eager step, for padded and unpadded batches, beam search and greedy search.
+"""The compiled decoding step (bench/compiled_step.py, measured by bench/translate_speed.py --compile), handed to
+mtkit's search as its step, gives the outputs of the eager step, for padded and unpadded batches, beam search and
+greedy search.
 
 Compiling takes tens of seconds on a small CPU, hence slow; it needs a C++ compiler (inductor's CPU kernels).
 """
@@ -13,8 +14,8 @@ import pytest
 import torch
 
 from mtkit.config import DecodeConfig
-from mtkit.decode import compiled
 from mtkit.decode.loading import open_model
+from tests.support.recipes import load_script
 
 pytestmark = [
     pytest.mark.slow,
@@ -40,11 +41,12 @@ def test_the_compiled_step_translates_as_the_eager_one(
 ) -> None:
     eager = open_model(trained_model, device="cpu")
     fast = open_model(trained_model, device="cpu")
-    model = fast.engine.model  # type: ignore[attr-defined]
-    compiled.compile_model(model)
+    compiled = load_script("bench/compiled_step.py")
+    engine = fast.engine
+    engine.steps = steps = compiled.compile_model(engine.model)  # type: ignore[attr-defined]
     calls = []
-    step = compiled.COMPILED[model]
-    compiled.COMPILED[model] = lambda *args: calls.append(args[-1]) or step(*args)  # counts the compiled steps
+    step = steps.function
+    steps.function = lambda *args: calls.append(args[-1]) or step(*args)  # counts the compiled steps
     sentences = toy_sentences[:24]
     for config in (DecodeConfig(beam=4), DecodeConfig(beam=1)):
         expected = [(t.text, t.score) for t in eager.translate_stream(sentences, config, 64)]

@@ -18,8 +18,10 @@ def status(call, *args) -> int:
 
 
 def test_good_requests():
-    lines, config = parse_translate({"text": ["a", ""], "beam": 2, "alpha": 1}, DecodeConfig(), LIMITS)
-    assert lines == ["a", ""] and config == DecodeConfig(beam=2, alpha=1)
+    lines, config, target_lang = parse_translate({"text": ["a", ""], "beam": 2, "alpha": 1}, DecodeConfig(), LIMITS)
+    assert lines == ["a", ""] and config == DecodeConfig(beam=2, alpha=1) and target_lang is None
+    _, config, target_lang = parse_translate({"text": ["a"], "target_lang": "fr"}, DecodeConfig(), LIMITS)
+    assert config == DecodeConfig() and target_lang == "fr"  # the request's direction, apart from the search
     assert parse_opennmt([{"src": "x", "id": 100}, {"src": "y"}], LIMITS) == ["x", "y"]
     assert parse_json('{"text": ["Straße"]}'.encode()) == {"text": ["Straße"]}
 
@@ -41,6 +43,7 @@ def test_bodies_that_are_not_json(body, code):
         ({"text": ["a"], "beam": 2.0}, 422),
         ({"text": ["a"], "nbest": 5}, 422),
         ({"text": ["a"], "device": "cuda"}, 422),
+        ({"text": ["a"], "target_lang": 3}, 422),
         ([], 422),
     ],
 )
@@ -49,5 +52,5 @@ def test_bad_translate_requests(data, code):
 
 
 def test_the_servers_own_beam_is_always_allowed():
-    _, config = parse_translate({"text": ["a"], "beam": 12}, DecodeConfig(beam=12), LIMITS)
+    _, config, _ = parse_translate({"text": ["a"], "beam": 12}, DecodeConfig(beam=12), LIMITS)
     assert config.beam == 12

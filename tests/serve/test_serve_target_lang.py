@@ -1,4 +1,5 @@
-"""A multilingual model served: each request names its target language; one the model lacks is a 422."""
+"""A multilingual model served: each request names its target language, whose token its lines get before they are
+batched; one the model lacks is a 422, as is a server started with a --target-lang the model lacks."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.te
 
 
 class Multilingual(FakeService):
-    """The fake model with a vocabulary that has the tokens >>de<< and >>fr<<; it records each batch's language."""
+    """The fake model with a vocabulary that has the tokens >>de<< and >>fr<<; it records each batch's lines."""
 
     def _load(self) -> None:  # all of it before the batcher: the server is ready once that exists
         self.vocab = Vocab.from_bytes(
@@ -23,7 +24,7 @@ class Multilingual(FakeService):
         )
         self.seen: list[str] = []
         record = self.decode
-        self.decode = lambda lines, config: self.seen.append(config.target_lang) or record(lines, config)
+        self.decode = lambda lines, config: self.seen.extend(lines) or record(lines, config)
         super()._load()
 
 
@@ -33,7 +34,7 @@ def test_each_request_takes_its_target_language():
         ready(http)
         assert http.post("/translate", json={"text": ["a man"], "target_lang": "fr"}).status_code == 200
         assert http.post("/translate", json={"text": ["a man"]}).status_code == 200
-        assert service.seen == ["fr", ""]
+        assert service.seen == [">>fr<< a man", "a man"]
         bad = http.post("/translate", json={"text": ["a man"], "target_lang": "cs"})
         assert (
             bad.status_code == 422
@@ -41,4 +42,15 @@ def test_each_request_takes_its_target_language():
         )
         assert http.post("/translate", json={"text": ["a"], "target_lang": 3}).status_code == 422
         assert http.post("/translate", json={"text": ["a"], "target_lang": "b c"}).status_code == 422
-        assert service.seen == ["fr", ""] and http.get("/health").status_code == 200  # no batch failed
+        assert http.post("/translate", json={"text": ["a"], "target_lang": ">>de<<"}).status_code == 200
+        assert service.seen[2:] == [">>de<< a"] and http.get("/health").status_code == 200  # no batch failed
+
+
+def test_the_servers_target_lang_is_the_default_of_every_request():
+    service = Multilingual(target_lang="de")
+    with client(service) as http:
+        ready(http)
+        assert http.post("/translate", json={"text": ["a man"]}).status_code == 200
+        assert http.post("/translate", json={"text": ["a man"], "target_lang": "fr"}).status_code == 200
+        assert http.post("/translate", json={"text": [">>fr<< a man"]}).status_code == 200  # a line's own token wins
+        assert service.seen == [">>de<< a man", ">>fr<< a man", ">>fr<< a man"]

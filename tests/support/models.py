@@ -18,7 +18,7 @@ import torch
 from mtkit import checkpoint
 from mtkit.config import BOS, EOS, PAD
 from mtkit.model import Transformer, build_model
-from mtkit.train.loss import label_smoothed_loss
+from mtkit.train.loss import label_smoothed_sums
 
 OPAQUE_VOCAB = b"opaque SentencePiece bytes: averaging only carries them over"
 # 200 updates: its 256 byte pieces (never in the toy text) make the output layer larger than the task, and
@@ -113,9 +113,9 @@ def train_toy(vocab: bytes, pairs: list[tuple[str, str]], steps: int = TOY_STEPS
     try:
         for _ in range(steps):
             src, tgt_in, tgt_out = _toy_batch(sp, rng.sample(pairs, 16))
-            sums = label_smoothed_loss(model(src, tgt_in), tgt_out, smoothing=0.1)
+            loss, _ = label_smoothed_sums(model(src, tgt_in), tgt_out, smoothing=0.1)
             optimizer.zero_grad()
-            (sums.loss / sums.tokens).backward()
+            (loss / int(tgt_out.ne(PAD).sum())).backward()
             optimizer.step()
     finally:
         torch.set_num_threads(threads)

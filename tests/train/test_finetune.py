@@ -9,6 +9,7 @@ import pytest
 
 from mtkit import checkpoint, sources
 from mtkit.data.dataset import open_data
+from mtkit.errors import MtkitError
 from mtkit.train.finetune import FINETUNE_PEAK_LR, FINETUNE_WARMUP, sha256_of
 from tests.support.cli import error_line, run_cli
 from tests.support.opus import SAMPLE
@@ -60,7 +61,8 @@ def test_bpe_from_a_model_encodes_with_its_tokenizer(opus_data, opus_dir):
 
 def test_train_init_starts_from_the_model_names_it_and_fine_tunes(cli, opus_data, opus_dir, tmp_path):
     run = tmp_path / "run"
-    done = cli("train", opus_data, "--init", opus_dir, "--out", run, *TRAIN)
+    warmup = ("--warmup", str(FINETUNE_WARMUP))  # given: on a CPU the warmup would fit --max-steps 3
+    done = cli("train", opus_data, "--init", opus_dir, "--out", run, *TRAIN, *warmup)
     assert done.returncode == 0, done.stderr
     record = json.loads((run / "run.json").read_text())
     assert record["init"]["model"] == str(opus_dir) and record["init"]["sha256"] == sha256_of(opus_dir)
@@ -97,3 +99,43 @@ def test_what_disagrees_with_the_model_is_one_sentence_before_training(cli, opus
     line = error_line(cli("train", other, "--init", opus_dir, "--out", run, *TRAIN))
     assert f"mtkit bpe {other} --from {opus_dir}" in line
     assert not run.exists()
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ({}, {"update_freq": 1, "update_tokens": 0, "max_tokens": 2048, "warmup": FINETUNE_WARMUP}),
+        ({"max_steps": 300}, {"update_freq": 1, "max_tokens": 2048, "warmup": 30}),
+        ({"max_steps": 5}, {"warmup": 1}),
+        ({"update_freq": 3, "max_tokens": 1000, "warmup": 50}, {"update_freq": 3, "max_tokens": 1000, "warmup": 50}),
+    ],
+)
+def test_fine_tuning_on_a_cpu_takes_one_batch_an_update_and_a_warmup_that_fits_the_budget(given, expected, opus_dir):
+    """The library's rule (mtkit/train/start.py), so `mtkit train --init` and Python callers share it: what the user
+    gives wins; the peak stays FINETUNE_PEAK_LR whatever the warmup."""
+    from mtkit.train import finetune
+    from mtkit.train.start import train_config
+
+    start = finetune.load_start(str(opus_dir), "opus")
+    _, cfg = train_config(None, given, start, "cpu")
+    assert {k: getattr(cfg, k) for k in expected} == expected
+    peak = cfg.lr_scale * start.model_cfg.d_model**-0.5 * cfg.warmup**-0.5
+    assert peak == pytest.approx(FINETUNE_PEAK_LR)
+    budget = train_config(None, {"max_minutes": 30.0}, start, "cpu", threads=2)[1]
+    estimate = int(30 * 60 / finetune.cpu_update_seconds(start.model_cfg, budget, 2))
+    assert budget.warmup == max(1, min(FINETUNE_WARMUP, estimate // 10))  # what 30 minutes buy, a tenth of it
+    _, scratch = train_config(None, given, None, "cpu")  # not fine-tuning: the preset's own settings
+    assert scratch.warmup == given.get("warmup", 4000)
+
+
+def test_python_callers_get_the_commands_fine_tuning_rules(opus_data, opus_dir):
+    """`mtkit.train.start.configure` is what `mtkit train` calls: the model's architecture, data checked against
+    its vocabulary, the fine-tuning schedule (here on a CPU, fitted to --max-steps)."""
+    from mtkit.train import finetune
+    from mtkit.train.start import configure
+
+    start = finetune.load_start(str(opus_dir), str(opus_dir))
+    model_cfg, train_cfg = configure(open_data(opus_data), None, {"max_steps": 50}, None, start, str(opus_dir), "cpu")
+    assert model_cfg == start.model_cfg and (train_cfg.warmup, train_cfg.update_freq, train_cfg.max_steps) == (5, 1, 50)
+    with pytest.raises(MtkitError, match="drop that option"):
+        configure(open_data(opus_data), None, {"activation": "relu"}, None, start, str(opus_dir), "cpu")

@@ -73,15 +73,16 @@ def test_auto_on_a_gpu_keeps_the_presets_update_with_the_margin(preset, limit, w
         calls.append((rows, length))
         return rows * length <= limit
 
-    resolved, fields = probe.resolve(cfg, None, None, split(100), dataclasses.replace(GPU, size=world), 1024, fits)
+    found, fields = probe.resolve(cfg, None, None, split(100), dataclasses.replace(GPU, size=world), 1024, fits)
     assert {length for _, length in calls} == {112}  # the longest pair (100 with BOS/EOS) padded to its bucket
+    resolved = found.for_world(world)  # as settings.settle then derives update_freq, once
     tokens, update_freq = resolved.max_tokens, resolved.update_freq
-    assert isinstance(tokens, int) and resolved.update_tokens == 0  # resolved: for_world has run
+    assert isinstance(tokens, int) and resolved.update_tokens == 0
     assert tokens <= probe.MARGIN * limit  # the margin: at most 90% of what fitted
     assert 25_000 <= update_freq * tokens * world < 25_000 + update_freq * world  # the paper's update, as before
     if limit * probe.MARGIN >= -(-25_000 // world):
         assert update_freq == 1  # the whole update in one step where it fits
-    assert "auto:" in fields["max_tokens_why"] and f"{update_freq} step(s)" in fields["max_tokens_why"]
+    assert "auto:" in fields["max_tokens_why"] and "a share of an update of ~25,000" in fields["max_tokens_why"]
 
 
 def test_auto_without_an_update_target_is_the_margin_of_the_largest_fit() -> None:
@@ -108,18 +109,19 @@ def test_on_a_cpu_auto_is_the_presets_value_and_says_so() -> None:
     resolved, fields = probe.resolve(cfg, None, None, split(50), CPU, 512, never)
     assert resolved.max_tokens == 2048 and "the preset's 2,048 on cpu" in fields["max_tokens_why"]
     base = probe.resolve(dataclasses.replace(PRESETS["base"].train, max_tokens="auto"), None, None, split(9), CPU, 9)
-    assert (base.cfg.max_tokens, base.cfg.update_freq) == (4096, 7)  # the preset's 4,096 x 7, as without auto
+    base_cfg = base.cfg.for_world(1)
+    assert (base_cfg.max_tokens, base_cfg.update_freq) == (4096, 7)  # the preset's 4,096 x 7, as without auto
     given = probe.resolve(PRESETS["base"].train, None, None, split(9), GPU, 9, never)
-    assert given.fields == {} and given.cfg == PRESETS["base"].train.for_world(1)  # a number is never probed
+    assert given.fields == {} and given.cfg == PRESETS["base"].train  # a number is never probed
 
 
 def test_a_resumed_run_keeps_the_value_it_resolved() -> None:
     ckpt = {"data": {"epoch": 2, "batch": 5, "world_size": 1, "max_tokens": 12_500, "seed": 1}}
     auto = dataclasses.replace(PRESETS["base"].train, max_tokens="auto")
-    kept = kept_max_tokens(auto, ckpt, 1)
+    kept = kept_max_tokens(auto, ckpt).for_world(1)
     assert (kept.max_tokens, kept.update_freq) == (12_500, 2)
     explicit = dataclasses.replace(auto, max_tokens=4096)
-    assert kept_max_tokens(explicit, ckpt, 1) is explicit  # a number given on resume wins (the batches then change)
+    assert kept_max_tokens(explicit, ckpt) is explicit  # a number given on resume wins (the batches then change)
 
 
 def test_max_tokens_takes_a_positive_integer_or_auto() -> None:

@@ -1,7 +1,9 @@
-"""A decoding step compiled by torch.compile (inductor, frozen weights): the measurement of issue 42, item 6.
+"""A decoding step compiled by torch.compile (inductor, frozen weights): an experiment beside the product.
 
-Not in the paper: an engineering experiment, kept for measuring (`bench/translate_speed.py --compile`,
-`bench/decode_profile.py --compile`), not an option of `mtkit translate`: on a 2-core CPU it measured 0.95x eager
+Not in the paper, and not in mtkit/: a `Step` (mtkit/decode/step.py) that the benchmarks hand to mtkit's search
+(`bench/translate_speed.py --compile`, `bench/decode_profile.py --compile`, through `TorchEngine.steps`), so that
+decoding itself never asks whether a model is compiled. Not an option of `mtkit translate`: on a 2-core CPU it
+measured 0.95x eager
 (0.99x paired), then 0.89x (0.86x paired) with oneDNN's packed products, the same outputs, after about a
 minute of compiling (docs/benchmarks.md, "A compiled decoder
 step", has the figures, the profile and what would move it). A GPU run can measure it with `--device cuda`.
@@ -27,18 +29,22 @@ recompilations.
 
 from __future__ import annotations
 
-import weakref
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from mtkit.model.cache import DecoderCache, LayerCache, layer_views
-from mtkit.model.transformer import Transformer, merge_heads
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # mtkit from this checkout, as the other benches
+
+from mtkit.decode.ensemble import Ensemble, make_step  # noqa: E402
+from mtkit.decode.step import ModelStep, Step  # noqa: E402
+from mtkit.model.cache import DecoderCache, LayerCache, layer_views  # noqa: E402
+from mtkit.model.transformer import Transformer, merge_heads  # noqa: E402
 
 StepFunction = Callable[[Transformer, Tensor, Tensor, tuple[tuple[Tensor, Tensor], ...], Tensor, int], Any]
-COMPILED: weakref.WeakKeyDictionary[Transformer, StepFunction] = weakref.WeakKeyDictionary()
 FIRST_COMPILED = 2  # t0 from which steps are compiled (0 and 1 are specialised ints: two more compilations)
 MIN_SOURCE = 16  # inductor's CPU kernels specialise on a softmax row of 16 (AVX-512's fp32 width) or more
 
@@ -71,20 +77,46 @@ def step_after(
     return log_probs, torch.stack(new).squeeze(3)
 
 
-def compile_model(model: Transformer) -> None:
-    """Compile `model`'s decoding steps from now on (lazily: the first step of t0 >= 2 compiles).
+class CompiledStep(ModelStep):
+    """mtkit's `ModelStep`, its steps from the third on through the compiled `function` (the first two eagerly)."""
 
-    The model must not change afterwards: its weights are frozen into the compiled code."""
+    def __init__(self, model: Transformer, src: Tensor, beams: int, capacity: int, function: StepFunction):
+        super().__init__(model, src, beams, capacity)
+        self.function = function
+
+    def log_probs(self, last: Tensor) -> Tensor:
+        if self.cache.length < FIRST_COMPILED or torch.is_grad_enabled():
+            return super().log_probs(last)
+        out, self.cache = compiled_log_probs(self.function, self.model, self.cache, last)
+        return out.to(self.dtype)
+
+
+class CompiledSteps:
+    """What `TorchEngine.steps` takes: the `Step` of a search, compiled for `model` (any other: mtkit's own)."""
+
+    def __init__(self, model: Transformer):
+        self.model, self.function = model, compile_step()
+
+    def __call__(self, model: Transformer | Ensemble, src: Tensor, rows: int, capacity: int) -> Step:
+        if model is not self.model:
+            return make_step(model, src, rows, capacity)
+        return CompiledStep(model, src, rows, capacity, lambda *args: self.function(*args))
+
+
+def compile_model(model: Transformer) -> CompiledSteps:
+    """The steps to hand to `model`'s engine (`engine.steps = compile_model(engine.model)`); compiled lazily: the
+    first step of t0 >= 2 compiles. The model must not change afterwards: its weights are frozen into the code."""
+    return CompiledSteps(model)
+
+
+def compile_step() -> StepFunction:
+    """`step_after` under torch.compile, with the process's compiler settings this experiment needs (this
+    benchmark's process: nothing in mtkit/ sets them)."""
     torch.fx.experimental._config.use_duck_shape = False  # type: ignore[attr-defined]
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 16)
     # The process's setting, not torch.compile(options=...): asked that way the weights were not folded (aten::addmm).
     torch._inductor.config.freezing = True
-    COMPILED[model] = torch.compile(step_after, dynamic=True)
-
-
-def compiled_for(model: Transformer) -> StepFunction | None:
-    """The compiled step of `model` (None: it decodes eagerly)."""
-    return COMPILED.get(model)
+    return torch.compile(step_after, dynamic=True)  # type: ignore[return-value]
 
 
 def compiled_log_probs(function: StepFunction, model: Transformer, cache: DecoderCache, last: Tensor) -> Any:
