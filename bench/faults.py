@@ -68,6 +68,7 @@ ISSUE_ROWS: dict[str, str] = {
     "test_serve_takes_the_first_line_of_the_api_key_file": "#46.14",
     "test_serve_matches_wildcard_host_names_as_starlette_does": "#46.15",
     "test_translate_leaves_no_temporary_file_at_sigterm_or_a_hang_up": "#46.16",
+    "test_export_never_removes_or_writes_outside_its_directory": "#57.1",
 }
 
 
