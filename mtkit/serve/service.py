@@ -111,6 +111,7 @@ class Service:
         s = self.settings
         translator = self.translator = load_translator(s.models, s.device, s.precision, s.threads)
         self.vocab = translator.vocab
+        with_target_lang(self.vocab, [], s.decode.target_lang)  # --target-lang the model has no token for: refused
         self.info = {
             "model": s.name,
             "models": [translator.describe()],
