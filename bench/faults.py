@@ -71,6 +71,7 @@ ISSUE_ROWS: dict[str, str] = {
     "test_export_never_removes_or_writes_outside_its_directory": "#57.1",
     "test_serve_refuses_past_its_connection_limit_with_503_and_never_resets": "#57.3",
     "test_serve_refuses_a_target_language_its_model_has_no_token_for_at_start": "#57.6",
+    "test_a_name_that_is_no_path_and_no_valid_hub_name_is_one_sentence": "#57.9",
     "test_a_multilingual_model_warns_once_about_lines_without_a_target_language": "#57.11",
     "test_train_on_a_data_directory_bpe_is_writing_names_the_writer": "#57.12",
     "test_train_stopped_before_its_first_save_exits_143_and_says_nothing_was_saved": "#57.13",
