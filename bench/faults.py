@@ -69,6 +69,7 @@ ISSUE_ROWS: dict[str, str] = {
     "test_serve_matches_wildcard_host_names_as_starlette_does": "#46.15",
     "test_translate_leaves_no_temporary_file_at_sigterm_or_a_hang_up": "#46.16",
     "test_export_never_removes_or_writes_outside_its_directory": "#57.1",
+    "test_bpe_from_an_opus_mt_multilingual_model_writes_its_own_language_tokens": "#57.2",
     "test_serve_refuses_past_its_connection_limit_with_503_and_never_resets": "#57.3",
     "test_serve_refuses_a_target_language_its_model_has_no_token_for_at_start": "#57.6",
     "test_a_model_directory_is_read_only_from_plain_files_of_bounded_size": "#57.7",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -256,14 +257,6 @@ def bpe(
     if len(data_dirs) == 1 and out is not None:
         raise MtkitError("--out is for several data directories (a multilingual model); give two or more.")
     data_dir = data_dirs[0]
-    if out is not None:
-        from mtkit.data.multilingual import gather
-
-        record = gather(data_dirs, out)
-        pairs = ", ".join(f"{p['src']}->{p['tgt']} ({p['token']})" for p in record["pairs"])
-        err.print(f"[green]gathered[/] {escape(str(out))}/raw: {escape(pairs)}")
-        data_dir = out
-
     tokenizer = None
     if from_model is not None:
         if vocab_size is not None:
@@ -272,6 +265,13 @@ def bpe(
         from mtkit.train.finetune import tokenizer_of
 
         tokenizer = tokenizer_of(hub.resolve(from_model, revision))
+    if out is not None:
+        from mtkit.data.multilingual import gather
+
+        record = gather(data_dirs, out, _token_of(tokenizer, from_model))
+        pairs = ", ".join(f"{p['src']}->{p['tgt']} ({p['token']})" for p in record["pairs"])
+        err.print(f"[green]gathered[/] {escape(str(out))}/raw: {escape(pairs)}")
+        data_dir = out
     record = build(
         data_dir,
         BpeOptions(
@@ -294,3 +294,16 @@ def bpe(
         f"[green]{how}[/] {escape(str(data_dir))}/spm.model ({record['model']['pieces']} pieces); "
         f"{escape('; '.join(parts))}"
     )
+
+
+def _token_of(tokenizer: bytes | None, model: str | None) -> Callable[[str], str]:
+    """A target language's token for `bpe A B --out M`: `>>xx<<`, or with --from MODEL the model's own."""
+    from mtkit.data.multilingual import language_token
+
+    if tokenizer is None or model is None:
+        return language_token
+    from mtkit.data.language_codes import model_token
+    from mtkit.data.marian_vocab import load_tokenizer
+
+    tokens = list(load_tokenizer(tokenizer).language_tokens)
+    return lambda lang: model_token(lang, tokens, model)

@@ -6,9 +6,11 @@ target prefix, or a target to score, that cannot fit is an error: its output wou
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from mtkit.config import DecodeConfig
+from mtkit.data.language_codes import model_token
 from mtkit.decode.engine import Tokenizer
 from mtkit.decode.lengths import max_output_length
 from mtkit.errors import MtkitError
@@ -38,6 +40,9 @@ def with_target_lang(vocab: Tokenizer, lines: list[str], target_lang: str) -> li
             _warn_untagged(sorted(vocab.language_tokens))
         return lines
     token = f">>{target_lang}<<"
+    if token not in vocab.language_tokens and vocab.language_tokens:
+        with contextlib.suppress(MtkitError):  # the model's own spelling: `fr` is `>>fra<<` in OPUS-MT's newer models
+            token = model_token(target_lang, vocab.language_tokens, "the model")
     if token not in vocab.language_tokens:
         known = ", ".join(tok[2:-2] for tok in vocab.language_tokens)
         raise MtkitError(
