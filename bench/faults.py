@@ -5,6 +5,7 @@
     python bench/faults.py -k serve        # only the server's (issue 37 rows 1-4: Origin, Host, key, bodies, hook)
     python bench/faults.py --row '#37'     # only the faults of issue 37's rows (ISSUE_ROWS)
     python bench/faults.py --row '#46.3'   # only the test file of issue 46's row 3
+    python bench/faults.py --row '#57'     # the model-directory, server, train and export faults of issue 57
 
 Each test drives the real `mtkit` command (`python -m mtkit` with this interpreter, the same
 code the installed console script runs) with tiny models, signals sent by the test, damaged
