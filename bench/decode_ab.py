@@ -39,7 +39,7 @@ from pathlib import Path
 
 from rounds import paired_ratio  # bench/rounds.py: a script's directory is on sys.path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k-en-de"
+DATA = Path(__file__).resolve().parents[1] / "mtkit" / "data" / "multi30k"  # the Multi30k that ships with mtkit
 
 CHILD = r'''
 import json, sys, time, torch

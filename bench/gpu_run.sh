@@ -12,7 +12,7 @@
 #   ASSETS=DIR OUT=DIR bash bench/gpu_run.sh
 #
 # ASSETS holds what the machine cannot download: model.pt (a Multi30k model, e.g. the recipe's), multi30k/ (the
-# six .gz files of ../shared/data/multi30k-en-de) and, optionally, whl/ (wheels of packages missing there,
+# six .gz files of mtkit/data/multi30k/*.{en,de}.gz) and, optionally, whl/ (wheels of packages missing there,
 # installed with --no-deps first; the script's first lines name any of mtkit's dependencies that do not import).
 # mtkit itself runs from this checkout (PYTHONPATH), through a `mtkit` shim.
 # DEVICE (default cuda), MINUTES (the recipe's training budget, default 1) and STEPS (timed updates per training

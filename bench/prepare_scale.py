@@ -3,7 +3,7 @@
     python bench/prepare_scale.py --pairs 4500000          # the WMT14 En-De size (the goal)
     python bench/prepare_scale.py --pairs 100000           # a quick check
 
-The corpus is built from the real Multi30k training pairs (../shared/data/multi30k-en-de):
+The corpus is built from the real Multi30k training pairs (the copy in mtkit/data/multi30k):
 each synthetic pair joins 1-4 caption pairs (about 25 words a side on average, like news
 text) with variations the normaliser has work on (typographic quotes, dashes, ellipses,
 non-breaking spaces, numbers) and the noise the filters are there for (empty sides, over-
@@ -35,7 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-en-de"
+MULTI30K = ROOT / "mtkit" / "data" / "multi30k"  # the Multi30k that ships with mtkit
 
 from mtkit.data.bpe import BpeOptions, build  # noqa: E402
 from mtkit.data.prepare import PrepareOptions, prepare  # noqa: E402

@@ -9,10 +9,10 @@ from the loop's own per-update log (log_every=1), so they include everything an 
 
     python bench/train_throughput.py                       # small and base, fp32, on CPU
     python bench/train_throughput.py --preset base --preset big --precision bf16 --device cuda
-    # issue 35: eager against torch.compile, paired (each preset and precision runs both, one after the other):
+    # eager against torch.compile, paired (each preset and precision runs both, one after the other):
     python bench/train_throughput.py --preset small --preset base --compile on --compile off
-    # issue 9's comparison: Multi30k as `mtkit prepare` + `mtkit bpe --vocab-size 8000` make it, and
-    # fairseq 0.12 (../shared/peers/setup.sh + prep_multi30k.sh, PEERS=/tmp/peers) right after each mtkit run:
+    # against fairseq: Multi30k as `mtkit prepare` + `mtkit bpe --vocab-size 8000` make it, and
+    # fairseq 0.12 (bench/peers/setup.sh + prep_multi30k.sh, PEERS=/tmp/peers) right after each mtkit run:
     python bench/train_throughput.py --data DATA/multi30k-en-de --precision fp32 --precision bf16 --fairseq
 
 Prints one line per configuration and, last, one JSON line with every figure. Target tokens are
@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}  # dense bf16
-FAIRSEQ_ARCH = {"small": "small", "base": "big"}  # peers/bench_train_throughput.sh's names: big = the paper's base
-PEERS = Path(__file__).resolve().parents[2] / "shared" / "peers"
+FAIRSEQ_ARCH = {"small": "small", "base": "big"}  # bench/peers/train_throughput.sh's names: big = the paper's base
+PEERS = Path(__file__).resolve().parent / "peers"  # the scripts; --peers names their working directory
 
 
 def make_corpus(out: Path, sentences: int, vocab: int, seed: int) -> Path:
@@ -159,7 +159,7 @@ def run_one(args: argparse.Namespace) -> dict:
     if not peak and args.device == "cpu":
         peak = cpu_matmul_peak(resolved)
     out["peak_gflops"] = round(peak / 1e9, 1)
-    # issue 35's yardstick: 6 x parameters x target tokens per second, as a share of the peak
+    # the usual yardstick: 6 x parameters x target tokens per second, as a share of the peak
     out["mfu_6n"] = round(6 * out["params"] * tgt_tokens / seconds / peak, 4) if peak else None
     out["fraction_of_peak"] = round(flops / seconds / peak, 4) if peak else None
     return out
@@ -195,7 +195,7 @@ def run_fairseq(preset: str, steps: int, peers: Path) -> dict:
     import os
 
     arch = FAIRSEQ_ARCH[preset]
-    cmd = ["bash", str(PEERS / "bench_train_throughput.sh"), arch, str(steps)]
+    cmd = ["bash", str(PEERS / "train_throughput.sh"), arch, str(steps)]
     child = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PEERS": str(peers)})
     steady = re.search(r"steady .*?: (\d+) tgt tok/s, ([\d.]+) s/update", child.stdout)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", child.stdout)
@@ -247,7 +247,7 @@ def main() -> None:
         default=0,
         help="fairseq updates (0: 60 for small, 20 for base; the first 10 are not timed).",
     )
-    parser.add_argument("--peers", default="/tmp/peers", help="PEERS dir of ../shared/peers/setup.sh (venv + data).")
+    parser.add_argument("--peers", default="/tmp/peers", help="$PEERS of bench/peers/setup.sh (its venv and data).")
     parser.add_argument("--data", help="Use this binarized data directory instead of a synthetic corpus.")
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)

@@ -70,7 +70,7 @@ from rounds import keep_best, paired_ratio
 from speed_table import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "multi30k-en-de"
+DATA = ROOT / "mtkit" / "data" / "multi30k"  # the Multi30k that ships with mtkit
 SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8", "mtkit-ct2-fp32", "mtkit-ct2-int8")
 GPU_ONLY = ("mtkit-bf16", "mtkit-fp16", "mtkit-compiled")  # on request (mtkit-compiled: --compile, any device)
 WARMUP = 8

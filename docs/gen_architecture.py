@@ -33,13 +33,14 @@ WHAT = {
     ),
     "serve": "HTTP serving",
     "export": "CTranslate2 and Transformers export",
-    "info": "describing run directories, checkpoints and exported directories",
+    "info": "`mtkit info` as text: what mtkit/sources/ says a model, a run or an export is",
     "train": (
         "the training loop: accumulation, precision, DDP, validation, checkpoint cadence, resume, signals, "
         "the run directory"
     ),
     "decode": (
-        "the engines (mtkit's search, CTranslate2) behind one interface, the loader registry that opens a path, "
+        "the engines (mtkit's search, CTranslate2) behind one interface, found once, checked once and opened with "
+        "their runtime decided once (`loading`), "
         "beam search, sampling, ensembles, prefixes, scoring pairs, the `Translator` text pipeline"
     ),
     "runtime": (
@@ -47,10 +48,15 @@ WHAT = {
         "int8; each a value made once by an entry point and applied once"
     ),
     "average": "model files made of checkpoints: the average of the last N, one checkpoint without its training state",
+    "sources": (
+        "what a model name is, asked once: an mtkit file, a run directory, a Marian or OPUS-MT directory, a "
+        "CTranslate2 export, a Hub name; each kind a class (claims, engine, checkpoint, describe)"
+    ),
+    "marian": (
+        "Marian as Transformers holds it, in and out: weights, the OPUS-MT reader and its tokenizer, config sizes, "
+        "the Hugging Face export and its model card"
+    ),
     "checkpoint": "the file format: atomic save, safe load, the model rebuilt from its config",
-    "marian_opus": "an OPUS-MT directory (Marian's own vocabulary ids, two SentencePiece models) to mtkit and back",
-    "marian": "mtkit's weights as a Transformers Marian model and back",
-    "marian_sizes": "a Hugging Face config.json's size fields checked against its weights, in one sentence",
     "model": "the Transformer of the paper, sections 3.1-3.5, class by class; the decoder's key/value cache",
     "kernels": (
         "oneDNN linear, packed weights, attention paths, the dropout mask: how to compute, with no decisions "

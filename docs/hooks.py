@@ -1,7 +1,8 @@
-"""MkDocs hooks: what the site shows that lives elsewhere in the repository, added at build time, not copied.
+"""MkDocs hooks: what the site shows that the code already says, added at build time, not copied.
 
-- The Multi30k recipe's learning curves stay in recipes/multi30k-en-de/ (its README embeds them); the site
-  serves the same file as img/multi30k-curves.png, so `mkdocs build --strict` can check the link to it.
+(The Multi30k recipe's learning curves are a file of the site, docs/img/multi30k-curves.png, which the recipe's
+README embeds from there: an image the site alone served was missing wherever the Markdown is read.)
+
 - `<!-- config-fields: mtkit.config.ModelConfig -->` in a page becomes a table of that config's fields: name,
   type, default, the command-line flag, and the help (the `option(default, help)` text, else the comment
   beside the field in the source), so the Python API reference shows what `--help` shows and cannot drift.
@@ -17,17 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mkdocs.structure.files import File, Files
+from mkdocs.structure.files import Files
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTSIDE = {"img/multi30k-curves.png": ROOT / "recipes" / "multi30k-en-de" / "curves.png"}
 FIELDS = re.compile(r"^<!-- config-fields: ([\w.]+) -->$", re.M)
-
-
-def on_files(files: Files, config: Any) -> Files:
-    for uri, source in OUTSIDE.items():
-        files.append(File.generated(config, uri, abs_src_path=str(source)))
-    return files
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
@@ -42,6 +36,12 @@ def _comments(cls: type) -> dict[str, str]:
         if match:
             found[match[1]] = match[2].strip()
     return found
+
+
+def _cell(text: str) -> str:
+    """`|` escaped for a table cell, except inside code spans, where Python-Markdown keeps it in the cell and would
+    show the backslash."""
+    return "`".join(p if i % 2 else p.replace("|", "\\|") for i, p in enumerate(text.split("`")))
 
 
 def field_table(dotted: str) -> str:
@@ -59,5 +59,5 @@ def field_table(dotted: str) -> str:
         if f.metadata.get("choices"):
             text += f" Choices: {', '.join(f.metadata['choices'])}."
         kind = str(f.type).replace(" | ", " or ")
-        rows.append(f"| `{f.name}` | `{kind}` | `{default!r}` | {flag} | {text.replace('|', chr(92) + '|')} |")
+        rows.append(f"| `{f.name}` | `{kind}` | `{default!r}` | {flag} | {_cell(text)} |")
     return "\n".join(rows)

@@ -15,6 +15,7 @@ import torch
 from mtkit import checkpoint
 from mtkit.config import config_diff
 from mtkit.errors import MtkitError
+from mtkit.facts import CHECKPOINT_FILE, CHECKPOINT_NAME
 
 
 def run_checkpoints(run: str | os.PathLike, last: int) -> list[Path]:
@@ -27,7 +28,7 @@ def run_checkpoints(run: str | os.PathLike, last: int) -> list[Path]:
         raise MtkitError(f"run directory {run} does not exist.")
     if last < 1:
         raise MtkitError(f"--last must be a positive number of checkpoints, got {last}.")
-    names = ((p, checkpoint.CHECKPOINT_NAME.fullmatch(p.name)) for p in run.iterdir())
+    names = ((p, CHECKPOINT_NAME.fullmatch(p.name)) for p in run.iterdir())
     numbered = sorted((int(m.group(1)), p) for p, m in names if m)
     if not numbered:
         raise MtkitError(f"{run} holds no checkpoint_<step>.pt files to average.")
@@ -48,7 +49,7 @@ def check_output(output: str | os.PathLike, inputs: Sequence[str | os.PathLike])
     for given in inputs:
         if out.resolve() == Path(given).resolve() or (out.exists() and os.path.samefile(out, given)):
             raise MtkitError(f"--output {out} is {given}, one of the checkpoints to average; give another file name.")
-    if checkpoint.CHECKPOINT_FILE.fullmatch(out.name):
+    if CHECKPOINT_FILE.fullmatch(out.name):
         raise MtkitError(
             f"--output {out} is named like a training checkpoint, and `average` writes a model-only file "
             "that resume and `average RUN` would take for one; name it e.g. averaged.pt."

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -182,10 +181,8 @@ def load(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
     (an optimizer state, when only weights are needed) cost no memory.
     """
     path = Path(path)
-    if path.is_dir():  # a Hugging Face Marian directory (`mtkit export --format huggingface`), or one sentence
-        from mtkit.marian_opus import load_hf_dir  # OPUS-MT's own vocabularies too
-
-        return {"format": FORMAT, "version": VERSION, **load_hf_dir(path)}
+    if path.is_dir():
+        raise MtkitError(f"{path} is a directory, not an mtkit model or checkpoint file.")
     if not path.is_file():
         raise MtkitError(f"model file {path} does not exist.")
     try:
@@ -275,7 +272,3 @@ def build_from(ckpt: dict[str, Any]) -> torch.nn.Module:
             parts.append(f"unexpected weights: {', '.join(unexpected)}")
         raise MtkitError(f"the weights do not fit the saved model config ({'; '.join(parts)}).")
     return model
-
-
-CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.pt")
-CHECKPOINT_FILE = re.compile(r"checkpoint_.*\.pt")  # every name the trainer gives: <step>, last, best

@@ -36,8 +36,9 @@ MISSING = "reading a model from the Hugging Face Hub needs huggingface_hub; inst
 
 
 def is_hub_name(name: str) -> bool:
-    """`owner/name` that is no file or directory here."""
-    return bool(HUB_NAME.fullmatch(name)) and not Path(name).exists()
+    """`owner/name` that is no file or directory here, and whose `owner` is no directory here either: `runs/smal`,
+    a mistyped local path beside an existing `runs/`, is a path that does not exist, not a model on the Hub."""
+    return bool(HUB_NAME.fullmatch(name)) and not Path(name).exists() and not Path(name).parent.is_dir()
 
 
 def offline() -> bool:

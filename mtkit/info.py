@@ -9,203 +9,16 @@ Files are opened memory-mapped: the weights of a large checkpoint are never read
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from pathlib import Path
 from typing import Any
 
-from mtkit import checkpoint
-from mtkit.errors import MtkitError
-from mtkit.provenance import read_run_json
 
+def describe(path: str | os.PathLike, revision: str | None = None) -> dict[str, Any]:
+    """What `path` is (a model or checkpoint file, a run directory, an OPUS-MT or Marian directory, a CTranslate2
+    export, a Hugging Face Hub name), as a dict: the source that claims it describes itself (mtkit/sources/)."""
+    from mtkit import sources
 
-def parameters(state: dict[str, Any]) -> int:
-    """Parameters of a state_dict, each shared tensor counted once (tied embeddings, paper 3.4)."""
-    seen: set[tuple] = set()
-    total = 0
-    for tensor in state.values():
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-        if key not in seen:
-            seen.add(key)
-            total += tensor.numel()
-    return total
-
-
-def _vocabulary(vocab: bytes | None) -> dict[str, Any] | None:
-    if not vocab:
-        return None
-    from mtkit.data.marian_vocab import load_tokenizer
-
-    try:
-        pieces: int | None = len(load_tokenizer(vocab))
-    except Exception:  # sentencepiece's own errors have no common type; the size is then unknown
-        pieces = None
-    return {"pieces": pieces, "sha256": hashlib.sha256(vocab).hexdigest(), "bytes": len(vocab)}
-
-
-def best_score(ckpt: dict[str, Any]) -> dict[str, float] | None:
-    best = (ckpt.get("progress") or {}).get("best")
-    if not isinstance(best, (int, float)) or best in (float("inf"), float("-inf")):
-        return None
-    if (ckpt.get("train_config") or {}).get("valid_bleu"):
-        return {"bleu": -float(best)}  # the trainer keeps -BLEU so that lower is better for both
-    return {"nll": float(best)}
-
-
-def describe_file(path: Path) -> dict[str, Any]:
-    """A model or checkpoint file; a damaged or foreign one is one sentence."""
-    ckpt = checkpoint.load(path, mmap=True)
-    checkpoint.require_model(ckpt, path)
-    try:
-        config = checkpoint.config_of(ckpt)
-        state = ckpt["model"]
-        params = parameters(state)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise MtkitError(f"{path} is an mtkit file, but a damaged one ({type(exc).__name__}: {exc}).") from None
-    data, progress = ckpt.get("data") or {}, ckpt.get("progress") or {}
-    return {
-        "path": str(path),
-        "bytes": sum(p.stat().st_size for p in path.iterdir()) if path.is_dir() else path.stat().st_size,
-        "kind": ckpt.get("kind"),
-        "format_version": ckpt["version"],
-        "architecture": architecture(config),
-        "model_config": ckpt["model_config"],
-        "parameters": params,
-        "vocabulary": _vocabulary(ckpt.get("vocab")),
-        "step": int(ckpt.get("step", 0)),
-        "epoch": data["epoch"] + 1 if "epoch" in data else None,
-        "training_hours": round(progress["elapsed"] / 3600, 4) if "elapsed" in progress else None,
-        "best_valid": best_score(ckpt),
-        "train_config": ckpt.get("train_config"),
-        "provenance": ckpt.get("provenance"),
-        "averaged_from": ckpt.get("averaged_from"),
-        "taken_from": ckpt.get("taken_from"),
-    }
-
-
-def architecture(config: Any) -> str:
-    """One line in the paper's symbols: layers, d_model / d_ff / h, norm placement, sharing, dropout."""
-    norm = "pre-norm" if config.pre_norm else "post-norm"
-    extras = "".join(
-        [f", {config.activation}" if config.activation != "relu" else "", ", logits bias" if config.output_bias else ""]
-    )
-    vocab = str(config.vocab_size) if config.tgt_vocab_size is None else f"{config.vocab_size}/{config.tgt_vocab_size}"
-    return (
-        f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, d_ff {config.d_ff}, "
-        f"h {config.heads} (d_k {config.d_k}), {norm}{extras}, embeddings shared: {config.share_embeddings}, "
-        f"dropout {config.dropout}, vocabulary {vocab}"
-    )
-
-
-# ---- a run directory ----------------------------------------------------------------------------------------
-
-
-def _step_of(path: Path, numbered: dict[int, Path]) -> int | None:
-    """checkpoint_<step>.pt by its name; last/best by the numbered file they are a link to, else by loading."""
-    match = checkpoint.CHECKPOINT_NAME.fullmatch(path.name)
-    if match:
-        return int(match.group(1))
-    for step, other in numbered.items():
-        if os.path.samefile(path, other):
-            return step
-    try:
-        return int(checkpoint.load(path, mmap=True).get("step", 0))
-    except MtkitError:
-        return None
-
-
-def _checkpoints(run: Path) -> list[dict[str, Any]]:
-    files = sorted(p for p in run.glob("*.pt") if p.is_file())
-    numbered = {int(m.group(1)): p for p in files if (m := checkpoint.CHECKPOINT_NAME.fullmatch(p.name))}
-    rows = [{"file": p.name, "step": _step_of(p, numbered), "bytes": p.stat().st_size} for p in files]
-    return sorted(rows, key=lambda r: (r["step"] is None, r["step"] or 0, r["file"]))
-
-
-def run_metrics(run: Path) -> dict[str, Any] | None:
-    """The best validation figures, the last step and the training time that metrics.jsonl records."""
-    from mtkit.plot import minutes_axis
-
-    path = run / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a kill; info describes what is there
-        if isinstance(record, dict) and "event" in record and "time" in record:
-            records.append(record)
-    if not records:
-        return None
-    valid = [r for r in records if r["event"] == "valid"]
-    out: dict[str, Any] = {
-        "records": len(records),
-        "last_step": max((r.get("step", 0) for r in records), default=0),
-        "training_minutes": round(minutes_axis(records)[-1], 2),
-        "sessions": sum(r["event"] == "start" for r in records),
-    }
-    for key, pick in (("loss", min), ("ppl", min), ("bleu", max)):
-        scored = [r for r in valid if isinstance(r.get(key), (int, float))]
-        if scored:
-            best = pick(scored, key=lambda r: r[key])
-            out[f"best_valid_{key}"] = {"value": best[key], "step": best.get("step")}
-    done = [r for r in records if r["event"] == "done"]
-    if done:
-        out["stopped"] = done[-1].get("stopped")
-    return out
-
-
-def describe_run(run: Path) -> dict[str, Any]:
-    config = run / "config.json"
-    checkpoints = _checkpoints(run)
-    if not config.is_file() and not (run / "metrics.jsonl").is_file() and not checkpoints:
-        raise MtkitError(f"{run} is not an mtkit run directory (no config.json, metrics.jsonl or checkpoints).")
-    try:
-        saved = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else None
-    except ValueError:
-        raise MtkitError(f"{config} is not valid JSON; is {run} an mtkit run directory?") from None
-    newest, unreadable = _newest_readable(run, checkpoints)
-    return {
-        "run": str(run),
-        "config": saved,
-        "metrics": run_metrics(run),
-        "checkpoints": checkpoints,
-        "newest": newest,
-        "unreadable": unreadable,
-        "provenance": read_run_json(run),
-    }
-
-
-def _newest_readable(run: Path, checkpoints: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[dict]]:
-    """The newest checkpoint that loads, as resume picks it: checkpoint_last.pt, then checkpoint_<step>.pt
-    newest first. The damaged ones before it are listed with the reason, never fatal to the listing."""
-    numbered = [r["file"] for r in reversed(checkpoints) if checkpoint.CHECKPOINT_NAME.fullmatch(r["file"])]
-    unreadable = []
-    for name in dict.fromkeys(["checkpoint_last.pt", *numbered]):
-        if not (run / name).is_file():
-            continue
-        try:
-            return describe_file(run / name), unreadable
-        except MtkitError as exc:
-            unreadable.append({"file": name, "why": str(exc)})
-    if not numbered and not unreadable and checkpoints:  # only other .pt files (an averaged.pt)
-        newest = run / checkpoints[-1]["file"]
-        try:
-            return describe_file(newest), unreadable
-        except MtkitError as exc:
-            unreadable.append({"file": newest.name, "why": str(exc)})
-    return None, unreadable
-
-
-def describe(path: str | os.PathLike) -> dict[str, Any]:
-    path = Path(path)
-    if not path.exists():
-        raise MtkitError(f"{path} does not exist; give a model or checkpoint file, or a run directory.")
-    from mtkit.marian import is_hf_dir
-
-    return describe_run(path) if path.is_dir() and not is_hf_dir(path) else describe_file(path)
+    return sources.find(path, revision).describe()
 
 
 # ---- as text ----------------------------------------------------------------------------------------------
@@ -292,6 +105,8 @@ def _file_rows(info: dict[str, Any]) -> list[str]:
 
 def render(info: dict[str, Any]) -> str:
     """The human-readable form of `describe`'s dict (`--json` prints the dict itself)."""
+    if info.get("export") == "ctranslate2":
+        return _export_text(info)
     if "run" not in info:
         head = f"{info['path']}: mtkit {info['kind']} (format {info['format_version']}), {_size(info['bytes'])}"
         return "\n".join([head, *_file_rows(info), *_provenance_rows(info.get("provenance"))]) + "\n"
@@ -323,4 +138,21 @@ def render(info: dict[str, Any]) -> str:
         lines.append(f"newest: {newest['path']}")
         lines += _file_rows(newest)
     lines += _provenance_rows(info.get("provenance") or (newest or {}).get("provenance"))
+    return "\n".join(lines) + "\n"
+
+
+def _export_text(info: dict[str, Any]) -> str:
+    """A CTranslate2 export: what mtkit-export.json records of it."""
+    step = info.get("step")
+    lines = [
+        f"{info['path']}: CTranslate2 export, {_size(info['bytes'])}",
+        _row("quantization", info.get("quantization") or "not recorded (no mtkit-export.json)"),
+        _row("exported from", f"{info.get('exported_from')} (step {step:,})" if step is not None else "not recorded"),
+        _row("architecture", info.get("architecture") or "not recorded"),
+        _row("files", ", ".join(info["files"])),
+    ]
+    if info.get("mtkit"):
+        lines.append(_row("written by", f"mtkit {info['mtkit']}"))
+    if info.get("provenance"):
+        lines += _provenance_rows(info["provenance"])
     return "\n".join(lines) + "\n"

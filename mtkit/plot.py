@@ -236,6 +236,9 @@ def curves(run: Run, axis: str, series: str) -> list[Curve]:
 # ---- drawing ----------------------------------------------------------------------------------------------
 
 
+NO_RECORD = "no validation or training record has it"
+
+
 def _check_choices(axis: str, series: Sequence[str]) -> None:
     if axis not in X_AXES:
         raise MtkitError(f"unknown x axis {axis!r}; choose one of {', '.join(X_AXES)}.")
@@ -245,17 +248,19 @@ def _check_choices(axis: str, series: Sequence[str]) -> None:
 
 
 def panels(runs: Sequence[Run], axis: str, series: Sequence[str] | None) -> dict[str, list[Curve]]:
-    """The curves of each panel; a series asked for by name must have data in some run (the default need not)."""
+    """The curves of each panel. A series no run has is left out, with a warning when it was asked for by name (as
+    the default leaves out BLEU for runs trained without --valid-bleu); nothing left to draw is an error."""
     asked = list(dict.fromkeys(series or DEFAULT_SERIES))
     _check_choices(axis, asked)
     out = {name: [c for run in runs for c in curves(run, axis, name)] for name in asked}
-    for name, found in out.items():
-        if not found and series:
-            hint = HINTS.get(name, "no validation or training record has it")
-            raise MtkitError(f"no run has {name} values to plot ({hint}).")
+    missing = [name for name, found in out.items() if not found]
     out = {name: found for name, found in out.items() if found}
+    if not out and len(asked) == 1:
+        raise MtkitError(f"no run has {asked[0]} values to plot ({HINTS.get(asked[0], NO_RECORD)}).")
     if not out:
         raise MtkitError(f"the runs have none of {', '.join(asked)} to plot; name a series with --y.")
+    for name in missing if series else []:
+        logger.warning("no run has %s values to plot (%s); drawing the others", name, HINTS.get(name, NO_RECORD))
     return out
 
 

@@ -1,8 +1,8 @@
 """Fixtures every folder shares; the code that builds them lives in tests/support/.
 
 Every test runs from the repository alone with `multi30k` (a few hundred lines shipped in
-tests/data/sample/). Tests marked `integration` take `multi30k_full`, the whole corpus from
-`$MTKIT_MULTI30K` or ../shared/data/multi30k-en-de, and are skipped with the reason when neither exists.
+tests/data/sample/). Tests marked `integration` take `multi30k_full`, the whole corpus: the copy that ships in
+mtkit/data/multi30k (or `$MTKIT_MULTI30K`), skipped with the reason only where neither holds it.
 """
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ import pytest
 import torch
 
 from mtkit import checkpoint
+from mtkit.data.corpora import SHIPPED_MULTI30K
 from tests.support.cli import run_cli
-from tests.support.corpora import (
-    SHARED_MULTI30K,
-    build_data_dir,
-    full_multi30k,
-    sample_multi30k,
-    short_pairs,
-    synthetic_pairs,
-)
+from tests.support.corpora import build_data_dir, full_multi30k, sample_multi30k, short_pairs, synthetic_pairs
 from tests.support.models import TOY_STEPS, random_model, save_run, train_toy
 from tests.support.spm import BYTE_PIECES, pieces, train_spm
 
@@ -54,7 +48,7 @@ def multi30k_full() -> Path:
     """The whole Multi30k corpus, for tests marked `integration`."""
     path = full_multi30k()
     if path is None:
-        pytest.skip(f"the full Multi30k corpus is not here: set MTKIT_MULTI30K=DIR or put it at {SHARED_MULTI30K}")
+        pytest.skip(f"the full Multi30k corpus is not here: set MTKIT_MULTI30K=DIR (it ships at {SHIPPED_MULTI30K})")
     return path
 
 

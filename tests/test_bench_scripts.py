@@ -179,3 +179,19 @@ def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli
         assert figures, part
     assert "mtkit train" in (out / "recipe.txt").read_text()  # the recipe's commands, printed
     assert len(list(out.iterdir())) <= 7  # the device tool brings back 8 files: room for all.txt
+
+
+def test_the_peers_scripts_parse_and_the_fairseq_comparison_runs_one_of_them() -> None:
+    """bench/peers/ holds the setups behind every comparison with another toolkit: each script is bash that parses,
+    reads Multi30k from the copy mtkit ships (nothing outside the repository), and train_throughput.py's
+    --fairseq runs the one that exists."""
+    scripts = sorted((ROOT / "bench" / "peers").glob("*.sh"))
+    assert {p.name for p in scripts} >= {"setup.sh", "prep_multi30k.sh", "train_throughput.sh", "multi30k_budget.sh"}
+    for script in scripts:
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, f"{script.name}: {done.stderr}"
+        assert "../shared" not in script.read_text(encoding="utf-8"), script.name
+    assert "mtkit/data/multi30k" in (ROOT / "bench" / "peers" / "prep_multi30k.sh").read_text(encoding="utf-8")
+    bench = load_script("bench/train_throughput.py")
+    assert (bench.PEERS / "train_throughput.sh").is_file()
+    assert set(bench.FAIRSEQ_ARCH.values()) <= {"small", "big"}

@@ -68,13 +68,22 @@ def test_unknown_command_is_a_usage_error_without_traceback(cli):
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
-def test_ci_runs_exactly_the_readme_test_command():
+def test_ci_runs_exactly_the_readme_test_command_and_installs_torch_first():
     readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
-    assert len(blocks) >= 2, "the README starts with two set-up commands"
-    test_command = blocks[1].strip()
+    blocks = [b.strip() for b in re.findall(r"```bash\n(.*?)```", readme, re.S)]
+    tests = [b for b in blocks if "pytest" in b]
+    assert len(tests) == 1, "the README shows one test command"
+    test_command = tests[0]
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert test_command in ci_lines
+    # CI installs torch before mtkit, as the README's install lines do: any looser torch requirement resolved first
+    # would take the build pip finds first (on Linux, from the default index, the CUDA one).
+    installs = [line for line in ci_lines if line.startswith("python -m pip install")]
+    assert "torch==" in installs[1] and "-e" in installs[2], installs
+    quickstart = next(b for b in blocks if "bash recipes/" in b)
+    assert quickstart.startswith("pip install torch==") and "--index-url https://download.pytorch.org/whl/cpu" in (
+        quickstart
+    ), "the README's quickstart installs the CPU build of torch first, from PyTorch's own index"
 
 
 def test_one_log_handler_and_ranks_above_0_only_warn(monkeypatch, capsys):

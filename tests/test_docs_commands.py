@@ -153,9 +153,11 @@ def test_shell_lines_are_cut_into_mtkit_commands():
 
 @pytest.fixture(scope="module")
 def base_sandbox(tmp_path_factory, trained_model: Path, toy_data: Path) -> Iterator[Path]:
-    """A working directory as the docs assume one: ../shared/data/multi30k-en-de (the shipped sample, its sha256
-    registered for `prepare --mirror`), a trained tiny model at every path the docs name, a run directory
-    runs/small, text files with the names the docs use, and an `mtkit` on PATH that is this checkout's."""
+    """A working directory as the docs assume one: the Multi30k that `mtkit prepare multi30k-en-de` reads offline
+    (the shipped sample cut to seconds of work, in place of the full copy in mtkit/data/multi30k, its sha256
+    registered; also at shared/data/multi30k-en-de for a page's `--mirror DIR`), a trained tiny model at every
+    path the docs name, a run directory runs/small, text files with the names the docs use, and an `mtkit` on PATH
+    that is this checkout's."""
     top = tmp_path_factory.mktemp("docs")
     mirror = top / "shared" / "data" / "multi30k-en-de"
     mirror.mkdir(parents=True)
@@ -190,6 +192,7 @@ def base_sandbox(tmp_path_factory, trained_model: Path, toy_data: Path) -> Itera
     }
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(prepare, "default_registry", lambda: corpora.default_registry().override(sources=sums))
+        patch.setattr(prepare, "shipped_copy", lambda corpus: mirror if corpus.family == "multi30k-en-de" else None)
         yield work
 
 

@@ -52,3 +52,22 @@ def test_a_missing_model_is_one_sentence_with_or_without_a_network(cli, tmp_path
 def test_a_revision_with_a_local_path_is_one_sentence(cli, opus_dir):
     line = error_line(cli("translate", "-m", opus_dir, "--revision", "v1", input="A dog.\n"))
     assert "--revision applies to Hugging Face Hub names" in line
+
+
+def test_the_python_api_reads_a_hub_name_from_the_cache(opus_dir, tmp_path, monkeypatch):
+    """`mtkit.load_translator("owner/name")` asks mtkit/sources/ as the commands do: the cached snapshot."""
+    import mtkit
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, opus_dir)))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    by_name = mtkit.load_translator(REPO, device="cpu").translate(["A dog runs."], beam=2)
+    by_dir = mtkit.load_translator(str(opus_dir), device="cpu").translate(["A dog runs."], beam=2)
+    assert by_name == by_dir
+
+
+def test_a_mistyped_local_path_is_not_taken_for_a_hub_name(cli, tmp_path):
+    (tmp_path / "runs").mkdir()
+    done = cli("info", "runs/smal", cwd=tmp_path)
+    assert done.returncode != 0
+    line = error_line(done)
+    assert "does not exist" in line and "Hugging Face" not in line

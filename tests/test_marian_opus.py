@@ -1,4 +1,4 @@
-"""OPUS-MT directories (mtkit/marian_opus.py) compute what Transformers' MarianMTModel computes on them."""
+"""OPUS-MT directories (mtkit/marian/opus.py) compute what Transformers' MarianMTModel computes on them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import shutil
 import pytest
 import torch
 
-from mtkit import checkpoint
+from mtkit import checkpoint, sources
 from mtkit.config import BOS, EOS, PAD, DecodeConfig, ModelConfig
-from mtkit.data.marian_vocab import MarianVocab, load_tokenizer
 from mtkit.decode.beam import beam_search
+from mtkit.marian.vocab import MarianVocab, load_tokenizer
 from tests.support.cli import error_line
 
 transformers = pytest.importorskip("transformers")
@@ -28,7 +28,7 @@ MAX_LENGTH = 12  # Transformers' max_length: the decoder start + at most 11 toke
 
 
 def load_both(path):
-    ckpt = checkpoint.load(path)
+    ckpt = sources.find(path).checkpoint()
     model = checkpoint.build_from(ckpt).eval()
     vocab = load_tokenizer(ckpt["vocab"])
     assert isinstance(vocab, MarianVocab)
@@ -48,7 +48,7 @@ def as_marian(vocab: MarianVocab, ids: list[int]) -> list[int]:
 
 def test_the_tokenizer_gives_marian_tokenizers_ids(opus_multilingual_dir):
     tok = transformers.MarianTokenizer.from_pretrained(opus_multilingual_dir)
-    vocab = load_tokenizer(checkpoint.load(opus_multilingual_dir)["vocab"])
+    vocab = load_tokenizer(sources.find(opus_multilingual_dir).checkpoint()["vocab"])
     lines = [*SAMPLE_LINES, ">>fra<< A dog runs.", ">>ces<<Two cats.", "Ünïcödé ☃ text"]
     for line in lines:
         expected = tok(line).input_ids[:-1]  # without its </s>, which mtkit's pipeline appends
@@ -64,7 +64,7 @@ def test_the_tokenizer_gives_marian_tokenizers_ids(opus_multilingual_dir):
 
 
 def test_the_renumbering_is_a_bijection_with_one_added_row(opus_dir):
-    vocab = load_tokenizer(checkpoint.load(opus_dir)["vocab"])
+    vocab = load_tokenizer(sources.find(opus_dir).checkpoint()["vocab"])
     marian = json.loads((opus_dir / "vocab.json").read_text())
     ids = vocab.ids
     assert len(vocab) == len(marian) + 1
@@ -145,8 +145,8 @@ def test_only_a_model_that_asks_for_it_has_eos_forced(opus_dir, tmp_path):
             data = json.loads((unforced / name).read_text())
             data.pop("forced_eos_token_id", None)
             (unforced / name).write_text(json.dumps(data))
-    assert checkpoint.config_of(checkpoint.load(unforced)).forced_eos is False
-    assert checkpoint.config_of(checkpoint.load(opus_dir)).forced_eos is True
+    assert checkpoint.config_of(sources.find(unforced).checkpoint()).forced_eos is False
+    assert checkpoint.config_of(sources.find(opus_dir).checkpoint()).forced_eos is True
     assert ModelConfig().forced_eos is False
 
 
@@ -204,7 +204,7 @@ def test_what_mtkit_cannot_represent_is_one_sentence_naming_it(cli, opus_dir, tm
 
 
 def test_a_damaged_weights_file_is_one_sentence(cli, opus_dir, tmp_path):
-    """The weights are read a tensor at a time (mtkit.marian_sizes.Weights): a file cut short is still said at once."""
+    """The weights are read a tensor at a time (mtkit.marian.sizes.Weights): a file cut short is still said at once."""
     path = copy_with(tmp_path, opus_dir, "damaged")
     data = (path / "model.safetensors").read_bytes()
     (path / "model.safetensors").write_bytes(data[: len(data) // 2])

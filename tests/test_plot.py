@@ -138,6 +138,15 @@ def test_bad_input_is_one_sentence(tmp_path: Path, content, series, words) -> No
     assert not (tmp_path / "x.png").exists()
 
 
+def test_a_named_series_no_run_has_is_left_out_with_a_warning_as_the_default_does(tmp_path: Path, caplog) -> None:
+    """`--y bleu --y loss` on a run trained without --valid-bleu draws the loss and says why BLEU is missing."""
+    write_run(tmp_path / "run", bleu=False)
+    with caplog.at_level("WARNING", logger="mtkit.plot"):
+        fig = plot.draw(plot.load_runs([tmp_path / "run"]), "steps", ["bleu", "loss"])
+    assert [ax.get_title(loc="left").split()[0] for ax in fig.axes] == ["loss"]
+    assert "no run has bleu values to plot (train with --valid-bleu N" in caplog.text
+
+
 def test_the_cli_writes_the_image_and_says_a_mistake_in_one_line(tmp_path: Path, cli) -> None:
     write_run(tmp_path / "run")
     done = cli("plot", tmp_path / "run", "--x", "steps", "--y", "bleu", "--y", "lr", "-o", tmp_path / "c.png")

@@ -6,7 +6,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from rich.markup import escape
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import revision_option
 from mtkit.errors import MtkitError
+
+if TYPE_CHECKING:
+    from mtkit.data.tokenizer import Tokenizer
 
 
 def _by_corpus(attr: str) -> str:
@@ -36,7 +39,7 @@ def _corpus_names() -> list[str]:
 def _list_corpora() -> None:
     from rich.table import Table
 
-    from mtkit.data.corpora import default_registry, unpinned
+    from mtkit.data.corpora import default_registry, shipped_copy, unpinned
 
     table = Table(
         title="mtkit prepare NAME: named corpora (all splits of both directions come from the same files)",
@@ -51,7 +54,7 @@ def _list_corpora() -> None:
             corpus.contents("valid"),
             corpus.contents("test"),
             corpus.pairs,
-            corpus.download_size(),
+            "shipped" if shipped_copy(corpus) else corpus.download_size(),
             str(corpus.vocab_size),
         )
     table.add_row(
@@ -89,7 +92,8 @@ def prepare(
         None,
         "--mirror",
         help="A directory holding the archives, put there by hand "
-        "(no network is used); a missing one is named with its URL. Give it twice to read from two directories.",
+        "(no network is used); a missing one is named with its URL. Give it twice to read from two directories. "
+        "Multi30k needs none: its files ship with mtkit.",
     ),
     cache: Optional[Path] = typer.Option(
         None,
@@ -140,10 +144,11 @@ def prepare(
 ) -> None:
     """Fetch, extract and clean a named corpus into DIR/raw.
 
-    Example: mtkit prepare multi30k-en-de --mirror ../shared/data/multi30k-en-de
+    Example: mtkit prepare multi30k-en-de
 
-    Multi30k's French and Czech sides live apart from its English and German ones:
-    mtkit prepare multi30k-en-fr --mirror ../shared/data/multi30k-en-de --mirror ../shared/data/multi30k-fr-cs
+    Multi30k's files ship with mtkit: they are read offline. Other corpora are downloaded (resumable,
+    sha256-checked) into the cache, or read from a directory where you put their archives by hand:
+    mtkit prepare wmt14-en-de --mirror DIR
     """
     if list_:
         _list_corpora()
@@ -261,10 +266,9 @@ def bpe(
     if from_model is not None:
         if vocab_size is not None:
             raise MtkitError("--vocab-size and --from exclude each other: --from uses the model's own vocabulary.")
-        from mtkit import hub
-        from mtkit.train.finetune import tokenizer_of
+        from mtkit import sources
 
-        tokenizer = tokenizer_of(hub.resolve(from_model, revision))
+        tokenizer = sources.tokenizer_of(sources.find(from_model, revision))
     if out is not None:
         from mtkit.data.multilingual import gather
 
@@ -296,14 +300,13 @@ def bpe(
     )
 
 
-def _token_of(tokenizer: bytes | None, model: str | None) -> Callable[[str], str]:
+def _token_of(tokenizer: Tokenizer | None, model: str | None) -> Callable[[str], str]:
     """A target language's token for `bpe A B --out M`: `>>xx<<`, or with --from MODEL the model's own."""
     from mtkit.data.multilingual import language_token
 
     if tokenizer is None or model is None:
         return language_token
     from mtkit.data.language_codes import model_token
-    from mtkit.data.marian_vocab import load_tokenizer
 
-    tokens = list(load_tokenizer(tokenizer).language_tokens)
+    tokens = list(tokenizer.language_tokens)
     return lambda lang: model_token(lang, tokens, model)

@@ -134,8 +134,9 @@ def translate(
         "--model",
         "-m",
         show_default=False,
-        help="An mtkit model or checkpoint file (e.g. averaged.pt); repeat for an "
-        "ensemble (log of the mean of the models' probabilities). A directory of `mtkit export --format "
+        help="An mtkit model or checkpoint file (e.g. averaged.pt), a Hugging Face Marian directory, or a "
+        "Hugging Face Hub name (owner/name, e.g. Helsinki-NLP/opus-mt-en-de: downloaded once into its cache); repeat "
+        "for an ensemble (log of the mean of the models' probabilities). A directory of `mtkit export --format "
         "ctranslate2` runs on CTranslate2.",
     ),
     input: Optional[str] = typer.Option(
@@ -239,9 +240,6 @@ def translate(
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
-    from mtkit import hub
-
-    model = [hub.resolve(m, revision) for m in model]  # a Hugging Face Hub name: its cached snapshot
     if workers > 1 and threads > 1:
         raise MtkitError("each of --workers runs one thread: give --workers N for N cores, without --threads.")
     threads = threads or (1 if workers > 1 else 0)  # with workers: the products are timed as a worker runs them
@@ -249,11 +247,12 @@ def translate(
         source = stack.enter_context(open_input(input))
         second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
-        loader = loading.find(model)  # what runs the model: its defaults, and what it cannot run, said now
-        engine = loader.engine()
+        found = loading.find(model, revision)  # what runs the model (a Hub name too): its defaults, said now
+        engine = found.engine()
         config = engine.adapt(config, given)
         engine.check(config, sampler)
-        translator = loader.open(loading.as_paths(model), device, precision, workers, threads)
+        found.check_runtime(device, precision)
+        translator = found.open(device, precision, workers, threads)
         stack.callback(translator.close)
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)

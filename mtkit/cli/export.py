@@ -48,8 +48,6 @@ def export(
     from mtkit.export import export as run_export
 
     setup_logging(logging.WARNING)  # the one line below says what was written
-    from mtkit import hub
-
     config = build(ExportConfig(), given)
-    out = run_export(hub.resolve(model, revision), output, config)  # a Hugging Face Hub name: its cached snapshot
+    out = run_export(model, output, config, revision)  # a Hugging Face Hub name too (mtkit/sources/)
     err.print(f"mtkit: wrote {escape(str(out))} ({config.format}, {config.quantization}).")

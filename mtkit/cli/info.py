@@ -28,10 +28,9 @@ def info(
     """
     import json
 
-    from mtkit import hub
     from mtkit.info import describe, render
 
-    described = describe(Path(hub.resolve(str(path), revision)))  # a Hugging Face Hub name: its cached snapshot
+    described = describe(path, revision)  # a Hugging Face Hub name too (mtkit/sources/)
     typer.echo(
         json.dumps(described, indent=1, ensure_ascii=False, default=str) if as_json else render(described), nl=as_json
     )

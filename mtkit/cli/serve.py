@@ -31,7 +31,8 @@ def serve(
         "-m",
         show_default=False,
         metavar="FILE",
-        help="An mtkit model or checkpoint file (e.g. averaged.pt), a Hugging Face Marian directory, or a "
+        help="An mtkit model or checkpoint file (e.g. averaged.pt), a Hugging Face Marian directory, a "
+        "Hugging Face Hub name (owner/name, e.g. Helsinki-NLP/opus-mt-en-de: downloaded once into its cache), or a "
         "directory of `mtkit export --format ctranslate2` (run on CTranslate2).",
     ),
     host: str = typer.Option(
@@ -114,18 +115,16 @@ def serve(
 
     setup_logging(logging.INFO)
     access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
-    from mtkit import hub
-
-    model = [hub.resolve(m, revision) for m in model]  # a Hugging Face Hub name: its cached snapshot
-    check_models(tuple(model))
-    loader = loading.find(model)  # what runs the model: its defaults, its devices and precisions, said now
+    found = loading.find(model, revision)  # once: what runs the model (a Hub name too), its defaults, said now
+    check_models(found)
     precision = build(EngineConfig(), given).precision
-    engine = loader.engine()
+    engine = found.engine()
     decode = engine.adapt(build(DecodeConfig(), given), given)
     engine.check(decode)
-    loader.check_runtime(device, precision)
+    found.check_runtime(device, precision)  # "auto" is decided once, when the service opens the model
     settings = ServeSettings(
-        models=tuple(model),
+        models=tuple(str(m) for m in model),
+        model=found,
         access=access,
         drain_timeout_s=drain_timeout,
         request_timeout_s=request_timeout,

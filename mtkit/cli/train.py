@@ -131,10 +131,9 @@ def train(
     chosen = PRESETS[preset or DEFAULT_PRESET]
     start = None
     if init is not None:  # fine-tuning: the model's architecture, the fine-tuning schedule (mtkit/train/finetune.py)
-        from mtkit import hub
         from mtkit.train import finetune
 
-        start = finetune.load_start(hub.resolve(init, revision), init)
+        start = finetune.load_start(init, revision)
         chosen = dataclasses.replace(
             chosen,
             train=dataclasses.replace(chosen.train, **finetune.schedule_defaults(start.model_cfg, given.get("warmup"))),

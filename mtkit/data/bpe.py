@@ -36,6 +36,7 @@ from mtkit.data.corpora import SPLITS, default_registry
 from mtkit.data.encode import all_lines, encode_file, give_back_freed_memory, sample_pairs
 from mtkit.data.multilingual import balanced_sentences, languages, pairs_of
 from mtkit.data.owned import listed, previous_record, refuse_foreign
+from mtkit.data.tokenizer import Tokenizer
 from mtkit.errors import MtkitError
 from mtkit.files import check_parallel, data_dir_locked, fingerprint, progress_bar
 from mtkit.interrupts import terminate_as_interrupt
@@ -55,8 +56,8 @@ class BpeOptions:
     seed: int = DEFAULT_SEED
     force: bool = False
     progress: bool = False
-    # `--from MODEL`: encode with that model's own tokenizer (its bytes, and the name the user gave), learn nothing
-    tokenizer: bytes | None = None
+    # `--from MODEL`: encode with that model's own tokenizer (and the name the user gave), learn nothing
+    tokenizer: Tokenizer | None = None
     tokenizer_from: str | None = None
 
 
@@ -147,7 +148,7 @@ def _build(data_dir: Path, opts: BpeOptions) -> dict[str, Any]:
             "vocab_size_from": why,
             "learned_from": _train_inputs(inputs, src, tgt),
             "sample_used": learned.sample,
-            "model": {"file": "spm.model", "sha256": learned.sha256, "pieces": len(learned.vocab)},
+            "model": {"file": learned.vocab.filename, "sha256": learned.sha256, "pieces": len(learned.vocab)},
             "splits": encoded,
             "files": sorted(outputs),
             "reused_model": learned.reused,
@@ -203,39 +204,30 @@ def _learn_settings(vocab_size: int, opts: BpeOptions) -> dict[str, Any]:
 def _model_settings(opts: BpeOptions) -> dict[str, Any]:
     """`--from MODEL`: what the arrays depend on is the tokenizer itself."""
     assert opts.tokenizer is not None
-    return {"from": opts.tokenizer_from, "sha256": hashlib.sha256(opts.tokenizer).hexdigest(), "mtkit_bpe_version": 1}
+    sha256 = hashlib.sha256(opts.tokenizer.proto).hexdigest()
+    return {"from": opts.tokenizer_from, "sha256": sha256, "mtkit_bpe_version": 1}
 
 
-def _model_tokenizer(data_dir: Path, tokenizer: bytes, prev: Mapping[str, Any]) -> _Learned:
-    """`--from MODEL`: the model's tokenizer written as DIR/spm.model (an OPUS-MT model's is a bundle of its
-    two SentencePiece models and vocab.json, mtkit/data/marian_vocab.py), nothing learned."""
-    from mtkit.data.marian_vocab import load_tokenizer
-
-    vocab = load_tokenizer(tokenizer)
-    sha256 = hashlib.sha256(tokenizer).hexdigest()
-    model_path = data_dir / "spm.model"
-    reused = model_path.is_file() and model_path.read_bytes() == tokenizer
+def _model_tokenizer(data_dir: Path, tokenizer: Tokenizer, prev: Mapping[str, Any]) -> _Learned:
+    """`--from MODEL`: the model's tokenizer written under the name that says what it holds (`filename`: spm.model
+    for a SentencePiece model, marian-tokenizer.json for an OPUS-MT model's bundle), nothing learned; the other
+    name, which an earlier run may have written, removed."""
+    proto = tokenizer.proto
+    sha256 = hashlib.sha256(proto).hexdigest()
+    model_path = data_dir / tokenizer.filename
+    reused = model_path.is_file() and model_path.read_bytes() == proto
     if not reused:
-        write_atomic(model_path, tokenizer)
-    write_atomic(data_dir / "spm.vocab", "".join(f"{vocab.piece(i)}\t0\n" for i in range(len(vocab))))
-    return _Learned(vocab, sha256, reused and prev.get("model", {}).get("sha256") == sha256, {})
-
-
-class TargetSide:
-    """A tokenizer's target side for `encode_file`: target.spm where an OPUS-MT model has two models."""
-
-    def __init__(self, vocab: Any):
-        self.vocab = vocab
-
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    def encode_batch(self, lines: list[str], threads: int = 1) -> list[list[int]]:
-        return list(self.vocab.encode_target_batch(lines, threads))
+        write_atomic(model_path, proto)
+    for other in TOKENIZER_FILES:
+        if other != tokenizer.filename:
+            (data_dir / other).unlink(missing_ok=True)
+    write_atomic(data_dir / "spm.vocab", tokenizer.pieces_file())
+    return _Learned(tokenizer, sha256, reused and prev.get("model", {}).get("sha256") == sha256, {})
 
 
 # --------------------------------------------------------------------------- the files bpe owns
-MODEL_FILES = ("spm.model", "spm.vocab")
+TOKENIZER_FILES = ("spm.model", "marian-tokenizer.json")  # `Tokenizer.filename` of each kind (data/tokenizer.py)
+MODEL_FILES = (*TOKENIZER_FILES, "spm.vocab")
 
 
 def _outputs(splits: list[str], src: str, tgt: str) -> set[str]:
@@ -340,11 +332,9 @@ def _learn_or_reuse(
     model_bytes = train_bpe(sentences, settings["vocab_size"], settings.get("user_defined_symbols", ()))
     give_back_freed_memory()
     write_atomic(model_path, model_bytes)
+    (data_dir / "marian-tokenizer.json").unlink(missing_ok=True)  # an earlier `--from` model's, now stale
     vocab = Vocab.from_bytes(model_bytes)
-    write_atomic(
-        data_dir / "spm.vocab",
-        "".join(f"{vocab.sp.id_to_piece(i)}\t{vocab.sp.get_score(i):g}\n" for i in range(len(vocab))),
-    )
+    write_atomic(data_dir / "spm.vocab", vocab.pieces_file())
     timings["learn_s"] = time.perf_counter() - t0
     return _Learned(vocab, hashlib.sha256(model_bytes).hexdigest(), False, {"sentences": taken[0], "of": total})
 
@@ -385,9 +375,10 @@ def _encode_splits(
                     entry["tokens"][lang], entry["files"][lang] = old["tokens"][lang], old["files"][lang]
                 else:
                     logger.info("encoding %s", data_dir / "raw" / key)
-                    side = learned.vocab if lang == src else TargetSide(learned.vocab)  # two spm models in OPUS-MT's
+                    vocab = learned.vocab  # an OPUS-MT tokenizer cuts the target side with its target model
+                    encode = vocab.encode_batch if lang == src else vocab.encode_target_batch
                     entry["tokens"][lang] = encode_file(
-                        side, data_dir / "raw" / key, bin_dir / key, threads, timings, bar.update
+                        encode, len(vocab), data_dir / "raw" / key, bin_dir / key, threads, timings, bar.update
                     )
                     entry["files"][lang] = {
                         "bin": f"bin/{key}.bin",

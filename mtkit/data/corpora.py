@@ -7,8 +7,9 @@ languages swapped: it names the same files, so it reuses the same downloads. The
 thing that differs by direction is the newstest2014 SGML pair (`-src.en`/`-ref.de` for
 En->De, `-src.de`/`-ref.en` for De->En), exactly as sacreBLEU reads it.
 
-Facts (URLs, sizes, sha256, members) are those of ../shared/data/WMT14-SOURCES.md and of
-the Multi30k README next to the data. Tests and private mirrors point the registry at
+Facts (URLs, sizes, sha256, members) are those published with WMT14 (statmt.org, TensorFlow
+Datasets' checksums, sacreBLEU) and those of mtkit/data/multi30k/README.md, where the Multi30k files
+ship with mtkit (`shipped_copy`). Tests and private mirrors point the registry at
 another server with `Registry.override(base_url=...)`: every file is then fetched from
 `base_url/<file name>`, the same flat layout a `--mirror` directory has.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mtkit.data.corpus_model import Corpus, Member, Part, Source
 from mtkit.errors import MtkitError
@@ -145,7 +147,7 @@ def _newstest2014(src: str, tgt: str) -> tuple[Part, ...]:
 # English with another language is a corpus, and a multilingual model takes several (docs/multilingual.md).
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 MULTI30K_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data/task1/raw"
-_MULTI30K_FILES = {  # file -> (sha256 of the .gz, bytes), from the READMEs of ../shared/data/multi30k-{en-de,fr-cs}
+_MULTI30K_FILES = {  # file -> (sha256 of the .gz, bytes), as listed in mtkit/data/multi30k/README.md
     "train.en.gz": ("d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f", 568_929),
     "train.de.gz": ("726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6", 637_044),
     "train.fr.gz": ("622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c", 604_242),
@@ -164,6 +166,17 @@ MULTI30K_SOURCES = tuple(
     for name, (sha, size) in _MULTI30K_FILES.items()
 )
 MULTI30K_LANGS = ("de", "fr", "cs")  # the languages paired with English, in the order they were published
+# The twelve files ship inside the package (2.5 MB; their source and terms in its README.md), so that
+# `mtkit prepare multi30k-en-de` needs neither a network nor a directory beside the clone or the wheel.
+SHIPPED_MULTI30K = Path(__file__).resolve().with_name("multi30k")
+
+
+def shipped_copy(corpus: Corpus) -> Path | None:
+    """The directory that ships every file of `corpus`, or None: only Multi30k's own sources, unchanged (a
+    registry pointed at another server or with other checksums, as the tests make, is fetched as it says)."""
+    if not corpus.sources or any(s not in MULTI30K_SOURCES for s in corpus.sources):
+        return None
+    return SHIPPED_MULTI30K if all((SHIPPED_MULTI30K / s.filename).is_file() for s in corpus.sources) else None
 
 
 def _multi30k(tgt: str) -> Corpus:

@@ -94,7 +94,11 @@ class DataDir:
 
     @property
     def spm_path(self) -> Path:
-        return self.path / "spm.model"
+        """The tokenizer's file, as bpe.json names it: spm.model (a SentencePiece model), or marian-tokenizer.json
+        (an OPUS-MT model's, `mtkit bpe --from`; directories made before that name have it as spm.model)."""
+        model = self.info.get("model")
+        name = model.get("file") if isinstance(model, dict) else None
+        return self.path / (name if name in ("spm.model", "marian-tokenizer.json") else "spm.model")
 
     def vocab_bytes(self) -> bytes:
         if not self.spm_path.is_file():

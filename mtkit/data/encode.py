@@ -87,7 +87,8 @@ def give_back_freed_memory() -> None:
 
 
 def encode_file(
-    vocab,
+    encode: Callable[..., list[list[int]]],
+    size: int,
     path: Path,
     prefix: Path,
     threads: int,
@@ -97,10 +98,12 @@ def encode_file(
     """Encode a raw text file line by line into PREFIX.bin/.idx; returns the token count.
 
     `timings` accumulates seconds spent reading+decoding, in SentencePiece, and writing arrays.
+    `encode(lines, threads=N)`: a tokenizer's `encode_batch` (a source side) or `encode_target_batch` (a target
+    side: an OPUS-MT tokenizer cuts it with its target model); `size`: its number of ids.
     """
     t = timings if timings is not None else {}
     clock = time.perf_counter
-    with BinaryWriter(prefix, len(vocab)) as writer:
+    with BinaryWriter(prefix, size) as writer:
         lines_iter = _lines(path, ENCODE_BATCH)
         while True:
             t0 = clock()
@@ -108,7 +111,7 @@ def encode_file(
             t1 = clock()
             if lines is None:
                 break
-            ids = vocab.encode_batch(lines, threads=threads)
+            ids = encode(lines, threads=threads)
             t2 = clock()
             writer.add_many(ids)
             t3 = clock()

@@ -27,7 +27,7 @@ from typing import Any
 from mtkit import __version__
 from mtkit.atomic import write_atomic
 from mtkit.data.clean import CleanConfig
-from mtkit.data.corpora import SPLITS, Registry, custom_corpus, default_registry, unpinned
+from mtkit.data.corpora import SPLITS, Registry, custom_corpus, default_registry, shipped_copy, unpinned
 from mtkit.data.corpus_model import Corpus, Part
 from mtkit.data.fetch import CHECKED_RECORD, RECORDED, Fetched, Fetcher
 from mtkit.data.owned import inside, listed, previous_record, refuse_foreign
@@ -160,19 +160,18 @@ def _lang_of(path: str) -> str:
 
 
 def _fetch(corpus: Corpus, opts: PrepareOptions) -> dict[str, Fetched]:
-    """Each named corpus's file from the cache, the mirror or its URL, checked; {} for local files."""
+    """Each named corpus's file from the cache, the mirror or its URL, checked; {} for local files. Without
+    --mirror or --base-url, a corpus whose files ship with mtkit (Multi30k) reads them as its mirror."""
     if is_local(corpus):
         for source in corpus.sources:
             if not Path(source.filename).is_file():
                 raise MtkitError(f"{source.filename} does not exist.")
         return {}
+    mirror = opts.mirror
+    if not mirror and not opts.base_url and (mirror := shipped_copy(corpus)) is not None:
+        logger.info("reading the copy of %s that ships with mtkit (%s); no download", corpus.name, mirror)
     fetcher = Fetcher(
-        opts.cache,
-        opts.mirror,
-        progress=opts.progress,
-        retries=opts.retries,
-        backoff=opts.backoff,
-        timeout=opts.timeout,
+        opts.cache, mirror, progress=opts.progress, retries=opts.retries, backoff=opts.backoff, timeout=opts.timeout
     )
     missing = fetcher.missing_in_mirror(corpus.sources)
     if missing:

@@ -63,7 +63,10 @@ TRAIN_SETTINGS = {
 
 
 class Vocab:
-    """A loaded SentencePiece model; its serialized bytes travel inside checkpoints."""
+    """A loaded SentencePiece model; its serialized bytes travel inside checkpoints (a `Tokenizer`,
+    mtkit/data/tokenizer.py)."""
+
+    filename = "spm.model"
 
     def __init__(self, processor: spm.SentencePieceProcessor, proto: bytes):
         self.sp = processor
@@ -119,6 +122,12 @@ class Vocab:
 
     def piece(self, i: int) -> str:
         return str(self.sp.id_to_piece(i))
+
+    def files(self) -> dict[str, bytes]:
+        return {self.filename: self.proto}
+
+    def pieces_file(self) -> str:
+        return "".join(f"{self.sp.id_to_piece(i)}\t{self.sp.get_score(i):g}\n" for i in range(len(self)))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids, with pad/bos/eos dropped (unk is kept: it is real output)."""

@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtkit.config import EOS, DecodeConfig, SamplingConfig
-from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.decode.engine import Hypotheses
 from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translator
 from mtkit.device import default_threads
 from mtkit.errors import MtkitError
 from mtkit.files import read_json
+from mtkit.marian.vocab import load_tokenizer
 from mtkit.precision import DTYPES, check_precision
 
 # torch is imported only where asked for (/info's parameter count): CTranslate2 searches without it.
@@ -50,7 +50,10 @@ logger = logging.getLogger(__name__)
 
 MISSING_EXTRA = "running a CTranslate2 model needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
 RECORD = "mtkit-export.json"  # mtkit/export/target.py's record
-SPM_NAME = "spm.model"  # mtkit/export/ctranslate2.py copies the SentencePiece model under this name
+# The tokenizer files mtkit/export/ctranslate2.py writes (`Tokenizer.filename`): an OPUS-MT model's bundle, or the
+# SentencePiece model (the bundle was also called spm.model before it had a name of its own).
+TOKENIZER_NAMES = ("marian-tokenizer.json", "spm.model")
+SPM_NAME = "spm.model"
 COMPUTE_TYPES = {**DTYPES, "int8": "int8", "auto": "default"}  # mtkit's precisions by CTranslate2's (= torch's) names
 DEFAULT_MAX_POSITIONS = 1024  # ModelConfig's default, for a directory whose record does not say
 
@@ -135,7 +138,7 @@ class CT2Engine:
         target = target_pieces(path)
         if target[: len(self.pieces)] != self.pieces:
             raise MtkitError(
-                f"{path}/{SPM_NAME} does not match the model's vocabulary (its pieces differ in order or content); "
+                f"{path}'s tokenizer does not match the model's vocabulary (its pieces differ in order or content); "
                 "export the model again with mtkit export."
             )
         self.ids = {piece: i for i, piece in enumerate(target)}
@@ -289,13 +292,24 @@ def open_directory(path: Path, device: str, precision: str, workers: int, thread
     `threads`: CTranslate2's intra_threads; 0 takes PyTorch's count (`mtkit.device.default_threads`), as mtkit's
     own engine would run. torch itself is not imported: CTranslate2 searches, and torch would cost ~200 MiB."""
     import_ctranslate2()
-    if not (path / SPM_NAME).is_file():
+    name = next((n for n in TOKENIZER_NAMES if (path / n).is_file()), None)
+    if name is None:
         raise MtkitError(
             f"{path} has no {SPM_NAME}, the SentencePiece model that turns text into its tokens; "
             "export it with mtkit export --format ctranslate2, which writes one."
         )
-    vocab = load_tokenizer((path / SPM_NAME).read_bytes())  # an OPUS-MT model's tokenizer bundle too
+    vocab = load_tokenizer((path / name).read_bytes())
     pieces = [vocab.piece(i) for i in range(len(vocab))]
     engine = CT2Engine(path, pieces, device, precision, workers, threads or default_threads())
     logger.info("CTranslate2 model %s on %s (%s)", path, engine.device, engine.compute_type)
+    # CTranslate2 converts the weights to the compute type at load: a quantized export run in another type (as
+    # translate's default --precision fp32 does) is not what was exported, and that is worth a line on stderr.
+    exported = engine.record.get("quantization") or "float32"
+    if engine.compute_type not in ("default", exported):
+        logger.warning(
+            "%s was exported in %s and runs in %s here; --precision auto runs it as exported",
+            path,
+            exported,
+            engine.compute_type,
+        )
     return Translator(engine, vocab, workers)

@@ -11,7 +11,7 @@ import logging
 
 from mtkit.config import DecodeConfig
 from mtkit.data.language_codes import model_token
-from mtkit.decode.engine import Tokenizer
+from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.lengths import max_output_length
 from mtkit.errors import MtkitError
 

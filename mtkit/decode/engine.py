@@ -9,34 +9,12 @@ torch, so a CTranslate2 model is served without it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import Any, Literal, Protocol
 
 from mtkit.config import DecodeConfig, SamplingConfig
 
 Hypotheses = list[list[tuple[list[int], float]]]  # per sentence, its (ids without BOS/EOS, score), best first
-
-
-class Tokenizer(Protocol):
-    """Text to ids and back: the methods of `mtkit.data.vocab.Vocab` that decoding calls. Another tokenizer
-    (a Marian model's two SentencePiece models and its vocabulary) slots in by having the same."""
-
-    def __len__(self) -> int: ...
-
-    def encode_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]: ...
-
-    def encode_target_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
-        """Target-side text (a reference to score, a forced prefix): OPUS-MT models cut it with their own model."""
-        ...
-
-    def piece(self, i: int) -> str: ...
-
-    # A multilingual model's target-language tokens (`>>xx<<` piece -> id) and the one a line starts with.
-    language_tokens: dict[str, int]
-
-    def language_token(self, line: str) -> tuple[str, int] | None: ...
-
-    def decode(self, ids: Sequence[int]) -> str: ...
 
 
 class Engine(Protocol):

@@ -1,16 +1,15 @@
-"""What the paths of `-m` name, opened as a Translator on the engine they call for: one registered loader a source.
+"""What `-m` names, opened as a Translator on the engine it calls for: found once, checked once, decided once.
 
-This is the only code that looks at a path to decide what it is. Each `Loader` says whether it claims a
-path, which engine runs what it opens (whose `check` and `adapt` the CLI asks before anything is read), what
---device and --precision that engine runs, and how to open the files. Registered, in the order asked:
+`find(names, revision)` asks mtkit/sources/ what each name is (a model or checkpoint file, a run directory, a
+Hugging Face Marian or OPUS-MT directory, a CTranslate2 export, a Hub name) and returns a `Model`: the sources
+and the `Runner` of the engine that runs them. The CLI and the server ask the Model, never the path: its
+engine's `check` and `adapt` (decoding settings), `check_runtime` (a --device or --precision the engine cannot
+run, said before anything is read and without measuring anything), and `open`, which reads the weights,
+decides the runtime once (precision "auto" resolved and logged once: mtkit.runtime) and hands it to the engine.
 
-- ctranslate2: a directory of `mtkit export --format ctranslate2` (model.bin beside config.json), on
-  CTranslate2 (mtkit/decode/ct2.py); torch is not imported.
-- marian: a Hugging Face Marian directory (config.json naming a model_type), read by mtkit.checkpoint, on
-  mtkit's engine (mtkit/decode/torch_engine.py).
-- mtkit: mtkit files, checkpoints or averaged models (several make an ensemble), on mtkit's engine.
-
-A new source (a hub name, a model with its own tokenizer) is one more `register(Loader(...))`.
+Two runners, peers: "mtkit" (mtkit's search over PyTorch models, mtkit/decode/torch_engine.py: mtkit files,
+run directories, Marian directories; several make an ensemble) and "ctranslate2" (mtkit/decode/ct2.py; torch
+is not imported).
 """
 
 from __future__ import annotations
@@ -18,11 +17,12 @@ from __future__ import annotations
 import logging
 import os
 import typing
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mtkit import sources
 from mtkit.config import DecodeConfig, SamplingConfig
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-Opener = Callable[[list[Path], str, str, int, int], Translator]  # (paths, device, precision, workers, threads)
 
 
 class EngineKind(Protocol):
@@ -46,153 +45,171 @@ class EngineKind(Protocol):
     def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig: ...
 
 
-@dataclass(frozen=True)
-class Loader:
-    """One source of models: how to recognise it, what runs it, and how to open it.
-
-    `engine()`: the class of the engine that runs what it opens (imported when asked: CTranslate2's without
-    torch), whose `check` and `adapt` the CLI asks before anything is read; `check_runtime(device,
-    precision)` refuses what that engine cannot run, also before; `open(paths, device, precision, workers,
-    threads)` reads the files. Loaders that share an `open` can make one ensemble.
-    """
+class Runner(Protocol):
+    """One engine, as a class of three static methods: its class (imported when asked: CTranslate2's without
+    torch), the --device/--precision check made before anything is read, and how it opens the sources it runs."""
 
     name: str
-    claims: Callable[[Path], bool]
-    engine: Callable[[], EngineKind]
-    check_runtime: Callable[[str, str], None]
-    open: Opener
+
+    @staticmethod
+    def engine() -> EngineKind: ...
+
+    @staticmethod
+    def check_runtime(device: str, precision: str) -> None: ...
+
+    @staticmethod
+    def open(
+        found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int
+    ) -> Translator: ...
 
 
-LOADERS: list[Loader] = []
+@dataclass(frozen=True)
+class Model:
+    """What `-m` names, found once: the sources (several: an ensemble) and the runner of their engine."""
+
+    sources: tuple[sources.Source, ...]
+    runner: type[Runner]
+
+    @property
+    def name(self) -> str:
+        return "+".join(s.path.name for s in self.sources)
+
+    def engine(self) -> EngineKind:
+        return self.runner.engine()
+
+    def check_runtime(self, device: str, precision: str) -> None:
+        self.runner.check_runtime(device, precision)
+
+    def open(self, device: str = "auto", precision: str = "fp32", workers: int = 1, threads: int = 0) -> Translator:
+        """The Translator: the weights read, the runtime decided (once) and applied. `threads`: CPU threads (0:
+        PyTorch's count): torch.set_num_threads for mtkit's engine, CTranslate2's intra_threads for it.
+        `workers`: batches searched at once (see `Translator`)."""
+        if threads < 0:
+            raise MtkitError("threads must be 0 (PyTorch's count) or more.")
+        return self.runner.open(self.sources, device, precision, workers, threads)
 
 
-def register(loader: Loader, first: bool = False) -> Loader:
-    """Add a source of models: asked after those registered before it (before them all with `first`)."""
-    LOADERS.insert(0, loader) if first else LOADERS.append(loader)
-    return loader
+def as_names(path: Paths) -> list[str | os.PathLike[str]]:
+    return [path] if isinstance(path, (str, os.PathLike)) else list(path)
 
 
-def as_paths(path: Paths) -> list[Path]:
-    return [Path(path)] if isinstance(path, (str, os.PathLike)) else [Path(p) for p in path]
-
-
-def find(path: Paths) -> Loader:
-    """The loader of the files `path` names (all of them, for an ensemble), or one sentence saying why none."""
-    paths = as_paths(path)
-    if not paths:
+def find(path: Paths, revision: str | None = None) -> Model:
+    """The Model `path` names (all of them, for an ensemble), or one sentence saying why it is none."""
+    names = as_names(path)
+    if not names:
         raise MtkitError("no model given; name one with -m.")
-    found: list[Loader] = []
-    for p in paths:
-        loader = next((loader for loader in LOADERS if loader.claims(p)), None)
-        if loader is None:
-            if p.is_dir():
-                raise MtkitError(
-                    f"{p} is a directory but neither a CTranslate2 model (model.bin) nor a Hugging Face "
-                    "Marian model (config.json with a model_type); give a model file or an exported directory."
-                )
-            raise MtkitError(f"model file {p} does not exist.")
-        found.append(loader)
-    if len({loader.open for loader in found}) > 1:
-        names = " and ".join(sorted({loader.name for loader in found}))
-        raise MtkitError(f"{names} models are not an ensemble (one engine runs all its models); give one kind.")
-    return found[0]
+    found = tuple(sources.find(name, revision) for name in names)
+    engines = {s.engine for s in found}
+    if len(engines) > 1:
+        kinds = " and ".join(sorted({s.kind for s in found}))
+        raise MtkitError(f"{kinds} models are not an ensemble (one engine runs all its models); give one kind.")
+    if len(found) > 1 and found[0].engine == "ctranslate2":
+        raise MtkitError("CTranslate2 runs one model, not an ensemble; give one -m with a CTranslate2 directory.")
+    return Model(found, RUNNERS[found[0].engine])
 
 
 def open_model(
-    path: Paths, device: str = "auto", precision: str = "fp32", workers: int = 1, threads: int = 0
+    path: Paths,
+    device: str = "auto",
+    precision: str = "fp32",
+    workers: int = 1,
+    threads: int = 0,
+    revision: str | None = None,
 ) -> Translator:
-    """A Translator for `path` (several paths: an ensemble of mtkit files), on the engine the files call for.
-
-    `threads`: CPU threads (0: PyTorch's count): torch.set_num_threads for mtkit's engine, CTranslate2's
-    intra_threads for it. `workers`: batches searched at once (see `Translator`)."""
-    if threads < 0:
-        raise MtkitError("threads must be 0 (PyTorch's count) or more.")
-    return find(path).open(as_paths(path), device, precision, workers, threads)
+    """A Translator for `path` (a file, a run directory, a Marian or CTranslate2 directory, a Hugging Face Hub
+    name at `revision`; several paths: an ensemble of mtkit models), on the engine the files call for."""
+    return find(path, revision).open(device, precision, workers, threads)
 
 
 load_translator = open_model  # `mtkit.load_translator`: the Python API's name since 0.2 (docs/reference/api.md)
 
 
-# ----------------------------------------------------------------------------- the registered sources
+# ----------------------------------------------------------------------------- the two runners
 
 
-def is_ct2_dir(path: Path) -> bool:
-    """A CTranslate2 model directory: model.bin beside config.json (a Hugging Face directory has no model.bin)."""
-    return path.is_dir() and (path / "model.bin").is_file() and (path / "config.json").is_file()
+class CT2Runner:
+    """CTranslate2 (mtkit/decode/ct2.py), for a CTranslate2 export: torch is never imported."""
+
+    name = "ctranslate2"
+
+    @staticmethod
+    def engine() -> EngineKind:
+        from mtkit.decode.ct2 import CT2Engine
+
+        return CT2Engine
+
+    @staticmethod
+    def check_runtime(device: str, precision: str) -> None:
+        from mtkit.decode.ct2 import check_runtime
+
+        check_runtime(device, precision)
+
+    @staticmethod
+    def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
+        from mtkit.decode import ct2
+
+        return ct2.open_directory(found[0].path, device, precision, workers, threads)
 
 
-def is_marian_dir(path: Path) -> bool:
-    if not path.is_dir():
-        return False
-    from mtkit.marian import is_hf_dir  # torch comes with it; a CTranslate2 directory never gets here
+class TorchRunner:
+    """mtkit's search over PyTorch models (mtkit/decode/torch_engine.py): mtkit files, run directories, Marian
+    directories; several make an ensemble."""
 
-    return is_hf_dir(path)
+    name = "mtkit"
 
+    @staticmethod
+    def engine() -> EngineKind:
+        from mtkit.decode.torch_engine import TorchEngine
 
-def open_ct2(paths: list[Path], device: str, precision: str, workers: int, threads: int) -> Translator:
-    from mtkit.decode import ct2
+        return TorchEngine
 
-    if len(paths) != 1:
-        raise MtkitError("CTranslate2 runs one model, not an ensemble; give one -m with a CTranslate2 directory.")
-    return ct2.open_directory(paths[0], device, precision, workers, threads)
+    @staticmethod
+    def check_runtime(device: str, precision: str) -> None:
+        """The device exists and the precision runs there; "auto" is decided when the model is opened, not here."""
+        from mtkit.device import pick_device
+        from mtkit.runtime import check_decoding_precision
 
+        check_decoding_precision(precision, pick_device(device))
 
-def ct2_engine() -> EngineKind:
-    from mtkit.decode.ct2 import CT2Engine
-
-    return CT2Engine
-
-
-def ct2_check_runtime(device: str, precision: str) -> None:
-    from mtkit.decode.ct2 import check_runtime
-
-    check_runtime(device, precision)
-
-
-def torch_engine() -> EngineKind:
-    from mtkit.decode.torch_engine import TorchEngine
-
-    return TorchEngine
+    @staticmethod
+    def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
+        """The models read, mtkit.runtime's decisions made here, once, and applied to them: `precision` (auto and
+        int8 included), the fp32 CPU products' backend and packed weights."""
+        return open_torch(found, device, precision, workers, threads)
 
 
-def torch_check_runtime(device: str, precision: str) -> None:
-    from mtkit.device import pick_device
-    from mtkit.runtime import resolve_dtype
-
-    resolve_dtype(precision, pick_device(device))
-
-
-def open_torch(paths: list[Path], device: str, precision: str, workers: int, threads: int) -> Translator:
-    """mtkit files (or Hugging Face Marian directories, which mtkit.checkpoint reads as one), on mtkit's engine.
-
-    The models loaded are the translator's own, so mtkit.runtime's decisions are applied to them here:
-    `precision` (auto and int8 included), the fp32 CPU products' backend and packed weights."""
+def open_torch(
+    found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int
+) -> Translator:
+    """mtkit models (files, run directories, Marian directories read as one) as one Translator on mtkit's engine."""
     import torch
 
     from mtkit import checkpoint, runtime
-    from mtkit.data.marian_vocab import load_tokenizer
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
+    from mtkit.marian.vocab import load_tokenizer
 
     if threads:
         torch.set_num_threads(threads)
     models: list[Transformer] = []
     vocabs: list[bytes] = []
     about: dict[str, Any] = {}
-    for p in paths:
-        ckpt = checkpoint.load(p)
+    for source in found:
+        ckpt = source.checkpoint()
         if not ckpt.get("vocab"):
-            raise MtkitError(f"{p} holds no SentencePiece vocabulary, so its output cannot be turned into text.")
-        checkpoint.check_finite(ckpt, p)
+            raise MtkitError(
+                f"{source.path} holds no SentencePiece vocabulary, so its output cannot be turned into text."
+            )
+        checkpoint.check_finite(ckpt, source.path)
         models.append(typing.cast("Transformer", checkpoint.build_from(ckpt)))
         vocabs.append(ckpt["vocab"])
-        about = about or {"path": str(p), "kind": ckpt.get("kind"), "step": ckpt.get("step")}
+        about = about or {"path": str(source.path), "kind": ckpt.get("kind"), "step": ckpt.get("step")}
         del ckpt  # optimizer state can be twice the model's size
-    for p, v in zip(paths[1:], vocabs[1:]):
+    for source, v in zip(found[1:], vocabs[1:]):
         if v != vocabs[0]:
             raise MtkitError(
-                f"{paths[0]} and {p} have different vocabularies (their embedded spm.model "
-                "differ); an ensemble needs models trained with one vocabulary."
+                f"{found[0].path} and {source.path} have different vocabularies; an ensemble needs models trained "
+                "with one vocabulary."
             )
     target = pick_device(device)
     decided = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
@@ -200,6 +217,8 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
     return Translator(TorchEngine(models, target, about), load_tokenizer(vocabs[0]), workers)
 
 
-register(Loader("ctranslate2", is_ct2_dir, ct2_engine, ct2_check_runtime, open_ct2))
-register(Loader("marian", is_marian_dir, torch_engine, torch_check_runtime, open_torch))
-register(Loader("mtkit", Path.is_file, torch_engine, torch_check_runtime, open_torch))
+RUNNERS: dict[str, type[Runner]] = {"mtkit": TorchRunner, "ctranslate2": CT2Runner}
+
+
+def as_paths(path: Paths) -> list[Path]:
+    return [Path(p) for p in as_names(path)]

@@ -21,9 +21,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, SamplingConfig
+from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.batches import balanced_batches, chunks, in_order
 from mtkit.decode.encode import prefix_ids, source_ids, target_ids
-from mtkit.decode.engine import Engine, Tokenizer
+from mtkit.decode.engine import Engine
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
 from mtkit.errors import MtkitError

@@ -16,19 +16,26 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from mtkit import __version__, checkpoint
+from mtkit import __version__, sources
 from mtkit.config import ExportConfig
 from mtkit.errors import MtkitError
-from mtkit.export import ctranslate2, huggingface
+from mtkit.export import ctranslate2
 from mtkit.export.target import RECORD, check_target, write_export
+from mtkit.marian import export as huggingface
 
 logger = logging.getLogger(__name__)
 
 FORMATS: dict[str, ModuleType] = {"ctranslate2": ctranslate2, "huggingface": huggingface}
 
 
-def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: ExportConfig = ExportConfig()) -> Path:
-    """Write `model_path` (an mtkit model or checkpoint) to `out_dir` in `config.format`; returns the directory.
+def export(
+    model_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    config: ExportConfig = ExportConfig(),
+    revision: str | None = None,
+) -> Path:
+    """Write `model_path` (what mtkit/sources/ names: an mtkit model or checkpoint, a run directory, a Marian
+    directory, a Hub name at `revision`) to `out_dir` in `config.format`; returns the directory.
 
     Everything that can be refused (the options, the target directory, the missing extra, the model
     file) is refused before the model is converted.
@@ -38,8 +45,8 @@ def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: Ex
     fmt.check(config)
     check_target(out, fmt.FILES)
     fmt.import_extra()
-    ckpt = checkpoint.load(model_path, mmap=True)  # a checkpoint's optimizer state is never read
-    checkpoint.require_model(ckpt, model_path)
+    source = sources.find(model_path, revision)
+    ckpt = source.checkpoint()  # memory-mapped: a checkpoint's optimizer state is never read
     if not ckpt.get("vocab"):
         raise MtkitError(f"{model_path} holds no SentencePiece vocabulary; an exported model needs one.")
     record = {
@@ -49,9 +56,9 @@ def export(model_path: str | os.PathLike, out_dir: str | os.PathLike, config: Ex
         "step": int(ckpt.get("step", 0)),
         "model_config": ckpt.get("model_config"),  # max_positions for `mtkit translate -m DIR` (mtkit/decode/ct2.py)
         "mtkit": __version__,
-        "provenance": ckpt.get("provenance"),  # read back by `mtkit info DIR` (mtkit/marian.py)
+        "provenance": ckpt.get("provenance"),  # read back by `mtkit info DIR` (mtkit/sources/)
     }
-    write_export(out, lambda tmp: fmt.write(ckpt, Path(model_path), tmp, config), record)
+    write_export(out, lambda tmp: fmt.write(ckpt, source.path, tmp, config), record)
     logger.info("wrote %s (%s, %s)", out, config.format, config.quantization)
     return out
 

@@ -13,7 +13,9 @@ quantization itself. What has to be right for CTranslate2 to compute what mtkit 
   output projection, LayerNorm epsilon 1e-5 (PyTorch's; CTranslate2's default differs).
 - Tokens: the vocabulary is the SentencePiece model's pieces in id order, so a CTranslate2
   token index is mtkit's id; the source gets EOS appended and the decoder starts from BOS.
-  The SentencePiece model is copied beside the weights as `spm.model` to tokenize with.
+  The tokenizer is copied beside the weights to tokenize with (`Tokenizer.files`): mtkit's SentencePiece model
+  as `spm.model`; an OPUS-MT model's as `source.spm` and `target.spm`, as CTranslate2's own converter leaves
+  them, with `marian-tokenizer.json` (its bundle, which `mtkit translate -m DIR` reads).
 
 The directory itself is written by mtkit/export/target.py.
 """
@@ -29,14 +31,13 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import BOS, EOS, UNK, ExportConfig
-from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
+from mtkit.marian.vocab import load_tokenizer
 from mtkit.model.transformer import MultiHeadAttention, Transformer
 
 logger = logging.getLogger(__name__)
 
-SPM_NAME = "spm.model"
 # Every name this format may write (checked against a user's files in the target before any work).
 FILES = (
     "model.bin",
@@ -44,7 +45,10 @@ FILES = (
     "shared_vocabulary.json",
     "source_vocabulary.json",
     "target_vocabulary.json",
-    SPM_NAME,
+    "spm.model",
+    "marian-tokenizer.json",
+    "source.spm",
+    "target.spm",
 )
 MISSING_EXTRA = "exporting to CTranslate2 needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
 
@@ -74,7 +78,8 @@ def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -
     except ValueError as exc:  # CTranslate2 lists every unset or unsupported weight in one message
         raise MtkitError(f"CTranslate2 refused the model: {' '.join(str(exc).split())}") from None
     spec.save(str(tmp))
-    (tmp / SPM_NAME).write_bytes(vocab.proto)
+    for name, data in vocab.files().items():
+        (tmp / name).write_bytes(data)
     logger.info("converted to CTranslate2 (%s)", config.quantization)
 
 

@@ -18,7 +18,7 @@ from mtkit.runtime.caches import DECODING_KERNEL_CACHES, TRAINING_KERNEL_CACHES,
 from mtkit.runtime.decide import decide_decoding, decide_training
 from mtkit.runtime.decision import Runtime, apply
 from mtkit.runtime.int8 import quantize_int8
-from mtkit.runtime.precision import cpu_has_native_bf16, resolve_dtype, resolve_precision
+from mtkit.runtime.precision import check_decoding_precision, cpu_has_native_bf16, resolve_dtype, resolve_precision
 
 __all__ = [
     "DECODING_KERNEL_CACHES",
@@ -30,6 +30,7 @@ __all__ = [
     "decide_decoding",
     "decide_training",
     "quantize_int8",
+    "check_decoding_precision",
     "resolve_dtype",
     "resolve_precision",
 ]

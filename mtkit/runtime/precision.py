@@ -175,6 +175,14 @@ def resolve_decoding_precision(precision: str, device: torch.device) -> tuple[st
     return name, reason
 
 
+def check_decoding_precision(precision: str, device: torch.device) -> None:
+    """What `resolve_decoding_precision` refuses, said before a model is read: "auto" is neither measured nor
+    resolved here (the model's opening decides it, once: mtkit/decode/loading.py)."""
+    check_precision(precision)
+    if precision != "auto":
+        resolve_decoding_precision(precision, device)  # an asked-for precision is checked, never measured
+
+
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
     """The dtype a translation model runs in (`resolve_decoding_precision`); int8 runs fp32 around its int8 layers."""
     return torch_dtype(resolve_decoding_precision(precision, device)[0])

@@ -41,7 +41,8 @@ FAILING_FOR_S = 60.0
 class ServeSettings:
     """What `mtkit serve` was asked for, beside the host and port."""
 
-    models: tuple[str, ...]
+    models: tuple[str, ...]  # what -m named
+    model: loading.Model | None = None  # what it was found to be, by the CLI before the server starts (else here)
     decode: DecodeConfig = DecodeConfig()
     limits: Limits = Limits()
     max_tokens: int = 4096
@@ -61,17 +62,17 @@ class ServeSettings:
         return "+".join(Path(m).name for m in self.models)
 
 
-def check_models(models: tuple[str, ...]) -> None:
-    """Said before the server starts: the -m given name what `translate -m` reads, and (for now) one model."""
-    loading.find(models)
-    if len(models) != 1:
-        raise MtkitError(f"mtkit serve takes one model for now; got {len(models)} (-m given more than once).")
+def check_models(model: loading.Model) -> None:
+    """Said before the server starts: (for now) one model, not an ensemble."""
+    if len(model.sources) != 1:
+        raise MtkitError(f"mtkit serve takes one model for now; got {len(model.sources)} (-m given more than once).")
 
 
-def load_translator(models: tuple[str, ...], device: str, precision: str, threads: int = 0) -> Translator:
-    """One Translator for the `-m` files given; an ensemble of several is not served yet."""
-    check_models(models)
-    return loading.open_model(models[0], device=device, precision=precision, threads=threads)
+def load_translator(settings: ServeSettings) -> Translator:
+    """The Translator of the model the settings name (found once: by the CLI, or here), on their runtime."""
+    model = settings.model or loading.find(settings.models)
+    check_models(model)
+    return model.open(settings.device, settings.precision, threads=settings.threads)
 
 
 class Service:
@@ -109,7 +110,7 @@ class Service:
 
     def _load(self) -> None:
         s = self.settings
-        translator = self.translator = load_translator(s.models, s.device, s.precision, s.threads)
+        translator = self.translator = load_translator(s)
         self.vocab = translator.vocab
         with_target_lang(self.vocab, [], s.decode.target_lang)  # --target-lang the model has no token for: refused
         self.info = {

@@ -1,7 +1,7 @@
 """`mtkit train DATA --init MODEL`: a run that starts from a trained model's weights (fine-tuning).
 
-MODEL is an mtkit model or checkpoint, a Hugging Face Marian directory (an OPUS-MT model too) or a Hub name
-(resolved by the CLI, mtkit/hub.py). The architecture is MODEL's: a `--preset` or `--set` that disagrees
+MODEL is anything mtkit/sources/ names: an mtkit model or checkpoint, a run directory, a Hugging Face Marian
+directory (an OPUS-MT model too) or a Hub name. The architecture is MODEL's: a `--preset` or `--set` that disagrees
 is refused in one sentence, as is data encoded with another vocabulary (`mtkit bpe DATA --from MODEL`
 encodes it with MODEL's own). Only the weights are taken: the optimizer starts fresh, and where the user
 gives none, the schedule is the fine-tuning one below. Everything else is an ordinary run; run.json
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from mtkit import checkpoint
+from mtkit import checkpoint, sources
 from mtkit.config import ModelConfig, config_diff
 from mtkit.errors import MtkitError
 
@@ -56,23 +56,18 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def load_start(path: str, name: str) -> Start:
-    """MODEL's weights and config (`name`: what the user typed, a Hub name or a path)."""
-    ckpt = checkpoint.load(path)
-    checkpoint.require_model(ckpt, path)
+def load_start(name: str, revision: str | None = None) -> Start:
+    """MODEL's weights and config (`name`: what the user typed, a path or a Hub name at `revision`)."""
+    source = sources.find(name, revision)
+    ckpt = source.checkpoint()
     if not ckpt.get("vocab"):
         raise MtkitError(f"{name} holds no vocabulary, so data cannot be encoded as it was trained.")
     cfg = checkpoint.config_of(ckpt)
-    record = {"model": name, "path": str(Path(path).resolve()), "sha256": sha256_of(Path(path))}
+    path = source.path
+    if isinstance(source, sources.RunDirectory):  # the checkpoint it starts from, not the whole run
+        path = source.newest()
+    record = {"model": name, "path": str(path.resolve()), "sha256": sha256_of(path)}
     return Start(cfg, ckpt["model"], ckpt["vocab"], record)
-
-
-def tokenizer_of(path: str) -> bytes:
-    """`mtkit bpe --from MODEL`: the tokenizer MODEL was trained with."""
-    ckpt = checkpoint.load(path, mmap=True)
-    if not ckpt.get("vocab"):
-        raise MtkitError(f"{path} holds no vocabulary to encode data with.")
-    return bytes(ckpt["vocab"])
 
 
 def architecture(start: Start, preset: ModelConfig | None, overrides: dict[str, Any], name: str) -> ModelConfig:

@@ -13,9 +13,9 @@ from mtkit.config import ModelConfig, TrainConfig
 from mtkit.data.batching import BatchPlan, bucket_lengths, epoch_batches, epoch_order, plan_batches, shard_all
 from mtkit.data.buckets import bucketed
 from mtkit.data.dataset import DataDir, ParallelSplit, open_data
-from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
+from mtkit.marian.vocab import load_tokenizer
 from mtkit.train import distributed as dist
 
 CHECKED_SPLITS = ("train", "valid")  # the splits whose batches and scores a resumed run depends on

@@ -29,6 +29,7 @@ from mtkit import checkpoint
 from mtkit.config import ModelConfig, TrainConfig, config_diff, config_from_dict
 from mtkit.data.dataset import DataDir
 from mtkit.errors import MtkitError
+from mtkit.facts import CHECKPOINT_NAME
 from mtkit.runtime import Runtime
 from mtkit.runtime.matmul import BACKEND_ENV
 from mtkit.train import distributed as dist
@@ -57,7 +58,7 @@ def check_run_config(run_dir: Path, model_cfg: ModelConfig) -> None:
 
 
 def _numbered_newest_first(run_dir: Path) -> list[Path]:
-    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := checkpoint.CHECKPOINT_NAME.fullmatch(p.name))]
+    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := CHECKPOINT_NAME.fullmatch(p.name))]
     return [p for _, p in sorted(found, reverse=True)]
 
 

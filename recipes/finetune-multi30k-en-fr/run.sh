@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi30k English->French from a few thousand pairs: an English->German model fine-tuned on them, against the same
 # pairs trained from scratch, at equal updates.
-#   bash run.sh --mirror ../shared/data/multi30k-en-de --mirror ../shared/data/multi30k-fr-cs
+#   bash run.sh --mirror DIR1 --mirror DIR2      # the corpus files from there, not the copy mtkit ships
 #   bash run.sh --base MODEL ...      # start from this En-De model instead of training one
 #   bash run.sh --dry-run             # print every command, run none
 set -euo pipefail
@@ -30,8 +30,8 @@ second half), so that a shared machine's load falls on both. Both translate test
   --vocab-size V    the from-scratch model's joint BPE (default 2000)
   --seed N          seed for weights, dropout and batch order (default 1)
   --out DIR         everything the recipe makes (default: $here/out)
-  --mirror DIR      read the corpus files from DIR instead of downloading them; give it twice for
-                    Multi30k's En-De and Fr-Cs directories
+  --mirror DIR      read the corpus files from DIR instead of the copy that ships with mtkit; give it twice
+                    to read from two directories
   --dry-run         print every command, one a line, and run none
 EOF
 }

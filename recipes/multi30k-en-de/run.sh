@@ -2,7 +2,7 @@
 # Multi30k English->German on a CPU: from nothing to a scored model in a fixed wall-clock budget.
 #   bash run.sh                                   # 25 minutes of training on 2 cores (see README.md)
 #   bash run.sh --quick                           # about 4 minutes end to end: the quickstart
-#   bash run.sh --mirror ../shared/data/multi30k-en-de   # no internet: read the six .gz files there
+#   bash run.sh --mirror DIR                      # the six .gz files from DIR instead of the copy mtkit ships
 #   bash run.sh --dry-run                         # print every command, run none
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,7 +27,7 @@ pip install 'mtkit[plot]'). OUT/model.pt is the final model (mtkit translate -m)
   --seed N       seed for weights, dropout and batch order (default 1); runs with other seeds
                  are what an ensemble (mtkit translate -m A -m B) needs
   --out DIR      everything the recipe makes (default: $here/out, --quick: $here/out-quick)
-  --mirror DIR   read the corpus files from DIR instead of downloading them
+  --mirror DIR   read the corpus files from DIR instead of the copy that ships with mtkit
   --dry-run      print every command, one a line, and run none
 EOF
 }

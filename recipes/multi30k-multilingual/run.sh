@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi30k English->{German, French, Czech}: one multilingual model against three bilingual ones, at equal updates.
-#   bash run.sh --mirror ../shared/data/multi30k-en-de --mirror ../shared/data/multi30k-fr-cs
+#   bash run.sh --mirror DIR1 --mirror DIR2      # the corpus files from there, not the copy mtkit ships
 #   bash run.sh --updates 400 ...     # each bilingual model's updates; the multilingual model gets 3x
 #   bash run.sh --zero-shot ...       # also a model with De->En and Fr->En added, scored on De->Fr (never seen)
 #   bash run.sh --dry-run             # print every command, run none
@@ -25,8 +25,8 @@ test_2016_flickr in each direction (beam 4, or --beam), scores it with sacreBLEU
   --beam K       beam size of the test translations (default 4; 1, greedy, is 3-4x faster on a busy CPU)
   --seed N       seed for weights, dropout and batch order (default 1)
   --out DIR      everything the recipe makes (default: $here/out)
-  --mirror DIR   read the corpus files from DIR instead of downloading them; give it twice for
-                 Multi30k's En-De and Fr-Cs directories
+  --mirror DIR   read the corpus files from DIR instead of the copy that ships with mtkit; give it twice
+                 to read from two directories
   --zero-shot    also train En->{De,Fr,Cs} + De->En + Fr->En (5 x U updates) and score De->Fr,
                  a direction it never saw, against test_2016_flickr's French side
   --dry-run      print every command, one a line, and run none

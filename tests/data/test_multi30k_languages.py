@@ -1,4 +1,5 @@
-"""Multi30k's four languages: every English pair and its reverse, read from two mirror directories."""
+"""Multi30k's four languages: every English pair and its reverse, read from two mirror directories or from the
+copy that ships with mtkit (mtkit/data/multi30k), offline."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import hashlib
 
 import pytest
 
-from mtkit.data.corpora import MULTI30K_SOURCES, default_registry
+from mtkit.data.corpora import MULTI30K_SOURCES, SHIPPED_MULTI30K, default_registry, shipped_copy
 from mtkit.data.prepare import PrepareOptions, prepare
 from mtkit.errors import MtkitError
-from tests.support.corpora import SAMPLE, SHARED_MULTI30K
+from tests.support.corpora import SAMPLE
 
 
 def test_every_english_pair_and_its_reverse_is_registered_with_only_its_own_files():
@@ -62,16 +63,39 @@ def test_a_file_in_neither_mirror_is_named(tmp_path):
         prepare("multi30k-en-cs", opts, registry=registry)
 
 
+def test_the_shipped_copy_is_the_registrys_files_and_its_readme_lists_them():
+    readme = (SHIPPED_MULTI30K / "README.md").read_text(encoding="utf-8")
+    for source in MULTI30K_SOURCES:
+        data = (SHIPPED_MULTI30K / source.filename).read_bytes()
+        assert (hashlib.sha256(data).hexdigest(), len(data)) == (source.sha256, source.size), source.filename
+        assert f"| {source.filename} |" in readme and f"`{source.sha256}`" in readme
+    assert "https://github.com/multi30k/dataset" in readme and "non-commercial" in readme
+
+
+def test_only_multi30k_as_registered_reads_the_shipped_copy():
+    registry = default_registry()
+    for name in ("multi30k-en-de", "multi30k-de-en", "multi30k-en-fr", "multi30k-cs-en"):
+        assert shipped_copy(registry.get(name)) == SHIPPED_MULTI30K
+    assert shipped_copy(registry.get("wmt14-en-de")) is None
+    # A registry pointed at another server, or with other checksums (as the tests make one), fetches as it says.
+    moved = registry.override(base_url="https://mirror.example.org/m30k").get("multi30k-en-de")
+    assert shipped_copy(moved) is None
+
+
 @pytest.mark.integration
-def test_the_real_french_and_czech_files_match_the_registry(cli, tmp_path):
-    fr_cs = SHARED_MULTI30K.parent / "multi30k-fr-cs"
-    if not (fr_cs / "train.fr.gz").is_file() or not (SHARED_MULTI30K / "train.en.gz").is_file():
-        pytest.skip(f"the Multi30k files are not at {SHARED_MULTI30K} and {fr_cs}")
-    env = {"MTKIT_CACHE": str(tmp_path / "cache")}
+def test_the_named_corpora_prepare_offline_from_the_shipped_copy(cli, tmp_path):
+    """No --mirror, no network (an unreachable proxy would fail any download): the shipped files are read."""
+    env = {
+        "MTKIT_CACHE": str(tmp_path / "cache"),
+        "https_proxy": "http://127.0.0.1:9",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+    }
     for name in ("multi30k-en-cs", "multi30k-fr-en"):
         out = tmp_path / name
-        r = cli("prepare", name, "--mirror", SHARED_MULTI30K, "--mirror", fr_cs, "--out", out, env=env)
+        r = cli("prepare", name, "--out", out, "--workers", "1", env=env)
         assert r.returncode == 0, r.stderr
+        assert "ships with mtkit" in r.stderr
         other = "cs" if name.endswith("cs") else "fr"
         assert len((out / "raw" / f"train.{other}").read_bytes().splitlines()) == 29000
-        assert (out / "raw" / f"test.{other}").read_bytes() == gzip.open(fr_cs / f"test_2016_flickr.{other}.gz").read()
+        shipped = gzip.open(SHIPPED_MULTI30K / f"test_2016_flickr.{other}.gz").read()
+        assert (out / "raw" / f"test.{other}").read_bytes() == shipped

@@ -68,6 +68,8 @@ def test_list_shows_every_corpus(cli):
     assert r.returncode == 0
     for name in ("wmt14-en-de", "wmt14-fr-en", "multi30k-de-en", "custom", "newstest2014", "37000", "4.5M"):
         assert name in r.stdout
+    rows = {line.split("│")[1].strip(): line for line in r.stdout.splitlines() if line.count("│") > 2}
+    assert "shipped" in rows["multi30k-en-cs"] and "shipped" not in rows["wmt14-en-de"], "Multi30k is no download"
 
 
 def test_unequal_line_counts_name_both_files_and_counts(cli, tmp_path):

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from mtkit.config import DecodeConfig
+from mtkit.config import DecodeConfig, ExportConfig
 from mtkit.decode import ct2
-from mtkit.decode.loading import is_ct2_dir, load_translator
+from mtkit.decode.loading import load_translator
 from mtkit.errors import MtkitError
 from mtkit.export import RECORD, export
+from mtkit.sources import CT2Export
 from tests.support.cli import ROOT, run_cli
 
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'mtkit[ct2]'")
@@ -164,10 +165,29 @@ def test_ensemble_and_missing_spm_are_one_sentence(ct2_dir, trained_model, tmp_p
 def test_export_carries_what_the_engine_reads(ct2_dir, trained_model):
     record = json.loads((ct2_dir / RECORD).read_text(encoding="utf-8"))
     assert "spm.model" in record["files"] and record["model_config"]["max_positions"] > 1
-    assert is_ct2_dir(Path(ct2_dir)) and not is_ct2_dir(Path(trained_model)) and not is_ct2_dir(Path(ct2_dir).parent)
+    claims = CT2Export.claims
+    assert claims(Path(ct2_dir)) and not claims(Path(trained_model)) and not claims(Path(ct2_dir).parent)
 
 
 def test_missing_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 -> ImportError
     with pytest.raises(MtkitError, match=r"pip install 'mtkit\[ct2\]'"):
         ct2.import_ctranslate2()
+
+
+def test_a_quantized_export_run_in_another_type_says_how_to_run_it_as_exported(trained_model, tmp_path, caplog):
+    """CTranslate2 converts an int8 export's weights to float32 under translate's default --precision fp32: the
+    model line says so, and `auto` (CTranslate2's "default": the export's own type) runs it as exported."""
+    int8_dir = export(trained_model, tmp_path / "int8", ExportConfig(quantization="int8"))
+    said = {}
+    for precision in ("fp32", "auto", "int8"):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="mtkit.decode.ct2"):
+            ct2.open_directory(int8_dir, "cpu", precision, 1, 1).close()
+        said[precision] = [r.getMessage() for r in caplog.records if "was exported in" in r.getMessage()]
+    assert said["auto"] == said["int8"] == [] and len(said["fp32"]) == 1
+    assert said["fp32"][0].endswith(
+        "was exported in int8 and runs in float32 here; --precision auto runs it as exported"
+    )
+    done = run_cli("translate", "-m", int8_dir, input="small house\n")
+    assert done.returncode == 0 and "was exported in int8 and runs in float32" in done.stderr

@@ -16,9 +16,11 @@ from typing import Any, Literal
 
 import pytest
 
+from mtkit import sources
 from mtkit.config import DecodeConfig, SamplingConfig
+from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode import loading
-from mtkit.decode.engine import Engine, Hypotheses, Tokenizer
+from mtkit.decode.engine import Engine, Hypotheses
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from tests.support.cli import ROOT
@@ -134,17 +136,20 @@ def test_forked_workers_are_asked_of_an_engine_on_the_cpu_only():
 
 
 def test_the_registry_says_what_a_path_is_once(tmp_path, cli_model):
-    assert loading.find(cli_model).name == "mtkit"
+    assert loading.find(cli_model).runner.name == "mtkit"
+    assert isinstance(loading.find(cli_model).sources[0], sources.ModelFile)
     ct2 = tmp_path / "ct2"
     ct2.mkdir()
     (ct2 / "model.bin").write_bytes(b"")
     (ct2 / "config.json").write_text("{}")
-    assert loading.find(ct2).name == "ctranslate2"
-    assert loading.is_ct2_dir(ct2) and not loading.is_ct2_dir(Path(cli_model))
+    assert loading.find(ct2).runner.name == "ctranslate2"
+    assert sources.CT2Export.claims(ct2) and not sources.CT2Export.claims(Path(cli_model))
     with pytest.raises(MtkitError, match="not an ensemble"):
         loading.find([ct2, cli_model])
-    with pytest.raises(MtkitError, match="neither a CTranslate2 model"):
-        loading.find(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(MtkitError, match="neither a run directory, a CTranslate2 export"):
+        loading.find(empty)
     with pytest.raises(MtkitError, match="does not exist"):
         loading.find(tmp_path / "missing.pt")
     with pytest.raises(MtkitError, match="--lenpen fairseq"):
@@ -153,23 +158,48 @@ def test_the_registry_says_what_a_path_is_once(tmp_path, cli_model):
     assert loading.find(cli_model).engine().adapt(DecodeConfig(), ()) == DecodeConfig()
 
 
-def test_a_new_source_is_one_registered_loader(monkeypatch):
-    monkeypatch.setattr(loading, "LOADERS", list(loading.LOADERS))
+class EchoSource:
+    """A source of another kind: a path that starts with "echo", run by an engine of its own."""
+
+    kind = "echo model"
+    engine = "echo"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @staticmethod
+    def claims(path: Path) -> bool:
+        return path.name.startswith("echo")
+
+    def checkpoint(self) -> dict[str, Any]:
+        raise AssertionError("the echo engine reads no mtkit weights")
+
+    def describe(self) -> dict[str, Any]:
+        return {"path": str(self.path), "kind": self.kind}
+
+
+def test_a_new_source_is_one_kind_and_a_new_engine_one_runner(monkeypatch):
     opened: list[Any] = []
 
-    def open_echo(paths: list[Path], device: str, precision: str, workers: int, threads: int) -> Translator:
-        opened.append((paths, device, precision, workers, threads))
+    def open_echo(found: tuple[Any, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
+        opened.append(([s.path for s in found], device, precision, workers, threads))
         return Translator(Echo(), Words(), workers)
 
-    def no_check(device: str, precision: str) -> None:
-        pass
+    class EchoRunner:
+        name = "echo"
+        engine = staticmethod(lambda: Echo)
+        check_runtime = staticmethod(lambda device, precision: None)
+        open = staticmethod(open_echo)
 
-    hub = loading.Loader("hub", lambda p: str(p).startswith("hub:"), lambda: Echo, no_check, open_echo)
-    loading.register(hub, first=True)
-    translator = loading.open_model("hub:echo", device="cpu", threads=2)
+    monkeypatch.setattr(sources, "KINDS", (EchoSource, *sources.KINDS))
+    monkeypatch.setitem(loading.RUNNERS, "echo", EchoRunner)
+    translator = loading.open_model("echo-model", device="cpu", threads=2)
     assert translator.translate(["x y"]) == ["x y"]
-    assert opened == [([Path("hub:echo")], "cpu", "fp32", 1, 2)]
-    assert loading.find("hub:echo").engine().adapt(DecodeConfig(), ()).beam == 1
+    assert opened == [([Path("echo-model")], "cpu", "fp32", 1, 2)]
+    assert loading.find("echo-model").engine().adapt(DecodeConfig(), ()).beam == 1
+    from mtkit.info import describe
+
+    assert describe("echo-model") == {"path": "echo-model", "kind": "echo model"}
 
 
 def test_the_pipeline_and_the_registry_import_no_torch():

@@ -22,7 +22,7 @@ from mtkit.config import BOS, EOS, DecodeConfig
 from mtkit.decode.loading import load_translator
 from mtkit.decode.translator import Translator
 from mtkit.export import RECORD, ExportConfig, export
-from mtkit.export.card import _training
+from mtkit.marian.card import _training
 from tests.support.cli import run_cli
 from tests.support.models import random_model
 from tests.support.spm import BYTE_PIECES, train_spm

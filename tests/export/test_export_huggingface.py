@@ -24,7 +24,7 @@ from mtkit.config import BOS, EOS, PAD, DecodeConfig
 from mtkit.decode.loading import load_translator
 from mtkit.errors import MtkitError
 from mtkit.export import ExportConfig, export
-from mtkit.marian import load_marian_dir
+from mtkit.marian.weights import load_marian_dir
 from tests.support.cli import run_cli
 from tests.support.models import TOY_STEPS, random_model
 from tests.support.spm import BYTE_PIECES, train_spm

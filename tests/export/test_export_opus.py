@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from mtkit import checkpoint
+from mtkit import checkpoint, sources
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("ctranslate2")
@@ -28,9 +28,22 @@ def test_ctranslate2_export_translates_as_mtkit_does(cli, opus_dir, tmp_path):
     assert theirs.stdout == mine.stdout
 
 
+def test_the_ctranslate2_export_carries_the_two_sentencepiece_models(cli, opus_dir, tmp_path):
+    """As CTranslate2's own OPUS-MT converter leaves them: the documented SentencePiece snippet reads them."""
+    import sentencepiece as spm
+
+    out = tmp_path / "ct2"
+    assert cli("export", opus_dir, "--format", "ctranslate2", "-o", out).returncode == 0
+    assert (out / "source.spm").read_bytes() == (opus_dir / "source.spm").read_bytes()
+    assert (out / "target.spm").read_bytes() == (opus_dir / "target.spm").read_bytes()
+    assert (out / "marian-tokenizer.json").is_file() and not (out / "spm.model").exists()
+    pieces = spm.SentencePieceProcessor(model_file=str(out / "source.spm")).encode("A dog runs.", out_type=str)
+    assert pieces and all(isinstance(p, str) for p in pieces)
+
+
 def tuned_model(opus_dir, path):
     """The OPUS-MT model as fine-tuning leaves it: every weight moved, mtkit's PAD and BOS rows apart."""
-    ckpt = checkpoint.load(opus_dir)
+    ckpt = sources.find(opus_dir).checkpoint()
     model = checkpoint.build_from(ckpt)
     torch.manual_seed(4)
     with torch.no_grad():

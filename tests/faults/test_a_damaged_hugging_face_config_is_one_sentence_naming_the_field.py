@@ -1,7 +1,7 @@
 """A damaged Hugging Face config.json (a field missing, a size that disagrees with the weights): one sentence.
 
 `vocab_size` missing was a TypeError traceback, a `d_model` unlike the weights' an IndexError.
-Now the sentence names the field and the file (mtkit/marian.py).
+Now the sentence names the field and the file (mtkit/marian/weights.py).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import pytest
 from mtkit.config import UNK
 from mtkit.data.dataset import open_data
 from mtkit.data.language_codes import model_token
-from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.errors import MtkitError
+from mtkit.marian.vocab import load_tokenizer
 from tests.support.cli import run_cli
 from tests.support.multilingual import prepared_pair
 
@@ -34,7 +34,7 @@ def test_bpe_from_an_opus_mt_multilingual_model_uses_its_iso_639_3_tokens(opus_m
     record = json.loads((out / "prepare.json").read_text(encoding="utf-8"))
     assert [p["token"] for p in record["pairs"]] == [">>deu<<", ">>fra<<"]
     data = open_data(out)
-    vocab = load_tokenizer((data.path / "spm.model").read_bytes())
+    vocab = load_tokenizer(data.vocab_bytes())
     first = data.split("train").src[0].tolist()
     assert vocab.language_tokens[">>deu<<"] in first[:2], first[:5]  # after BOS, if the data has one
     assert UNK not in first[:2]

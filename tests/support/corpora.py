@@ -2,7 +2,7 @@
 
 The toy task (short random sentences, their "translation" the words reversed with a suffix) is
 learnable in seconds. Multi30k comes as the few hundred lines shipped in tests/data/sample/, or
-the whole corpus from $MTKIT_MULTI30K or ../shared/data/multi30k-en-de for `integration` tests.
+the whole corpus, the copy that ships in mtkit/data/multi30k (or $MTKIT_MULTI30K), for `integration` tests.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import numpy as np
 import sentencepiece as spm
 
 from mtkit.data.binarize import BinaryWriter
+from mtkit.data.corpora import SHIPPED_MULTI30K
 from tests.support.cli import ROOT, run_cli
 from tests.support.spm import train_spm
 
 SAMPLE = ROOT / "tests" / "data" / "sample"
-SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-en-de"
 
 WORDS = (
     "a man woman dog cat runs walks sits on the street in park with red blue ball small big child "
@@ -134,9 +134,10 @@ def sample_multi30k(out: Path) -> Path:
 
 
 def full_multi30k() -> Path | None:
-    """The full corpus's directory (the original .gz files), or None when this machine has none."""
+    """The full corpus's directory (the original .gz files): $MTKIT_MULTI30K, else the copy mtkit ships; None
+    when neither holds it (an installation that left the package data out)."""
     env = os.environ.get("MTKIT_MULTI30K")
-    path = Path(env) if env else SHARED_MULTI30K
+    path = Path(env) if env else SHIPPED_MULTI30K
     return path if (path / "train.en.gz").is_file() else None
 
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from mtkit import checkpoint
+from mtkit import checkpoint, sources
 from mtkit.data.dataset import open_data
 from mtkit.train.finetune import FINETUNE_PEAK_LR, FINETUNE_WARMUP, sha256_of
 from tests.support.cli import error_line, run_cli
@@ -42,13 +42,14 @@ def test_bpe_from_a_model_encodes_with_its_tokenizer(opus_data, opus_dir):
     from transformers import MarianTokenizer
 
     tok = MarianTokenizer.from_pretrained(opus_dir)
-    ckpt = checkpoint.load(opus_dir)
-    assert (opus_data / "spm.model").read_bytes() == ckpt["vocab"]
+    ckpt = sources.find(opus_dir).checkpoint()
+    assert (opus_data / "marian-tokenizer.json").read_bytes() == ckpt["vocab"]  # a name that says what it is
+    assert not (opus_data / "spm.model").exists()
     data = open_data(opus_data)
     train = data.split("train")
     src = (opus_data / "raw" / "train.en").read_text(encoding="utf-8").splitlines()[:3]
     tgt = (opus_data / "raw" / "train.de").read_text(encoding="utf-8").splitlines()[:3]
-    from mtkit.data.marian_vocab import load_tokenizer
+    from mtkit.marian.vocab import load_tokenizer
 
     vocab = load_tokenizer(ckpt["vocab"])
     for i in range(3):
@@ -64,7 +65,7 @@ def test_train_init_starts_from_the_model_names_it_and_fine_tunes(cli, opus_data
     record = json.loads((run / "run.json").read_text())
     assert record["init"]["model"] == str(opus_dir) and record["init"]["sha256"] == sha256_of(opus_dir)
     config = json.loads((run / "config.json").read_text())
-    start = checkpoint.load(opus_dir)
+    start = sources.find(opus_dir).checkpoint()
     assert config["model"] == start["model_config"]
     assert config["train"]["warmup"] == FINETUNE_WARMUP
     peak = config["train"]["lr_scale"] * start["model_config"]["d_model"] ** -0.5 * FINETUNE_WARMUP**-0.5

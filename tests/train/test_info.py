@@ -78,7 +78,7 @@ def test_a_damaged_or_foreign_file_is_one_sentence(tmp_path: Path, content, word
 
 
 def test_a_directory_that_is_no_run_and_a_damaged_mtkit_file_are_one_sentence(tmp_path: Path) -> None:
-    with pytest.raises(MtkitError, match="is not an mtkit run directory"):
+    with pytest.raises(MtkitError, match="neither a run directory"):
         info.describe(tmp_path)
     path = tmp_path / "broken.pt"
     torch.save({"format": "mtkit", "version": 1, "kind": "model", "model_config": {"d_model": 64}}, path)

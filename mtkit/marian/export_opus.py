@@ -3,9 +3,9 @@ or fine-tuned from one): the directory the public Helsinki-NLP models have.
 
 Its tokenizer files are the original ones, unchanged (source.spm, target.spm, vocab.json with Marian's ids),
 and config.json has Marian's ids (`<pad>` the decoder's start and never generated, `</s>` 0), so
-`MarianMTModel` and `MarianTokenizer` load it as they load the model it came from; mtkit/marian_opus.py
+`MarianMTModel` and `MarianTokenizer` load it as they load the model it came from; mtkit/marian/opus.py
 turns mtkit's renumbered rows back. generation_config.json holds mtkit's beam settings as
-mtkit/export/huggingface.py explains.
+mtkit/marian/export.py explains.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mtkit import checkpoint, marian_opus
+from mtkit import checkpoint
 from mtkit.config import ExportConfig
-from mtkit.data.marian_vocab import MarianVocab
 from mtkit.errors import MtkitError
+from mtkit.marian import opus as marian_opus
+from mtkit.marian.vocab import MarianVocab
 
 logger = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ def _front_matter(langs: tuple[str, str] | None) -> list[str]:
 
 
 def _about(ckpt: dict[str, Any], source: Path, cfg: ModelConfig, langs: tuple[str, str] | None) -> list[str]:
-    from mtkit.info import architecture, parameters
+    from mtkit.facts import architecture, parameters
 
     pair = f"{langs[0]} → {langs[1]}" if langs else "translation"
     vocab = ckpt.get("vocab") or b""
@@ -113,7 +113,7 @@ def _training(ckpt: dict[str, Any]) -> list[str]:
 
 
 def _scores(ckpt: dict[str, Any], source: Path) -> list[str]:
-    from mtkit.info import best_score, run_metrics
+    from mtkit.facts import best_score, run_metrics
 
     lines = ["## Evaluation", ""]
     best = best_score(ckpt)

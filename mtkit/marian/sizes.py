@@ -2,7 +2,7 @@
 and the safetensors weights they describe, read one tensor at a time (`Weights`).
 
 A missing `vocab_size` was a TypeError, a `d_model` unlike the weights' an IndexError deep in the
-conversion (mtkit/marian.py); here each is said with the field and the file.
+conversion (mtkit/marian/weights.py); here each is said with the field and the file.
 """
 
 from __future__ import annotations

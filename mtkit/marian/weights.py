@@ -36,7 +36,7 @@ import torch
 from mtkit.config import BOS, EOS, PAD, ModelConfig
 from mtkit.errors import MtkitError
 from mtkit.files import read_model_file
-from mtkit.marian_sizes import Weights, check_shapes, check_sizes
+from mtkit.marian.sizes import Weights, check_shapes, check_sizes
 
 IN, OUT, NONE = "in", "out", "none"  # which axis of a weight is the model dimension (to permute)
 HF_MISSING = (

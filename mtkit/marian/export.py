@@ -4,7 +4,7 @@
     AutoTokenizer.from_pretrained(DIR)            MarianTokenizer: source.spm = target.spm = mtkit's joint
                                                   spm.model, vocab.json = its pieces in id order
 
-The weights are mapped by mtkit/marian.py (names, the fused projections, and one permutation of the
+The weights are mapped by mtkit/marian/weights.py (names, the fused projections, and one permutation of the
 model dimension that turns mtkit's interleaved position table into Marian's sines-then-cosines one).
 The tokens follow mtkit's convention: MarianTokenizer appends </s> (id 3) to the source, as mtkit
 does, and the decoder starts from <s> (id 2: `decoder_start_token_id`), where OPUS-MT models start
@@ -33,12 +33,13 @@ from typing import Any
 
 import torch
 
-from mtkit import checkpoint, marian
+from mtkit import checkpoint
 from mtkit.config import BOS, EOS, PAD, ExportConfig, ModelConfig
-from mtkit.data.marian_vocab import MarianVocab, load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
-from mtkit.export import card, huggingface_opus
+from mtkit.marian import card, export_opus
+from mtkit.marian import weights as marian
+from mtkit.marian.vocab import MarianVocab, load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +102,9 @@ def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
     tokenizer = load_tokenizer(ckpt["vocab"])
-    if isinstance(tokenizer, MarianVocab):  # an OPUS-MT vocabulary: its own files and ids (huggingface_opus.py)
+    if isinstance(tokenizer, MarianVocab):  # an OPUS-MT vocabulary: its own files and ids (export_opus.py)
         search = {"num_beams": BEAM, "length_penalty": ALPHA, "early_stopping": True}
-        return huggingface_opus.write(ckpt, tokenizer, tmp, config, DTYPES[config.quantization], search)
+        return export_opus.write(ckpt, tokenizer, tmp, config, DTYPES[config.quantization], search)
     cfg = checkpoint.config_of(ckpt)
     fields = marian.marian_config(cfg)  # refuses what Marian cannot represent (pre-norm)
     model = MarianMTModel(MarianConfig(**fields))

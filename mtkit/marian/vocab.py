@@ -7,12 +7,13 @@ start) last, where mtkit's model fixes pad 0, unk 1, bos 2, eos 3 (docs/architec
 model carries the vocabulary with a fixed renumbering (`IdMap`): the special pieces go to mtkit's ids,
 the two ordinary pieces at Marian ids 2 and 3 move to the end, every other piece keeps its Marian id,
 and one row is added: Marian's `<pad>` row serves as both mtkit's PAD and its BOS (the decoder's
-start). mtkit/marian_opus.py renumbers the weights the same way, so the model computes exactly what
+start). mtkit/marian/opus.py renumbers the weights the same way, so the model computes exactly what
 Marian's does, and turns them back on export; the files (spm models, vocab.json) are kept as they are.
 
-`MarianVocab` has the methods of `mtkit.data.vocab.Vocab` that decoding and training call; its
-`proto` (what travels in checkpoints as "vocab") is a JSON bundle of the tokenizer's files, which
-`load_tokenizer` tells from a SentencePiece model.
+`MarianVocab` is a `Tokenizer` (mtkit/data/tokenizer.py), a peer of mtkit's joint SentencePiece `Vocab`, not a
+kind of it; its `proto` (what travels in checkpoints as "vocab") is a JSON bundle of the tokenizer's files,
+kept as marian-tokenizer.json in a data directory or an export, which `load_tokenizer` tells from a
+SentencePiece model.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import sentencepiece as spm
 
 from mtkit.config import BOS, EOS, PAD, UNK
+from mtkit.data.tokenizer import Tokenizer
 from mtkit.data.vocab import LEADING_TOKEN, Vocab
 from mtkit.errors import MtkitError
 
@@ -90,9 +92,11 @@ def split_language_code(text: str) -> tuple[list[str], str]:
     return [], text
 
 
-class MarianVocab(Vocab):
-    """MarianTokenizer's encoding and decoding, in mtkit's ids (the module docstring). A `Vocab` wherever one
-    is asked for: the same methods over two SentencePiece models and vocab.json instead of one model."""
+class MarianVocab:
+    """MarianTokenizer's encoding and decoding, in mtkit's ids (the module docstring): a `Tokenizer` over two
+    SentencePiece models and vocab.json."""
+
+    filename = "marian-tokenizer.json"  # the JSON bundle, not a SentencePiece model (old files: spm.model)
 
     def __init__(self, source: bytes, target: bytes, pieces: Sequence[str], config: dict | None = None):
         self.source_proto, self.target_proto = source, target
@@ -100,7 +104,6 @@ class MarianVocab(Vocab):
         self.config = dict(config or {})  # tokenizer_config.json's fields (source_lang, target_lang), kept for export
         self.ids = IdMap.build(self.pieces)
         self.src_sp, self.tgt_sp = _processor(source, "source.spm"), _processor(target, "target.spm")
-        self.sp = self.src_sp  # what code written for `Vocab` reads (its normalisation); pieces come from `piece`
         self._lookup = {p: i for i, p in enumerate(self.pieces)}
         self.bos_piece = BOS_PIECE if BOS_PIECE not in self._lookup else "<mtkit_bos>"
         self.proto = self.to_bytes()
@@ -132,7 +135,7 @@ class MarianVocab(Vocab):
         except (ValueError, KeyError, TypeError) as exc:
             raise MtkitError(f"the embedded Marian tokenizer is damaged ({type(exc).__name__}).") from None
 
-    # ----------------------------------------------------------------- Vocab's methods
+    # ----------------------------------------------------------------- the Tokenizer's methods
     def __len__(self) -> int:
         return len(self.ids.marian_of)
 
@@ -150,6 +153,19 @@ class MarianVocab(Vocab):
     def encode_target_batch(self, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
         """Target text (references to score, forced prefixes) cut with target.spm, as MarianTokenizer's text_target."""
         return [self._ids([], self.tgt_sp.encode(line, out_type=str)) for line in lines]
+
+    def language_token(self, line: str) -> tuple[str, int] | None:
+        """(the `>>xxx<<` `line` starts with, where its text begins), if it is one of the model's pieces."""
+        m = LEADING_TOKEN.match(line)
+        return (m.group(1), m.end()) if m and m.group(1) in self.language_tokens else None
+
+    def files(self) -> dict[str, bytes]:
+        """The bundle mtkit reads back, and the two SentencePiece models as CTranslate2's own OPUS-MT converter
+        leaves them."""
+        return {self.filename: self.proto, "source.spm": self.source_proto, "target.spm": self.target_proto}
+
+    def pieces_file(self) -> str:
+        return "".join(f"{self.piece(i)}\t0\n" for i in range(len(self)))
 
     def piece(self, i: int) -> str:
         """The piece of mtkit id i (BOS, the added row, is `<s>`)."""
@@ -173,7 +189,7 @@ class MarianVocab(Vocab):
         return norm.removeprefix("\u2581").replace("\u2581", " ")
 
 
-def load_tokenizer(data: bytes) -> Vocab | MarianVocab:
+def load_tokenizer(data: bytes) -> Tokenizer:
     """The tokenizer a checkpoint's "vocab" bytes hold: mtkit's joint SentencePiece model or a Marian bundle."""
     if data.startswith(BUNDLE_PREFIX):
         return MarianVocab.from_bytes(data)

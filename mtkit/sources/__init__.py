@@ -1,0 +1,164 @@
+"""What a model name is, asked once: `find(name, revision)` returns the source that claims it.
+
+A name is a path or a Hugging Face Hub name (`owner/name`, with `--revision`): a Hub name is fetched into (or
+read from) the Hub cache once, here (mtkit/hub.py), and its snapshot is then a path like any other. A path is
+claimed by the first of `KINDS` that recognises it, each a class of the same few methods (CTranslate2's
+`register_loader` shape):
+
+- `claims(path)`: whether the path is one of its kind;
+- `engine`: which engine runs it ("mtkit": mtkit's search over PyTorch, mtkit/decode/torch_engine.py;
+  "ctranslate2": mtkit/decode/ct2.py);
+- `checkpoint()`: the dict `mtkit.checkpoint.load` gives (config, weights, vocabulary bytes), for what mtkit's
+  engine runs, `mtkit export` converts and `train --init` starts from;
+- `tokenizer()`: the text-to-ids of the model (data/tokenizer.py);
+- `describe()`: what `mtkit info` prints, as a dict.
+
+Every command that takes a model (`translate`, `serve`, `info`, `export`, `train --init`, `bpe --from`) and the
+Python API (`mtkit.load_translator`) ask `find`; nothing else looks at a path to decide what it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from mtkit.data.tokenizer import Tokenizer
+from mtkit.errors import MtkitError
+from mtkit.sources.mtkit_files import ModelFile, RunDirectory, describe_file
+
+EXPORT_RECORD = "mtkit-export.json"  # what `mtkit export` writes beside an export (mtkit/export/target.py)
+
+
+class Source(Protocol):
+    """A model on disk, of one kind (the module docstring)."""
+
+    kind: str
+    engine: str
+    path: Path
+
+    def checkpoint(self) -> dict[str, Any]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class MarianDirectory:
+    """A Hugging Face Marian directory: a public OPUS-MT model (Marian's own vocabulary) or one `mtkit export
+    --format huggingface` wrote; read by mtkit/marian/ (converted to mtkit's weights and ids, exactly)."""
+
+    kind = "Hugging Face Marian directory"
+    engine = "mtkit"
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @staticmethod
+    def claims(path: Path) -> bool:
+        if not path.is_dir():
+            return False
+        from mtkit.marian.weights import is_hf_dir  # torch comes with it; a CTranslate2 directory never gets here
+
+        return is_hf_dir(path)
+
+    def checkpoint(self) -> dict[str, Any]:
+        from mtkit.checkpoint import FORMAT, VERSION
+        from mtkit.marian.opus import load_hf_dir
+
+        return {"format": FORMAT, "version": VERSION, **load_hf_dir(self.path)}
+
+    def describe(self) -> dict[str, Any]:
+        return describe_file(self.path, self.checkpoint())
+
+
+class CT2Export:
+    """A directory of `mtkit export --format ctranslate2` (model.bin beside config.json), run by CTranslate2."""
+
+    kind = "CTranslate2 export"
+    engine = "ctranslate2"
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @staticmethod
+    def claims(path: Path) -> bool:
+        return path.is_dir() and (path / "model.bin").is_file() and (path / "config.json").is_file()
+
+    def record(self) -> dict[str, Any]:
+        """mtkit-export.json: the step, quantization, source and model config it was exported with ({}: none)."""
+        try:
+            record = json.loads((self.path / EXPORT_RECORD).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def checkpoint(self) -> dict[str, Any]:
+        raise MtkitError(
+            f"{self.path} is a CTranslate2 export, whose weights only CTranslate2 reads; give the mtkit model it "
+            "was exported from."
+        )
+
+    def describe(self) -> dict[str, Any]:
+        from mtkit.config import ModelConfig, config_from_dict
+        from mtkit.facts import architecture
+
+        record = self.record()
+        model_config = record.get("model_config")
+        try:
+            arch = architecture(config_from_dict(ModelConfig, model_config)) if isinstance(model_config, dict) else None
+        except (MtkitError, TypeError, ValueError):
+            arch = None
+        files = [p for p in self.path.iterdir() if p.is_file()]
+        return {
+            "path": str(self.path),
+            "export": "ctranslate2",
+            "bytes": sum(p.stat().st_size for p in files),
+            "quantization": record.get("quantization"),
+            "step": record.get("step"),
+            "exported_from": record.get("source"),
+            "mtkit": record.get("mtkit"),
+            "architecture": arch,
+            "model_config": model_config,
+            "provenance": record.get("provenance"),
+            "files": sorted(p.name for p in files),
+        }
+
+
+# Asked in this order: the exported and Hugging Face directories before a run directory, files last.
+KINDS: tuple[type[CT2Export] | type[MarianDirectory] | type[RunDirectory] | type[ModelFile], ...] = (
+    CT2Export,
+    MarianDirectory,
+    RunDirectory,
+    ModelFile,
+)
+
+
+def find(name: str | os.PathLike[str], revision: str | None = None) -> Source:
+    """The source `name` is: a path, or a Hub name's cached snapshot (downloaded first where need be), claimed by
+    the first of KINDS; anything else is one sentence."""
+    from mtkit import hub
+
+    path = Path(hub.resolve(str(name), revision))
+    for kind in KINDS:
+        if kind.claims(path):
+            source: Source = kind(path)
+            return source
+    if path.is_dir():
+        raise MtkitError(
+            f"{path} is a directory but neither a run directory, a CTranslate2 export (model.bin) nor a Hugging "
+            "Face Marian model (config.json with a model_type); give a model file or one of those directories."
+        )
+    raise MtkitError(f"model file {path} does not exist.")
+
+
+def tokenizer_of(source: Source) -> Tokenizer:
+    """The tokenizer `source` was trained with (`mtkit bpe --from`), or one sentence when it has none."""
+    from mtkit.marian.vocab import load_tokenizer
+
+    vocab = source.checkpoint().get("vocab")
+    if not vocab:
+        raise MtkitError(f"{source.path} holds no vocabulary to encode data with.")
+    return load_tokenizer(bytes(vocab))
+
+
+__all__ = ["KINDS", "CT2Export", "MarianDirectory", "ModelFile", "RunDirectory", "Source", "find", "tokenizer_of"]
