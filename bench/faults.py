@@ -5,6 +5,7 @@
     python bench/faults.py -k serve        # only the server's (issue 37 rows 1-4: Origin, Host, key, bodies, hook)
     python bench/faults.py --row '#37'     # only the faults of issue 37's rows (ISSUE_ROWS)
     python bench/faults.py --row '#46.3'   # only the test file of issue 46's row 3
+    python bench/faults.py --row '#57'     # the model-directory, server, train and export faults of issue 57
 
 Each test drives the real `mtkit` command (`python -m mtkit` with this interpreter, the same
 code the installed console script runs) with tiny models, signals sent by the test, damaged
@@ -68,6 +69,16 @@ ISSUE_ROWS: dict[str, str] = {
     "test_serve_takes_the_first_line_of_the_api_key_file": "#46.14",
     "test_serve_matches_wildcard_host_names_as_starlette_does": "#46.15",
     "test_translate_leaves_no_temporary_file_at_sigterm_or_a_hang_up": "#46.16",
+    "test_export_never_removes_or_writes_outside_its_directory": "#57.1",
+    "test_bpe_from_an_opus_mt_multilingual_model_writes_its_own_language_tokens": "#57.2",
+    "test_serve_refuses_past_its_connection_limit_with_503_and_never_resets": "#57.3",
+    "test_serve_refuses_a_target_language_its_model_has_no_token_for_at_start": "#57.6",
+    "test_a_model_directory_is_read_only_from_plain_files_of_bounded_size": "#57.7",
+    "test_a_name_that_is_no_path_and_no_valid_hub_name_is_one_sentence": "#57.9",
+    "test_a_huge_max_position_embeddings_is_one_sentence_naming_the_field": "#57.10",
+    "test_a_multilingual_model_warns_once_about_lines_without_a_target_language": "#57.11",
+    "test_train_on_a_data_directory_bpe_is_writing_names_the_writer": "#57.12",
+    "test_train_stopped_before_its_first_save_exits_143_and_says_nothing_was_saved": "#57.13",
 }
 
 

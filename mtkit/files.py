@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import zlib
@@ -57,7 +58,7 @@ def read_json(path: Path, kind: type, hint: str) -> Any:
     """The JSON value in `path` if it is of `kind`; else (cut short, damaged, another shape) one sentence naming
     the file and ending in `hint` (what to do)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(read_model_file(path))  # a plain file of bounded size, or one sentence
     except (OSError, ValueError) as exc:  # cut short by a full disk or an interrupted copy; not UTF-8
         reason = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else exc
         raise MtkitError(f"{path} is damaged ({reason}); {hint}.") from None
@@ -276,3 +277,40 @@ def work_dir(parent: Path, prefix: str) -> Iterator[Path]:
                     locks.release(lock, remove=True)
                 elif lock_path is not None:
                     lock_path.unlink(missing_ok=True)
+
+
+# A model directory's small files (config.json, vocab.json, tokenizer_config.json, source.spm, ...): an
+# OPUS-MT vocab.json is about 2 MB, its SentencePiece models under 1 MB each; weights are not read here.
+MODEL_FILE_MAX = 64 << 20
+
+
+def read_model_file(path: Path, limit: int = MODEL_FILE_MAX) -> bytes:
+    """The bytes of a model directory's small file: a regular file (links followed, as a Hub cache has them) of at
+    most `limit` bytes, else one sentence. A missing file is FileNotFoundError, as `Path.read_bytes` raises.
+
+    A cloned repository may carry a link to /dev/zero (read until memory runs out) or a named pipe (an
+    open that waits for ever): the open does not wait (O_NONBLOCK), and only a regular file is read, at
+    most `limit` + 1 bytes of it whatever its size says.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a named pipe"
+                if stat.S_ISFIFO(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a file"
+            )
+            raise MtkitError(f"{path} is {kind}, not a regular file; a model directory's files must be plain files.")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise MtkitError(
+                f"{path} is over {limit >> 20} MiB, more than such a file of a model directory holds; "
+                "the directory is damaged or not a model's."
+            )
+        return data
+    finally:
+        os.close(fd)

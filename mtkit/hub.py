@@ -51,7 +51,28 @@ def resolve(name: str, revision: str | None = None) -> str:
         if revision is not None:
             raise MtkitError(f"--revision applies to Hugging Face Hub names (owner/name); {name} is a local path.")
         return name
+    check_name(name)
     return str(download(name, revision))
+
+
+def check_name(name: str) -> None:
+    """One sentence for an `owner/name` the Hub would refuse (`org/..`, `org/na--me`), before anything is asked.
+
+    huggingface_hub's own rules (`validate_repo_id`), which otherwise raise a traceback from inside a download;
+    without huggingface_hub the download says what to install.
+    """
+    try:
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+    except ImportError:
+        return
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise MtkitError(
+            f"{name} is neither a local path nor a valid Hugging Face Hub name (owner/name of letters, digits, "
+            "'-', '_' and '.', without '--' or '..', not starting or ending with '-' or '.')."
+        ) from None
 
 
 def download(repo: str, revision: str | None = None) -> Path:

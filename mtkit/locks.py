@@ -175,3 +175,32 @@ def if_free(path: Path) -> Iterator[bool]:
         yield free and _same_file(path, fd)
     finally:
         os.close(fd)
+
+
+def holder(path: Path) -> str | None:
+    """What the process holding `path`'s lock wrote about itself; None when none holds it, or it cannot be told.
+
+    For a reader of what the holder writes (`train` on a data directory a `bpe` holds), so that it
+    names the writer instead of calling its half-written files damaged. Never creates the file.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(fd)
+        except OSError:  # no flock here: no verdict
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

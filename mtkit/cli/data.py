@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +15,9 @@ from rich.markup import escape
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import revision_option
 from mtkit.errors import MtkitError
+
+if TYPE_CHECKING:
+    from mtkit.data.tokenizer import Tokenizer
 
 
 def _by_corpus(attr: str) -> str:
@@ -258,14 +262,6 @@ def bpe(
     if len(data_dirs) == 1 and out is not None:
         raise MtkitError("--out is for several data directories (a multilingual model); give two or more.")
     data_dir = data_dirs[0]
-    if out is not None:
-        from mtkit.data.multilingual import gather
-
-        record = gather(data_dirs, out)
-        pairs = ", ".join(f"{p['src']}->{p['tgt']} ({p['token']})" for p in record["pairs"])
-        err.print(f"[green]gathered[/] {escape(str(out))}/raw: {escape(pairs)}")
-        data_dir = out
-
     tokenizer = None
     if from_model is not None:
         if vocab_size is not None:
@@ -273,6 +269,13 @@ def bpe(
         from mtkit import sources
 
         tokenizer = sources.tokenizer_of(sources.find(from_model, revision))
+    if out is not None:
+        from mtkit.data.multilingual import gather
+
+        record = gather(data_dirs, out, _token_of(tokenizer, from_model))
+        pairs = ", ".join(f"{p['src']}->{p['tgt']} ({p['token']})" for p in record["pairs"])
+        err.print(f"[green]gathered[/] {escape(str(out))}/raw: {escape(pairs)}")
+        data_dir = out
     record = build(
         data_dir,
         BpeOptions(
@@ -292,6 +295,18 @@ def bpe(
         parts.append(f"{split} {info['sentences']} sentences ({tokens} tokens)")
     how = "reused" if record["reused_model"] else "learned" if from_model is None else f"took {escape(from_model)}'s"
     err.print(
-        f"[green]{how}[/] {escape(str(data_dir))}/spm.model ({record['model']['pieces']} pieces); "
+        f"[green]{how}[/] {escape(str(data_dir))}/{record['model']['file']} ({record['model']['pieces']} pieces); "
         f"{escape('; '.join(parts))}"
     )
+
+
+def _token_of(tokenizer: Tokenizer | None, model: str | None) -> Callable[[str], str]:
+    """A target language's token for `bpe A B --out M`: `>>xx<<`, or with --from MODEL the model's own."""
+    from mtkit.data.multilingual import language_token
+
+    if tokenizer is None or model is None:
+        return language_token
+    from mtkit.data.language_codes import model_token
+
+    tokens = list(tokenizer.language_tokens)
+    return lambda lang: model_token(lang, tokens, model)

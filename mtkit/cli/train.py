@@ -148,9 +148,10 @@ def train(
         result = run_training(
             data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart, init=start
         )
-    except KeyboardInterrupt:  # a second Ctrl-C: atomic writes removed their temporaries on the way out
-        err.print(f"mtkit: interrupted at once; {out}/checkpoint_last.pt is the last complete save.")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:  # a second Ctrl-C, or a signal before the loop: temporaries removed
+        code, sentence = _stopped_at_once(exc, Path(out))
+        err.print(sentence)
+        raise typer.Exit(code) from None
     except RuntimeError as exc:  # a torchrun rank died or hung: one sentence, not gloo's traceback
         from mtkit.train import distributed
 
@@ -202,3 +203,24 @@ def _say_default_preset(model_cfg: ModelConfig, train_cfg: TrainConfig, device: 
         DEFAULT_PRESET,
         f"{seconds:.0f} s" if seconds >= 2 else f"{seconds:.1f} s",
     )
+
+
+def _stopped_at_once(exc: KeyboardInterrupt, out: Path) -> tuple[int, str]:
+    """The exit code and the one true line for a stop that could not wait for an update to end.
+
+    A second Ctrl-C, or SIGTERM / SIGHUP before the loop took over the signals (while the run's
+    settings are measured, a minute or more on a loaded CPU): 128 + the signal's number as for any
+    stop, and the last complete save named only where there is one.
+    """
+    import signal
+
+    from mtkit.interrupts import Terminated
+
+    signum, how = (exc.signum, f"stopped by {exc.signal_name}") if isinstance(exc, Terminated) else (0, "interrupted")
+    code = 128 + (signum or signal.SIGINT)
+    if (out / "checkpoint_last.pt").is_file():
+        return (
+            code,
+            f"mtkit: {how} at once; {out}/checkpoint_last.pt is the last complete save; the same command resumes.",
+        )
+    return code, f"mtkit: {how} before the first save: nothing saved yet; the same command starts the run."

@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from mtkit import locks
 from mtkit.config import BOS, EOS, PAD
 from mtkit.data.binarize import IndexedDataset
 from mtkit.errors import MtkitError
+from mtkit.files import DATA_LOCK
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,9 @@ def open_data(path: str | os.PathLike) -> DataDir:
     path = Path(path)
     if not path.is_dir():
         raise MtkitError(f"data directory {path} does not exist.")
+    writer = locks.holder(path / DATA_LOCK)  # `prepare` or `bpe` writing it now: its files are not finished
+    if writer is not None:
+        raise MtkitError(f"{path} is being written by {writer}; wait for it to end.")
     meta = path / "bpe.json"
     if not meta.is_file():
         raise MtkitError(f"{path} has no binarized data ({meta.name} is missing); run `mtkit bpe {path}` first.")

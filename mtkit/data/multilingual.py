@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +66,13 @@ def _pair_dir(path: Path) -> dict[str, Any]:
     return {"src": src, "tgt": tgt, "corpus": info.get("corpus"), "from": str(path)}
 
 
-def gather(dirs: Sequence[str | os.PathLike], out: str | os.PathLike) -> dict[str, Any]:
-    """Write OUT/raw and OUT/prepare.json from the pairs in `dirs`; returns the record."""
+def gather(
+    dirs: Sequence[str | os.PathLike], out: str | os.PathLike, token_of: Callable[[str], str] = language_token
+) -> dict[str, Any]:
+    """Write OUT/raw and OUT/prepare.json from the pairs in `dirs`; returns the record.
+
+    `token_of`: a target language's token, `>>xx<<` unless the data is for a model with its own
+    (`bpe --from`: mtkit/data/language_codes.py)."""
     out = Path(out)
     paths = [Path(d) for d in dirs]
     pairs = [_pair_dir(p) for p in paths]
@@ -83,11 +88,12 @@ def gather(dirs: Sequence[str | os.PathLike], out: str | os.PathLike) -> dict[st
     splits = [s for s in SPLITS if all((p / "raw" / f"{s}.{pair['src']}").is_file() for p, pair in zip(paths, pairs))]
     if "train" not in splits or "valid" not in splits:
         raise MtkitError("every directory must hold raw/train and raw/valid; run `mtkit prepare` for each first.")
+    tokens = {pair["tgt"]: token_of(pair["tgt"]) for pair in pairs}  # refused here, before anything is written
     out.mkdir(parents=True, exist_ok=True)
     with data_dir_locked(out, "mtkit bpe"):
         (out / "raw").mkdir(exist_ok=True)
         for pair in pairs:
-            pair["token"], pair["lines"] = language_token(pair["tgt"]), {}
+            pair["token"], pair["lines"] = tokens[pair["tgt"]], {}
         for split in splits:
             _concatenate(out / "raw", split, paths, pairs)
         for pair, path in zip(pairs, paths):  # the text of each side, so that equal text is sampled once

@@ -27,6 +27,23 @@ def listed(files: Any) -> set[str]:
     return out
 
 
+def inside(root: Path, names: Iterable[str]) -> set[str]:
+    """The `names` whose file stays inside `root` once links are followed: every directory on its way resolved.
+
+    A record's names refuse `..` and absolute paths (`listed`), but `sub/file` where `sub` is a
+    symbolic link out of `root` (a cloned repository can carry both) would still reach outside; such a
+    name is dropped, so nothing outside `root` is ever replaced or removed. The last component itself
+    may be a link: replacing or removing it touches the link, not what it points to.
+    """
+    top = root.resolve()
+    kept = set()
+    for rel in names:
+        parent = (root / rel).parent.resolve()
+        if parent == top or top in parent.parents:
+            kept.add(rel)
+    return kept
+
+
 def refuse_foreign(root: Path, outputs: Iterable[str], owned: set[str], command: str, record: str) -> None:
     """An error naming the first of `outputs` that exists in `root` without being in `owned`."""
     foreign = sorted(rel for rel in set(outputs) - owned if os.path.lexists(root / rel))

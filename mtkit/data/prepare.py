@@ -30,7 +30,7 @@ from mtkit.data.clean import CleanConfig
 from mtkit.data.corpora import SPLITS, Registry, custom_corpus, default_registry, shipped_copy, unpinned
 from mtkit.data.corpus_model import Corpus, Part
 from mtkit.data.fetch import CHECKED_RECORD, RECORDED, Fetched, Fetcher
-from mtkit.data.owned import listed, previous_record, refuse_foreign
+from mtkit.data.owned import inside, listed, previous_record, refuse_foreign
 from mtkit.data.prepare_splits import SplitWriter, is_local, stage
 from mtkit.errors import MtkitError
 from mtkit.files import data_dir_locked, sweep_stale, work_dir
@@ -300,6 +300,6 @@ def _publish(result: Path, out: Path, record: dict[str, Any], owned: set[str]) -
     )
     for path in sorted(result.iterdir()):
         os.replace(path, raw / path.name)
-    for rel in sorted(owned - set(record["files"])):
+    for rel in sorted(inside(out, owned - set(record["files"]))):  # never through a link out of DIR
         (out / rel).unlink(missing_ok=True)
     _write_record(out, record)

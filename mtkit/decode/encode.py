@@ -6,10 +6,12 @@ target prefix, or a target to score, that cannot fit is an error: its output wou
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 
 from mtkit.config import DecodeConfig
+from mtkit.data.language_codes import model_token
 from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.lengths import max_output_length
 from mtkit.errors import MtkitError
@@ -35,11 +37,25 @@ def target_language(vocab: Tokenizer, target_lang: str) -> str:
     return code
 
 
+# The multilingual models already warned about lines without a language token (their token sets): once a process.
+_WARNED_UNTAGGED: set[tuple[str, ...]] = set()
+
+
 def with_target_lang(vocab: Tokenizer, lines: list[str], target_lang: str) -> list[str]:
-    """The lines with `>>target_lang<<` in front (docs/multilingual.md), where none of the model's tokens is."""
+    """The lines with `>>target_lang<<` in front (docs/multilingual.md), where none of the model's tokens is.
+
+    Without `target_lang`, a multilingual model's line with no token of its own gets the language the
+    model makes of it, which nobody chose: said once, with the languages it knows (not refused: a
+    model trained with a default direction, or a user who tags some lines only, is served as asked).
+    """
     if not target_lang:
+        if vocab.language_tokens and not all(vocab.language_token(line) for line in lines):
+            _warn_untagged(sorted(vocab.language_tokens))
         return lines
     token = f">>{target_lang}<<"
+    if token not in vocab.language_tokens and vocab.language_tokens:
+        with contextlib.suppress(MtkitError):  # the model's own spelling: `fr` is `>>fra<<` in OPUS-MT's newer models
+            token = model_token(target_lang, vocab.language_tokens, "the model")
     if token not in vocab.language_tokens:
         known = ", ".join(tok[2:-2] for tok in vocab.language_tokens)
         raise MtkitError(
@@ -48,6 +64,18 @@ def with_target_lang(vocab: Tokenizer, lines: list[str], target_lang: str) -> li
             else f"the model has no target-language tokens (it knows one pair); drop --target-lang {target_lang}."
         )
     return [line if vocab.language_token(line) else f"{token} {line}" for line in lines]
+
+
+def _warn_untagged(tokens: list[str]) -> None:
+    if tuple(tokens) in _WARNED_UNTAGGED:
+        return
+    _WARNED_UNTAGGED.add(tuple(tokens))
+    known = ", ".join(tok[2:-2] for tok in tokens)
+    logger.warning(
+        "a line has no target-language token and no --target-lang was given: this multilingual model (it knows %s) "
+        "picks a language itself; give --target-lang (a request's \"target_lang\") or start the line with >>xx<<.",
+        known,
+    )
 
 
 def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int, target_lang: str = "") -> list[list[int]]:

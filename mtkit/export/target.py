@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mtkit.atomic import write_atomic
-from mtkit.data.owned import listed, previous_record, refuse_foreign
+from mtkit.data.owned import inside, listed, previous_record, refuse_foreign
 from mtkit.errors import MtkitError
 from mtkit.files import work_dir
 
@@ -35,9 +35,13 @@ COMMAND = "mtkit export"
 
 
 def owned(out: Path) -> set[str]:
-    """The files an earlier export into `out` wrote (its record's list, the record itself included)."""
+    """The files an earlier export into `out` wrote (its record's list, the record itself included).
+
+    Only names that stay inside `out` once links are followed: a record listing `ext/file`, where
+    `ext` is a link out of `out`, must not make the export remove or replace a file elsewhere.
+    """
     record = previous_record(out / RECORD)
-    names = listed(record.get("files"))
+    names = inside(out, listed(record.get("files")))
     return names | {RECORD} if record else names
 
 

@@ -22,6 +22,7 @@ import torch
 
 from mtkit.config import BOS, EOS, PAD, ModelConfig
 from mtkit.errors import MtkitError
+from mtkit.files import read_model_file
 from mtkit.marian import weights as marian
 from mtkit.marian.vocab import MarianVocab
 
@@ -56,7 +57,7 @@ def read_tokenizer(path: Path, hf: dict[str, Any]) -> MarianVocab:
     if hf.get("decoder_start_token_id") != hf.get("pad_token_id"):
         raise _refuse(path, "decoder_start_token_id", hf.get("decoder_start_token_id"), "mtkit starts from <pad>")
     try:
-        source, target = (path / "source.spm").read_bytes(), (path / "target.spm").read_bytes()
+        source, target = read_model_file(path / "source.spm"), read_model_file(path / "target.spm")
     except OSError as exc:
         raise MtkitError(f"{path} has no readable source.spm and target.spm ({exc.strerror or exc}).") from None
     kept = {k: tokenizer[k] for k in TOKENIZER_FIELDS if k in tokenizer}

@@ -29,16 +29,27 @@ WHOLE_FIELDS = (
     "encoder_layers",
     "decoder_layers",
 )
+# max_position_embeddings has no weight to check it against (Marian's positions are sinusoidal, made here): a
+# table of that many rows is allocated. Marian models have 512; this leaves room and keeps the table (at
+# d_model 1024, 256 MiB) allocatable, so a crafted 2**40 is one sentence, not an allocation traceback.
+MAX_POSITIONS = 1 << 16
 
 
 def check_sizes(hf: dict[str, Any], path: Path) -> None:
-    """Each of WHOLE_FIELDS a positive whole number, or one sentence naming it and the file."""
+    """Each of WHOLE_FIELDS a positive whole number (max_position_embeddings at most MAX_POSITIONS), or one sentence
+    naming it and the file."""
     optional = [name for name in ("decoder_vocab_size", "max_position_embeddings") if hf.get(name) is not None]
     for name in (*WHOLE_FIELDS, *optional):  # read as numbers: a missing or mistyped one is said, not a TypeError
         value = hf.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             said = "is missing" if value is None else f"is {json.dumps(value)[:40]}"
             raise MtkitError(f"{path / 'config.json'}: the field {name} {said}; it must be a positive whole number.")
+    positions = hf.get("max_position_embeddings")
+    if positions is not None and positions > MAX_POSITIONS:
+        raise MtkitError(
+            f"{path / 'config.json'}: the field max_position_embeddings is {positions}; mtkit reads models of at most "
+            f"{MAX_POSITIONS} positions (Marian's have 512)."
+        )
 
 
 def check_shapes(

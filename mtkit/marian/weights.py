@@ -35,6 +35,7 @@ import torch
 
 from mtkit.config import BOS, EOS, PAD, ModelConfig
 from mtkit.errors import MtkitError
+from mtkit.files import read_model_file
 from mtkit.marian.sizes import Weights, check_shapes, check_sizes
 
 IN, OUT, NONE = "in", "out", "none"  # which axis of a weight is the model dimension (to permute)
@@ -285,7 +286,7 @@ def from_marian(tensors: Mapping[str, torch.Tensor], cfg: ModelConfig, path: Pat
 def is_hf_dir(path: Path) -> bool:
     """A Hugging Face model directory: config.json naming a `model_type` (an mtkit run's config.json does not)."""
     try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        config = json.loads(read_model_file(path / "config.json"))
     except (OSError, ValueError):
         return False
     return isinstance(config, dict) and "model_type" in config
@@ -293,7 +294,7 @@ def is_hf_dir(path: Path) -> bool:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_model_file(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -328,8 +329,8 @@ def _vocabulary(path: Path) -> bytes:
     if tokenizer.get("separate_vocabs") or (path / "target_vocab.json").exists():
         raise _refuse(path, "separate source and target vocabularies (mtkit's vocabulary is joint)")
     try:
-        proto = (path / "source.spm").read_bytes()
-        same = (path / "target.spm").read_bytes() == proto
+        proto = read_model_file(path / "source.spm")
+        same = read_model_file(path / "target.spm") == proto
     except OSError as exc:
         raise MtkitError(f"{path} has no readable source.spm and target.spm ({exc.strerror or exc}).") from None
     if not same:

@@ -11,15 +11,23 @@ refused with 400), `backlog`. Two things uvicorn does not do are written here, a
   a head still incomplete then gets 408, a body cut short is a disconnect.
 - A connection limit (nginx's worker_connections) below the process's descriptor limit,
   kept where descriptors are taken: at accept (`ListeningSocket`, the socket uvicorn serves
-  on). At the limit a new connection first closes one that waits idle (nothing asked yet, or
-  between two requests), nginx's answer to running short (ngx_drain_connections), so a probe's
-  /health and a good client get in while idle sockets pile up; it is accepted once that one's
-  descriptor is back. Unlike nginx, connections that never got an answer go first (oldest
-  first), kept-alive ones of clients already served after them: sockets opened to hold the
-  server's descriptors never finish a request. When every connection is busy with a request,
-  a few more are accepted to be answered 503 and closed; the rest wait in the listen queue.
-  uvicorn's `limit_concurrency` is not used: it answers 503 after a connection was accepted
-  and its request read, which keeps no descriptor free, and it refuses /health as well.
+  on). At the limit a new connection first closes one that waits idle, nginx's answer to
+  running short (ngx_drain_connections), so a probe's /health and a good client get in while
+  idle sockets pile up; it is accepted once that one's descriptor is back. Idle means no
+  request being answered, nothing waiting unread, and no byte received for IDLE_AFTER_S: a
+  kept-alive client about to send its next request, or a new one whose request is still on its
+  way, is not idle (closing it would reset a request it sent). Unlike nginx, connections that
+  never got an answer go first (quiet longest first), kept-alive ones of clients already served
+  after them: sockets opened to hold the server's descriptors never finish a request. When no
+  connection is idle, up to REFUSE_ROOM more are accepted to be refused: each one's request head
+  is read, `/health` answered as usual, any other request waits up to IDLE_AFTER_S for an idle
+  connection to close in its stead (then it is served as usual), else is answered 503 with
+  `Retry-After` and `Connection: close`; the server then half-closes and reads until the client
+  closes (or LINGER_S), since closing a socket with a request unread resets it and the client
+  would lose the 503. The rest wait in the listen queue. Which connections are to be refused is kept per
+  socket, so a connection never accepted takes no count with it. uvicorn's `limit_concurrency`
+  is not used: it answers 503 after a connection was accepted and its request read, which keeps
+  no descriptor free, and it refuses /health as well.
 
 What clients do wrong is logged once per cause and then counted (`OncePerCause`), not a line
 (or an asyncio traceback) per event: a few hundred idle sockets must not write megabytes of log.
@@ -28,9 +36,12 @@ What clients do wrong is logged once per cause and then counted (`OncePerCause`)
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import resource
 import socket
+import struct
+import termios
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +53,11 @@ logger = logging.getLogger(__name__)
 
 # Descriptors kept for the process itself (model files, logs, torch's threads, the listening socket).
 RESERVED_FDS = 64
-REFUSE_ROOM = 16  # connections accepted past the limit, when all are busy, only to be answered 503 and closed
+REFUSE_ROOM = 16  # connections accepted past the limit, when none is idle, only to be answered 503 and closed
+IDLE_AFTER_S = 2.0  # a connection with nothing to answer that received no byte for this long may be closed
+WAIT_STEP_S = 0.1  # how often a refused request looks for an idle connection to take the place of
+LINGER_S = 2.0  # after a 503, how long a refused connection waits for its client to close first
+REFUSED_HEAD_MAX = 16 * 1024  # as h11's limit on a request head
 REPEAT_WINDOW_S = 60.0  # a cause is said again, with its count, at most this often
 
 
@@ -74,28 +89,42 @@ class ConnectionLimits:
     read_timeout_s: float = 60.0
     accepted: int = 0  # descriptors of connections accepted and not yet lost
     protocols: set[Any] = field(default_factory=set)  # uvicorn's set of live connections, once one is made
-    refusing: int = 0  # connections accepted while all were busy, to be answered 503
+    refusing: set[int] = field(default_factory=set)  # descriptors accepted while none was idle, to be refused
+
+    @property
+    def refused_room(self) -> bool:
+        """Whether one more connection may be accepted to be refused (REFUSE_ROOM past the limit)."""
+        return self.accepted < self.max_connections + REFUSE_ROOM
 
     def make_room(self) -> bool:
-        """At the limit: close idle connections (never answered first, then oldest); whether one may be accepted."""
+        """At the limit: close idle connections (never answered first, then quiet longest); whether one may be
+        accepted now, to be refused (`refusing`) as none was idle."""
         live = [p for p in self.protocols if not p.transport.is_closing()]
         closing = self.accepted - len(live)  # their descriptors come back within a loop turn
         over = self.accepted - closing - self.max_connections + 1
         if over <= 0:  # closing ones make room: wait for them
             return False
-        idle = sorted((p for p in live if _idle(p)), key=lambda p: (p._served, p._since))
-        for p in idle[:over]:
-            _close(p)
-        if idle:
+        if self.close_idle(over):
             logger.warning(
                 "%d connections reached (--max-connections): closing idle ones, oldest first.", self.max_connections
             )
             return False  # accepted once their descriptors are back
-        if self.accepted >= self.max_connections + REFUSE_ROOM:
+        if not self.refused_room:
             return False
-        logger.warning("every connection (--max-connections %d) is busy; new ones get 503.", self.max_connections)
-        self.refusing += 1
+        logger.warning(
+            "every connection (--max-connections %d) is busy; new ones wait for an idle one, or get 503.",
+            self.max_connections,
+        )
         return True
+
+    def close_idle(self, n: int) -> bool:
+        """Close up to `n` idle connections, never answered first, then quiet longest; whether any was idle."""
+        now = time.monotonic()
+        live = [p for p in self.protocols if not p.transport.is_closing()]
+        idle = sorted((p for p in live if _idle(p, now)), key=lambda p: (p._served, p._since))
+        for p in idle[:n]:
+            _close(p)
+        return bool(idle)
 
 
 class ListeningSocket(socket.socket):
@@ -111,10 +140,13 @@ class ListeningSocket(socket.socket):
 
     def accept(self) -> tuple[socket.socket, Any]:
         limits = self.limits
-        if limits.accepted >= limits.max_connections and not limits.make_room():
+        refuse = limits.accepted >= limits.max_connections
+        if refuse and not limits.make_room():
             raise BlockingIOError  # asyncio tries again at its next turn, when the closed ones are gone
-        conn, address = super().accept()
+        conn, address = super().accept()  # BlockingIOError when nobody was waiting: nothing counted then
         limits.accepted += 1
+        if refuse:
+            limits.refusing.add(conn.fileno())
         return conn, address
 
 
@@ -157,9 +189,33 @@ def loop_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> Non
     logging.getLogger("asyncio").error("%s%s", context.get("message", "event loop error"), reason)
 
 
-def _idle(protocol: H11Protocol) -> bool:
-    """No request being read or answered: a fresh connection (whatever it sent of a head) or one kept alive."""
-    return (protocol.cycle is None or protocol.cycle.response_complete) and protocol.conn.their_state is h11.IDLE
+def _idle(protocol: Any, now: float) -> bool:
+    """No request being answered, nothing unread, no byte for IDLE_AFTER_S: a connection that may be closed."""
+    answering = protocol.cycle is not None and not protocol.cycle.response_complete
+    if (
+        answering
+        or getattr(protocol, "_waiting", False)
+        or protocol.conn.their_state is not h11.IDLE
+        or now - protocol._since < IDLE_AFTER_S
+    ):
+        return False
+    return _unread(protocol.transport) == 0
+
+
+def _unread(transport: asyncio.BaseTransport) -> int:
+    """Bytes the client sent that wait in the kernel, not yet read (FIONREAD); closing over them resets the client."""
+    sock = transport.get_extra_info("socket")
+    try:
+        return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0])
+    except (OSError, AttributeError, ValueError):
+        return 1  # unknown: not idle
+
+
+def _health_probe(head: bytes) -> bool:
+    """Whether a request head is `GET /health` (or HEAD), which a refused connection still answers."""
+    method, _, rest = head.partition(b" ")
+    target = rest.partition(b" ")[0].partition(b"?")[0]
+    return method in (b"GET", b"HEAD") and target == b"/health"
 
 
 def _close(protocol: H11Protocol) -> None:
@@ -184,16 +240,58 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
     class LimitedH11(H11Protocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             self._read_timer: asyncio.TimerHandle | None = None
-            self._since = time.monotonic()  # when it last became idle: the oldest idle ones are closed first
+            self._since = time.monotonic()  # when it last received a byte or became idle: quiet longest goes first
             self._served = 0  # answers given: a client that got one is kept over one that never asked
+            self._refused: bytearray | None = None  # the head read so far of a connection accepted to be refused
+            self._refused_done = False  # answered 503: what else it sends is dropped until it closes
+            self._waiting = False  # a refused connection's whole head read: waiting for room, or a 503
             super().connection_made(transport)
             limits.protocols = self.connections  # uvicorn's set of live connections
-            if limits.refusing:  # accepted only to be refused: every connection was busy
-                limits.refusing -= 1
-                transport.write(_raw_answer(503, "Service Unavailable", "the server is busy; retry.", 1))
-                _close(self)
-                return
+            sock = transport.get_extra_info("socket")
+            if sock is not None and sock.fileno() in limits.refusing:  # accepted only to be refused: none was idle
+                limits.refusing.discard(sock.fileno())
+                self._refused = bytearray()
             self._arm()
+
+        def _refuse(self, data: bytes) -> None:
+            """Read a refused connection's request: /health goes on as usual; any other waits up to IDLE_AFTER_S
+            for an idle connection to close in its stead (then it goes on as usual too), else gets 503."""
+            assert self._refused is not None
+            self._refused += data
+            if self._waiting:
+                return
+            if b"\r\n\r\n" not in self._refused and len(self._refused) < REFUSED_HEAD_MAX:
+                return
+            if _health_probe(bytes(self._refused)):
+                self._go_on()
+                return
+            self._waiting = True
+            self._disarm()
+            self._wait_for_room(self.loop.time() + IDLE_AFTER_S)
+
+        def _wait_for_room(self, until: float) -> None:
+            self._read_timer = None
+            if self.transport.is_closing():
+                return
+            if limits.close_idle(1):
+                self._go_on()
+            elif self.loop.time() >= until:
+                self._answer_503()
+            else:
+                self._read_timer = self.loop.call_later(WAIT_STEP_S, self._wait_for_room, until)
+
+        def _go_on(self) -> None:
+            """Hand what a refused connection sent to uvicorn: it is served as any other."""
+            assert self._refused is not None
+            sent, self._refused, self._waiting = bytes(self._refused), None, False
+            self.data_received(sent)
+
+        def _answer_503(self) -> None:
+            self._refused, self._refused_done = None, True
+            self.transport.write(_raw_answer(503, "Service Unavailable", "the server is busy; retry.", 1))
+            if self.transport.can_write_eof():
+                self.transport.write_eof()  # the client reads the answer; it closes, then so do we
+            self._read_timer = self.loop.call_later(LINGER_S, self.transport.close)
 
         def _arm(self) -> None:
             self._disarm()
@@ -205,6 +303,12 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
                 self._read_timer = None
 
         def data_received(self, data: bytes) -> None:
+            self._since = time.monotonic()
+            if self._refused_done:
+                return  # the rest of a refused request: read and dropped until the client closes
+            if self._refused is not None:
+                self._refuse(data)
+                return
             if self._read_timer is None and self.conn.their_state is h11.IDLE:
                 self._arm()  # the next request on a kept-alive connection starts: its clock too
             super().data_received(data)
@@ -214,6 +318,11 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
         def on_response_complete(self) -> None:
             self._since, self._served = time.monotonic(), self._served + 1
             super().on_response_complete()
+
+        def eof_received(self) -> None:
+            if self._refused_done:
+                self.transport.close()  # the client read its 503 and closed
+            super().eof_received()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
