@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from mtkit.data.tokenizer import Tokenizer
 from mtkit.errors import MtkitError
+from mtkit.files import read_model_file
 from mtkit.sources.mtkit_files import ModelFile, RunDirectory, describe_file
 
 EXPORT_RECORD = "mtkit-export.json"  # what `mtkit export` writes beside an export (mtkit/export/target.py)
@@ -87,8 +88,8 @@ class CT2Export:
     def record(self) -> dict[str, Any]:
         """mtkit-export.json: the step, quantization, source and model config it was exported with ({}: none)."""
         try:
-            record = json.loads((self.path / EXPORT_RECORD).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            record = json.loads(read_model_file(self.path / EXPORT_RECORD))
+        except (OSError, ValueError, MtkitError):
             return {}
         return record if isinstance(record, dict) else {}
 
