@@ -25,6 +25,7 @@ from mtkit.data.batching import BatchPlan, bucket_lengths, plan_batches, shard_a
 from mtkit.data.multilingual import SRC, TGT, pairs_of
 from mtkit.data.pair_sampling import pair_counts, pair_plan
 from mtkit.errors import MtkitError
+from mtkit.score import DEFAULT_TOKENIZE, check_tokenize, default_tokenize
 from mtkit.train.distributed import World, all_reduce_sum
 from mtkit.train.plan import TrainingData
 from mtkit.train.precision import Precision
@@ -41,11 +42,13 @@ class Pair:
     name: str
     train: tuple[int, int]
     valid: tuple[int, int]
+    tokenize: str = DEFAULT_TOKENIZE  # sacreBLEU's tokenizer for its target language
 
     @classmethod
     def of(cls, entry: dict[str, Any]) -> Pair:
         lines = entry["lines"]
-        return cls(f"{entry['src']}-{entry['tgt']}", tuple(lines["train"]), tuple(lines["valid"]))  # type: ignore[arg-type]
+        name, tokenize = f"{entry['src']}-{entry['tgt']}", default_tokenize(entry["tgt"])
+        return cls(name, tuple(lines["train"]), tuple(lines["valid"]), tokenize)  # type: ignore[arg-type]
 
 
 class PairTraining:
@@ -87,8 +90,13 @@ class PairTraining:
                     metrics[f"{key}.{pair.name}"] = value
         if self.bleu_samples:  # rank 0 translates; the sum hands the scores to every rank
             scores = [
-                (greedy_bleu(model, data.spm, *sample, world.device, stop) if world.is_main else 0.0) or 0.0
-                for sample in self.bleu_samples
+                (
+                    greedy_bleu(model, data.spm, *sample, world.device, stop, tokenize=pair.tokenize)
+                    if world.is_main
+                    else 0.0
+                )
+                or 0.0
+                for pair, sample in zip(self.pairs, self.bleu_samples)
             ]
             summed = torch.tensor([*scores, *flags()], dtype=torch.float64, device=world.device)
             totals = all_reduce_sum(summed, world).tolist()
@@ -105,6 +113,9 @@ def setup(data: TrainingData, cfg: TrainConfig, world: World, max_positions: int
     if not entries:
         return None
     pairs = [Pair.of(e) for e in entries]
+    if cfg.valid_bleu:
+        for pair in pairs:  # a missing MeCab is said now, not at the first validation
+            check_tokenize(pair.tokenize)
     buckets = (
         None if cfg.length_buckets == "none" else bucket_lengths(cfg.length_buckets, min(cfg.max_tokens, max_positions))
     )

@@ -16,6 +16,7 @@ from mtkit.data.dataset import DataDir, ParallelSplit, open_data
 from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
+from mtkit.score import DEFAULT_TOKENIZE, check_tokenize, default_tokenize
 from mtkit.train import distributed as dist
 
 CHECKED_SPLITS = ("train", "valid")  # the splits whose batches and scores a resumed run depends on
@@ -32,6 +33,7 @@ class TrainingData:
     train: ParallelSplit
     valid: ParallelSplit
     bleu_sample: tuple[list[str], list[str]] | None  # --valid-bleu's raw dev sources and references
+    bleu_tokenize: str = DEFAULT_TOKENIZE  # sacreBLEU's tokenizer for the target language, as `mtkit score` picks it
 
 
 def open_training_data(path: Path, model_cfg: ModelConfig, valid_bleu: int = 0) -> TrainingData:
@@ -42,8 +44,11 @@ def open_training_data(path: Path, model_cfg: ModelConfig, valid_bleu: int = 0) 
     check_vocab(data, spm, model_cfg)
     train, valid = data.split("train"), data.split("valid")
     sample = bleu_sample(data, valid_bleu) if valid_bleu else None
+    tokenize = default_tokenize(data.tgt_lang)
+    if valid_bleu:
+        check_tokenize(tokenize)  # a missing MeCab is said now, not at the first validation
     check_token_ids(data, (train, valid), model_cfg)
-    return TrainingData(data, vocab, spm, corpus_of(data), train, valid, sample)
+    return TrainingData(data, vocab, spm, corpus_of(data), train, valid, sample, tokenize)
 
 
 def corpus_of(data: DataDir) -> dict[str, dict[str, str]]:

@@ -22,6 +22,7 @@ import torch
 from mtkit.config import DecodeConfig
 from mtkit.data.dataset import ParallelSplit
 from mtkit.data.vocab import Vocab
+from mtkit.score import DEFAULT_TOKENIZE, bleu_metric
 from mtkit.train.distributed import World, all_reduce_sum
 from mtkit.train.forward import batch_loss
 from mtkit.train.plan import TrainingData
@@ -66,7 +67,11 @@ def validate(
         return Validation({}, stopped)
     metrics = loss_metrics(*totals[:3])
     if data.bleu_sample is not None:  # rank 0 translates; the sum hands its score to every rank
-        bleu = greedy_bleu(model, data.spm, *data.bleu_sample, world.device, stop) if world.is_main else 0.0
+        bleu = (
+            greedy_bleu(model, data.spm, *data.bleu_sample, world.device, stop, tokenize=data.bleu_tokenize)
+            if world.is_main
+            else 0.0
+        )
         summed = torch.tensor([bleu or 0.0, *flags()], dtype=torch.float64, device=world.device)
         totals = all_reduce_sum(summed, world).tolist()
         if stopped := agreed_signal(totals[1:]):
@@ -116,11 +121,11 @@ def greedy_bleu(
     references: list[str],
     device: torch.device,
     stop: Callable[[], bool] = lambda: False,
+    tokenize: str = DEFAULT_TOKENIZE,
 ) -> float | None:
-    """sacreBLEU of greedy (beam 1) translations, through the same Translator as `mtkit translate`; None when
-    `stop()` said yes before every line was translated."""
-    from sacrebleu.metrics import BLEU
-
+    """sacreBLEU of greedy (beam 1) translations, through the same Translator as `mtkit translate`, with the BLEU
+    tokenizer `mtkit score` picks for the target language; None when `stop()` said yes before every line was
+    translated."""
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.decode.translator import Translator
 
@@ -134,7 +139,7 @@ def greedy_bleu(
                 return None
     finally:
         model.train(was_training)
-    return BLEU().corpus_score(hypotheses, [references]).score
+    return bleu_metric(tokenize).corpus_score(hypotheses, [references]).score
 
 
 def score_of(metrics: dict[str, float]) -> float:
