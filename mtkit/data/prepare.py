@@ -149,11 +149,11 @@ def _custom(files: Mapping[str, tuple[str, str]], langs: tuple[str, str] | None)
         raise MtkitError("`mtkit prepare custom` needs --train-src and --train-tgt (and --valid-src/--valid-tgt).")
     if "valid" not in files:
         raise MtkitError("`mtkit prepare custom` needs a validation set: --valid-src and --valid-tgt.")
-    src, tgt = langs or (_lang_of(files["train"][0]), _lang_of(files["train"][1]))
+    src, tgt = langs or (lang_of(files["train"][0]), lang_of(files["train"][1]))
     return custom_corpus(src, tgt, files)
 
 
-def _lang_of(path: str) -> str:
+def lang_of(path: str) -> str:
     """'train.en' -> 'en', 'corpus.de.gz' -> 'de': the last suffix of two or three letters."""
     name = Path(path).name
     if name.endswith(".gz"):
