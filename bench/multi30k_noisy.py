@@ -94,9 +94,9 @@ def build(data: Path, out: Path, seed: int = 1) -> dict[str, int]:
     return counts
 
 
-def report(noisy: Path, config: WebCleanConfig) -> dict:
+def report(noisy: Path, config: WebCleanConfig, scorer=None) -> dict:
     """For each kind of noise, the pairs each rule dropped and the pairs kept."""
-    cleaner = WebCleaner("en", "de", config, (None, None))  # type: ignore[arg-type]
+    cleaner = WebCleaner("en", "de", config, (None, None), scorer)  # type: ignore[arg-type]
     table = {k: {"pairs": 0, "kept": 0, **dict.fromkeys(config.active(), 0)} for k in KINDS}
     with open(noisy / "train.en", "rb") as fs, open(noisy / "train.de", "rb") as ft:
         kinds = (noisy / "train.kind").read_text(encoding="utf-8").split()
@@ -140,6 +140,8 @@ def main() -> None:
         r.add_argument(f"--{flag}", action="store_true")
     r.add_argument("--max-chars", type=int, default=0)
     r.add_argument("--max-char-ratio", type=float, default=0.0)
+    r.add_argument("--dual-xent", nargs=2, type=Path, metavar=("FORWARD", "BACKWARD"), help="En->De, De->En models")
+    r.add_argument("--dual-xent-max", type=float, default=0.0)
     args = parser.parse_args()
     if args.command == "build":
         counts = build(args.data, args.out, args.seed)
@@ -160,8 +162,14 @@ def main() -> None:
         on("dedup"),
         on("near_dedup"),
         on("langid"),
+        args.dual_xent_max,
     )
-    table = report(args.noisy, config)
+    scorer = None
+    if args.dual_xent:
+        from mtkit.decode.dual_xent import dual_xent_filter
+
+        scorer = dual_xent_filter(*args.dual_xent)
+    table = report(args.noisy, config, scorer)
     _print(table, config.active()[1:])  # invalid_utf8 cannot happen: build writes UTF-8
     print(json.dumps({"config": vars(args) | {"noisy": str(args.noisy)}, "table": table}))
 

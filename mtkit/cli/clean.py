@@ -41,6 +41,17 @@ def clean(
     control: bool = typer.Option(
         False, "--control", help="Drop pairs holding control, private-use or unassigned characters, or U+FFFD."
     ),
+    dual_xent: Optional[tuple[Path, Path]] = typer.Option(
+        None,
+        "--dual-xent",
+        show_default="none",
+        help="Two mtkit models trained on clean data, SRC->TGT and TGT->SRC: score each pair by its dual "
+        "conditional cross-entropy (Junczys-Dowmunt 2018). Example: --dual-xent fwd.pt bwd.pt --dual-xent-max 4",
+    ),
+    dual_xent_max: float = typer.Option(
+        0.0, "--dual-xent-max", min=0, help="With --dual-xent: drop pairs scoring above this (nats a token)."
+    ),
+    device: str = typer.Option("cpu", "--device", help="Device of the --dual-xent models."),
     max_chars: int = typer.Option(
         0, "--max-chars", min=0, help="Drop pairs with a side longer than this many characters; 0: no limit."
     ),
@@ -81,7 +92,19 @@ def clean(
         dedup=dedup or all_rules,
         near_dedup=near_dedup or all_rules,
         langid=langid or all_rules,
+        dual_xent_max=dual_xent_max,
     )
+    if dual_xent and not dual_xent_max:
+        raise MtkitError("--dual-xent needs a threshold: --dual-xent-max X (nats a token; 0 keeps every pair).")
+    scorer, about = None, ""
+    if dual_xent and dual_xent[0] is not None:
+        from mtkit.decode.dual_xent import dual_xent_filter
+
+        for path in dual_xent:
+            if not Path(path).is_file():
+                raise MtkitError(f"model file {path} does not exist.")
+        scorer = dual_xent_filter(dual_xent[0], dual_xent[1], device)
+        about = f"{dual_xent[0]} {dual_xent[1]}"
     with progress_bar(sys.stderr.isatty(), None, "cleaning", "pairs") as bar:
 
         def progress(done: int, total: int) -> None:
@@ -89,7 +112,9 @@ def clean(
             bar.n = done
             bar.refresh()
 
-        record = clean_files(src, tgt, langs[0], langs[1], out, config, progress=progress)
+        record = clean_files(
+            src, tgt, langs[0], langs[1], out, config, progress=progress, scorer=scorer, scorer_about=about
+        )
     dropped = ", ".join(f"{rule} {n}" for rule, n in record["dropped"].items())
     err.print(
         f"[green]cleaned[/] {escape(str(out))}.{{{langs[0]},{langs[1]}}}: kept {record['kept']} of "

@@ -15,6 +15,9 @@ in this order (cheap before dear):
 - `langid` (--langid): either side not identified as its language (langid.py's model through py3langid,
   the extra `mtkit[langid]`; chosen by bench/langid_short.py: the most accurate of four libraries on short
   sentences).
+- `dual_xent` (--dual-xent FORWARD BACKWARD --dual-xent-max X): the pair's dual conditional cross-entropy
+  under two translation models, one each way (mtkit.decode.dual_xent), is above X: what rules cannot see,
+  a misaligned pair of two well-formed sentences. The scorer is passed in (this layer has no models).
 
 Memory stays bounded: text streams through in chunks; the seen pairs are 64-bit hashes (8 bytes a kept
 pair a rule) in sorted numpy runs merged like a binary counter (`HashSet`), 80 MB for 10 million pairs.
@@ -54,11 +57,14 @@ RULES = (
     "duplicate",
     "near_duplicate",
     "langid",
+    "dual_xent",
 )
 CONTROL = regex.compile(r"[\p{Cc}\p{Co}\p{Cn}\uFFFD]")
 MARKUP = regex.compile(
     r"<\s*/?\s*[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?\s*>|&(?:[A-Za-z][A-Za-z0-9]{1,7}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});"
 )
+# Scores of (sources, targets), one a pair; a pair scoring above WebCleanConfig.dual_xent_max is dropped.
+Scorer = Callable[[list[str], list[str]], list[float]]
 NOT_LETTERS = regex.compile(r"[\p{P}\p{S}\p{Z}\p{N}\s]+")
 STATE_FORMAT = 1
 
@@ -73,11 +79,12 @@ class WebCleanConfig:
     dedup: bool = False
     near_dedup: bool = False
     langid: bool = False
+    dual_xent_max: float = 0.0  # 0: off
 
     def active(self) -> tuple[str, ...]:
         on = {"control": self.control, "markup": self.markup, "copy": self.copies, "too_long_chars": self.max_chars}
         on.update(char_ratio=self.max_char_ratio, duplicate=self.dedup, near_duplicate=self.near_dedup)
-        on.update(langid=self.langid)
+        on.update(langid=self.langid, dual_xent=self.dual_xent_max)
         return tuple(rule for rule in RULES if bool(on.get(rule, True)))
 
 
@@ -139,8 +146,17 @@ def _base(lang: str) -> str:
 class WebCleaner:
     """Applies a WebCleanConfig to chunks of pairs; holds the seen hashes and the counts."""
 
-    def __init__(self, src_lang: str, tgt_lang: str, config: WebCleanConfig, hashes: tuple[np.ndarray, np.ndarray]):
-        self.langs, self.config = (_base(src_lang), _base(tgt_lang)), config
+    def __init__(
+        self,
+        src_lang: str,
+        tgt_lang: str,
+        config: WebCleanConfig,
+        hashes: tuple[np.ndarray, np.ndarray],
+        scorer: Scorer | None = None,
+    ):
+        if config.dual_xent_max and scorer is None:
+            raise MtkitError("--dual-xent-max needs the two models: --dual-xent FORWARD BACKWARD.")
+        self.langs, self.config, self.scorer = (_base(src_lang), _base(tgt_lang)), config, scorer
         self.exact, self.near = HashSet(hashes[0]), HashSet(hashes[1])
         self.stats = WebCleanStats()
         self.guess = identifier() if config.langid else None
@@ -198,6 +214,11 @@ class WebCleaner:
             right = [guess(s) == ls and guess(t) == lt for _, _, s, t in keep]
             drop["langid"] += right.count(False)
             keep = [pair for pair, ok in zip(keep, right) if ok]
+        if self.scorer is not None and self.config.dual_xent_max:
+            scores = self.scorer([s for _, _, s, _ in keep], [t for _, _, _, t in keep])
+            good = [score <= self.config.dual_xent_max for score in scores]
+            drop["dual_xent"] += good.count(False)
+            keep = [pair for pair, ok in zip(keep, good) if ok]
         self.stats.kept += len(keep)
         ends = [
             (bs if bs.endswith(b"\n") else bs + b"\n", bt if bt.endswith(b"\n") else bt + b"\n")
@@ -217,10 +238,13 @@ def clean_files(
     chunk_pairs: int = 10_000,
     checkpoint_s: float = 30.0,
     progress: Callable[[int, int], None] | None = None,
+    scorer: Scorer | None = None,
+    scorer_about: str = "",
 ) -> dict[str, Any]:
     """Clean SRC/TGT into PREFIX.SRC_LANG and PREFIX.TGT_LANG; returns PREFIX.clean.json's content.
 
-    `progress(done, total)` is called after each chunk (pairs read so far, of all)."""
+    `progress(done, total)` is called after each chunk (pairs read so far, of all); `scorer_about` names the
+    scorer's models (a resumed run must use the same)."""
     outs = [Path(f"{prefix}.{lang}") for lang in (src_lang, tgt_lang)]
     if {p.resolve() for p in outs} & {src.resolve(), tgt.resolve()}:
         raise MtkitError(f"--out {prefix} would overwrite an input; choose another prefix.")
@@ -233,11 +257,12 @@ def clean_files(
         "inputs": {str(p.resolve()): [p.stat().st_size, p.stat().st_mtime_ns] for p in (src, tgt)},
         "langs": [src_lang, tgt_lang],
         "config": asdict(config),
+        "scorer": scorer_about,
     }
     state = _resume_state(state_path, settings, parts, logs)
     done = state.get("pairs_done", 0)
     hashes = tuple(_read_hashes(log, n) for log, n in zip(logs, state.get("hashes", [0, 0])))
-    cleaner = WebCleaner(src_lang, tgt_lang, config, hashes)  # type: ignore[arg-type]
+    cleaner = WebCleaner(src_lang, tgt_lang, config, hashes, scorer)  # type: ignore[arg-type]
     if state:
         cleaner.stats = WebCleanStats(**state["stats"])
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -268,7 +293,7 @@ def clean_files(
         "outputs": [str(p) for p in outs],
         "langs": [src_lang, tgt_lang],
         "rules": list(config.active()),
-        "settings": asdict(config),
+        "settings": asdict(config) | ({"dual_xent_models": scorer_about} if scorer_about else {}),
         "pairs_in": cleaner.stats.pairs_in,
         "kept": cleaner.stats.kept,
         "dropped": {rule: cleaner.stats.dropped[rule] for rule in config.active()},
