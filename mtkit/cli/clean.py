@@ -28,7 +28,7 @@ def clean(
         help="Every rule but the length ones: --langid --copies --dedup --near-dedup --markup --control.",
     ),
     langid: bool = typer.Option(
-        False, "--langid", help="Drop pairs whose sides are not identified as their languages (needs mtkit[langid])."
+        False, "--langid", help="Drop pairs whose sides are not identified as their languages (needs mtkit\\[langid])."
     ),
     copies: bool = typer.Option(
         False, "--copies", help="Drop pairs whose target is the source (up to case, spaces, punctuation, digits)."
@@ -67,9 +67,9 @@ def clean(
 
     Example: mtkit clean crawl.en crawl.de --out clean/train --all --max-char-ratio 3
 
-    Every rule is off unless asked for, and counted. It streams in bounded memory and resumes an interrupted
-    run where its last checkpoint was. Then: mtkit prepare custom --train-src clean/train.en --train-tgt
-    clean/train.de ...
+    Every rule is off unless asked for, and counted; it streams, and a rerun resumes an interrupted run.
+
+    Then: mtkit prepare custom --train-src clean/train.en --train-tgt clean/train.de ...
     """
     from mtkit.data.prepare import lang_of
     from mtkit.data.webclean import WebCleanConfig, clean_files

@@ -37,7 +37,7 @@ def score(
         "--tokenize",
         show_default="by --lang: zh, ja-mecab, ko-mecab, else 13a",
         help="sacreBLEU's BLEU tokenizer: 13a, intl, zh, ja-mecab, ko-mecab, char, flores200 or none "
-        "(ja-mecab needs mtkit[ja], ko-mecab mtkit[ko]; flores200 downloads its model). Example: --tokenize char",
+        "(ja-mecab needs mtkit\\[ja], ko-mecab mtkit\\[ko]; flores200 downloads its model). Example: --tokenize char",
     ),
     compare: Optional[str] = typer.Option(
         None,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mtkit.data.dataset import open_data
 from mtkit.data.vocab import Vocab
 from tests.support.training import FAST
@@ -42,7 +44,33 @@ def test_english_to_chinese_from_prepare_to_score(cli, tmp_path):
     r = cli("train", data, "--out", run, *FAST, "--max-steps", "6", "--valid-every", "3", "--valid-bleu", "8")
     assert r.returncode == 0, r.stderr
     validations = [m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "bleu" in m]
-    assert validations, "validation BLEU (with the zh tokenizer) was not measured"
+    assert validations and validations[-1]["step"] == 6, "validation BLEU was not measured at the last step"
+    # It is the BLEU of greedy translations of the first 8 dev lines with sacreBLEU's zh tokenizer, the one
+    # `mtkit score --lang zh` uses, not 13a's.
+    head = tmp_path / "valid8.en"
+    head.write_text("".join((data / "raw" / "valid.en").read_text(encoding="utf-8").splitlines(True)[:8]))
+    greedy = tmp_path / "valid8.hyp.zh"
+    r = cli(
+        "translate",
+        "--model",
+        run / "checkpoint_last.pt",
+        "--input",
+        head,
+        "--output",
+        greedy,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+    )
+    assert r.returncode == 0, r.stderr
+    refs = (data / "raw" / "valid.zh").read_text(encoding="utf-8").splitlines()[:8]
+    from sacrebleu.metrics import BLEU
+
+    hyps = greedy.read_text(encoding="utf-8").splitlines()
+    assert validations[-1]["bleu"] == pytest.approx(BLEU(tokenize="zh").corpus_score(hyps, [refs]).score, abs=1e-9)
 
     hyp = tmp_path / "test.hyp.zh"
     r = cli(
