@@ -75,3 +75,12 @@ def test_dry_run_trains_clean_noisy_and_cleaned_alike(tmp_path):
 def test_the_recipe_needs_its_data(tmp_path):
     done = run_recipe("multi30k-noisy", cwd=tmp_path)
     assert done.returncode == 2 and "give --data DIR" in done.stderr
+
+
+def test_the_scale_benchs_corpus_is_mostly_new_pairs_with_some_noise(tmp_path):
+    bench = load_script("bench/clean_scale.py")
+    src, tgt = bench.make(_fake_multi30k(tmp_path / "data"), 500, tmp_path)
+    en, de = src.read_text(encoding="utf-8").splitlines(), tgt.read_text(encoding="utf-8").splitlines()
+    assert len(en) == len(de) and 500 < len(en) < 540  # about 2% exact duplicates added
+    assert sum(s == t for s, t in zip(en, de)) > 0 and sum(s.startswith("<p>") for s in en) > 0
+    assert len(set(zip(en, de))) > 0.95 * len(en)
