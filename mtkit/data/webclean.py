@@ -20,7 +20,7 @@ in this order (cheap before dear):
   a misaligned pair of two well-formed sentences. The scorer is passed in (this layer has no models).
 
 Memory stays bounded: text streams through in chunks; the seen pairs are 64-bit hashes (8 bytes a kept
-pair a rule) in sorted numpy runs merged like a binary counter (`HashSet`), 80 MB for 10 million pairs.
+pair a rule) in sorted numpy runs merged like a binary counter (`HashSet`), 80 MB a rule for 10 million pairs.
 A run that stops (Ctrl-C, a crash) resumes where its last checkpoint was: the outputs are written as
 PREFIX.LANG.part with a state file beside them, updated every `checkpoint_s` seconds after the text it
 counts is on disk; a rerun with the same inputs and settings cuts the .part files back to the state and
