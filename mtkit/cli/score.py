@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from mtkit.cli.app import app
+from mtkit.cli.app import app, err
 from mtkit.errors import MtkitError
 
 
@@ -28,8 +28,16 @@ def score(
     lang: Optional[str] = typer.Option(
         None,
         "--lang",
-        show_default="the target of --langpair, else de",
-        help="Language of the Moses tokenizer for --paper-bleu.",
+        show_default="the target of --langpair, else unknown (de for --paper-bleu)",
+        help="Target language: picks sacreBLEU's tokenizer (zh, ja-mecab, ko-mecab, else 13a) and the Moses "
+        "tokenizer of --paper-bleu. Example: --lang zh",
+    ),
+    tokenize: Optional[str] = typer.Option(
+        None,
+        "--tokenize",
+        show_default="by --lang: zh, ja-mecab, ko-mecab, else 13a",
+        help="sacreBLEU's BLEU tokenizer: 13a, intl, zh, ja-mecab, ko-mecab, char, flores200 or none "
+        "(ja-mecab needs mtkit\\[ja], ko-mecab mtkit\\[ko]; flores200 downloads its model). Example: --tokenize char",
     ),
     compare: Optional[str] = typer.Option(
         None,
@@ -47,6 +55,8 @@ def score(
     """Score translations against references: sacreBLEU, chrF, TER, tokenized BLEU.
 
     Example: mtkit score test.hyp.de --ref test.de --paper-bleu
+
+    Chinese (sacreBLEU's zh tokenizer, chosen by --lang): mtkit score test.hyp.zh --ref test.zh --lang zh
 
     From a pipe: mtkit translate -m averaged.pt < test.en | mtkit score - --ref test.de
     """
@@ -70,17 +80,25 @@ def score(
         ref_names = [str(r) for r in ref]
     else:
         raise MtkitError("no references: give --ref FILE, or --test-set NAME --langpair SRC-TGT.")
+    target = lang or (langpair.split("-")[-1] if langpair else None)
+    chosen = tokenize or scoring.default_tokenize(target)
+    scoring.check_tokenize(chosen)
     hyps = read_lines_strict(hyp)
     scoring.check_lengths(hyps, refs, str(hyp), ref_names)
-    results = scoring.corpus_scores(hyps, refs)
+    if tokenize is None and target is None and (script := scoring.script_hint(refs[0])):
+        err.print(
+            f"mtkit: warning: the references look like {script} text, which the 13a tokenizer reads as whole lines; "
+            f"give --lang {script} (or --tokenize) for a BLEU that counts its words.",
+            highlight=False,
+        )
+    results = scoring.corpus_scores(hyps, refs, chosen)
     if paper_bleu:
-        tok_lang = lang or (langpair.split("-")[-1] if langpair else "de")
-        results.append(scoring.paper_bleu(hyps, refs, tok_lang))
+        results.append(scoring.paper_bleu(hyps, refs, target or "de"))
     comparisons = []
     if compare is not None:
         hyps2 = read_lines_strict(compare)
         scoring.check_lengths(hyps2, refs, str(compare), ref_names)
-        comparisons = scoring.paired_bootstrap(hyps, hyps2, refs)
+        comparisons = scoring.paired_bootstrap(hyps, hyps2, refs, tokenize=chosen)
     if json_out:
         report: dict = {"hyp": str(hyp), "lines": len(hyps), "scores": [dataclasses.asdict(r) for r in results]}
         if compare is not None:

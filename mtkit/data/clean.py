@@ -17,8 +17,11 @@ What happens to each training pair (dev and test sets never come here):
    them), at 10-25x its speed.
 3. Filters, the first one that applies is counted: `empty` (a side is empty after step 2),
    `too_long` (a side has more than 250 words), `ratio` (one side has more than 1.5 times
-   the words of the other), and with `dedup`, `duplicate` (the same normalised pair seen
-   before). The two length limits are per corpus (corpora.py; 0 turns one off). Words are
+   the words of the other), `too_long_chars` and `char_ratio` (the same tests counted in
+   characters, Unicode code points spaces included: a unit that works for every script),
+   and with `dedup`, `duplicate` (the same normalised pair seen before). The word limits are
+   per corpus (corpora.py: a named corpus keeps its own rules, custom data has none unless
+   asked); the character limits are off unless asked; 0 turns one off. Words are
    whitespace-separated tokens of the untokenised text. That is Moses'
    `clean-corpus-n.perl -ratio 1.5 ... 1 250` with its word counts, applied before
    tokenisation: fairseq's `prepare-wmt14en2de.sh` runs the same script after Moses
@@ -51,7 +54,19 @@ from mtkit.data.normalize import normalizer, remove_non_printing
 from mtkit.errors import MtkitError
 from mtkit.files import count_parallel, open_binary
 
-RULES = ("invalid_utf8", "empty", "too_long", "ratio", "duplicate")
+RULES = ("invalid_utf8", "empty", "too_long", "ratio", "too_long_chars", "char_ratio", "duplicate")
+# The option that turns each rule off, for the sentence that says which rule emptied a corpus.
+RULE_OPTIONS = {
+    "invalid_utf8": "none: re-encode the files as UTF-8 (iconv)",
+    "empty": "none: both sides need text",
+    "too_long": "--max-words 0",
+    "ratio": "--max-ratio 0",
+    "too_long_chars": "--max-chars 0",
+    "char_ratio": "--max-char-ratio 0",
+    "duplicate": "leave out --dedup",
+}
+# Written without spaces between words: whitespace word counts mean nothing there.
+NO_SPACES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu", "dz"})
 MAX_EXAMPLES = 20
 
 
@@ -61,6 +76,29 @@ class CleanConfig:
     max_ratio: float = 1.5  # 0: no limit
     dedup: bool = False
     normalize: bool = True
+    max_chars: int = 0  # 0: no limit
+    max_char_ratio: float = 0.0  # 0: no limit
+
+    def active(self) -> tuple[str, ...]:
+        """The rules this configuration applies, in RULES' order."""
+        on = {"too_long": self.max_words, "ratio": self.max_ratio, "duplicate": self.dedup}
+        on.update(too_long_chars=self.max_chars, char_ratio=self.max_char_ratio)
+        return tuple(rule for rule in RULES if bool(on.get(rule, True)))
+
+    def check_script(self, src: str, tgt: str) -> None:
+        """Refuse word-counting rules for a language written without spaces between words."""
+        lang = next((code for code in (src, tgt) if code.lower().replace("_", "-").split("-")[0] in NO_SPACES), None)
+        if lang is None:
+            return
+        for value, option, chars in (
+            (self.max_words, "--max-words", "--max-chars"),
+            (self.max_ratio, "--max-ratio", "--max-char-ratio"),
+        ):
+            if value:
+                raise MtkitError(
+                    f"{option} counts whitespace-separated words, which '{lang}' text does not have; "
+                    f"give {option} 0 and use {chars} (characters) instead."
+                )
 
     def describe(self, src: str, tgt: str) -> dict:
         return {
@@ -78,6 +116,10 @@ class CleanConfig:
             "max_ratio": self.max_ratio or "off",
             "ratio_unit": "whitespace-separated words of the untokenised text, max(a/b, b/a) > max_ratio "
             "(clean-corpus-n.perl's test; fairseq applies it to BPE tokens after tokenisation)",
+            "max_chars": self.max_chars or "off",
+            "max_char_ratio": self.max_char_ratio or "off",
+            "char_unit": "Unicode code points of the normalised text, spaces included",
+            "rules": list(self.active()),
             "dedup": self.dedup,
         }
 
@@ -175,7 +217,7 @@ def clean_chunk(job: _Job) -> _Result:
     invalid_at: list[str] = []
     out_s: list[str] = []
     out_t: list[str] = []
-    max_words, ratio = cfg.max_words, cfg.max_ratio
+    max_words, ratio, max_chars, char_ratio = cfg.max_words, cfg.max_ratio, cfg.max_chars, cfg.max_char_ratio
     for i, (s, t) in enumerate(zip(srcs, tgts)):
         if s is None or t is None:
             counts["invalid_utf8"] += 1
@@ -194,6 +236,13 @@ def clean_chunk(job: _Job) -> _Result:
             continue
         if ratio and (ns > ratio * nt or nt > ratio * ns):
             counts["ratio"] += 1
+            continue
+        cs, ct = len(s), len(t)
+        if max_chars and (cs > max_chars or ct > max_chars):
+            counts["too_long_chars"] += 1
+            continue
+        if char_ratio and (cs > char_ratio * ct or ct > char_ratio * cs):
+            counts["char_ratio"] += 1
             continue
         out_s.append(s)
         out_t.append(t)
@@ -342,3 +391,8 @@ def dedup_files(src_in: Path, tgt_in: Path, src_out: Path, tgt_out: Path, hashes
                 os_.write(s)
                 ot.write(t)
     return dropped
+
+
+def summary(dropped: dict[str, int], config: CleanConfig) -> str:
+    """Every applied rule with its count, zeros included: 'invalid_utf8 0, empty 2, ratio 5'."""
+    return ", ".join(f"{rule} {dropped.get(rule, 0)}" for rule in config.active())

@@ -300,6 +300,10 @@ def custom_corpus(src: str, tgt: str, files: Mapping[str, tuple[str, str]], name
         vocab_size=0,
         pairs="",
         family="custom",
+        # The user's own data gets only the rules asked for: WMT14's word limits would drop good pairs
+        # of other scripts (all of them for a language without spaces).
+        max_words=0,
+        max_ratio=0,
     )
 
 

@@ -54,6 +54,8 @@ class PrepareOptions:
     dedup: bool = False
     max_words: int | None = None  # None: the corpus's own setting (corpora.py)
     max_ratio: float | None = None
+    max_chars: int = 0  # characters (code points); 0: no limit
+    max_char_ratio: float = 0.0
     progress: bool = False
     force: bool = False
 
@@ -78,7 +80,10 @@ def prepare(
         max_words=corpus.max_words if opts.max_words is None else opts.max_words,
         max_ratio=corpus.max_ratio if opts.max_ratio is None else opts.max_ratio,
         dedup=opts.dedup,
+        max_chars=opts.max_chars,
+        max_char_ratio=opts.max_char_ratio,
     )
+    clean.check_script(corpus.src, corpus.tgt)
     if out.exists() and not out.is_dir():
         raise MtkitError(f"--out {out} is a file, not a directory; give a directory path (it is created if missing).")
     # DIR is ours for the whole run: a second `prepare` (or a `bpe`) on it is refused at once.
@@ -144,11 +149,11 @@ def _custom(files: Mapping[str, tuple[str, str]], langs: tuple[str, str] | None)
         raise MtkitError("`mtkit prepare custom` needs --train-src and --train-tgt (and --valid-src/--valid-tgt).")
     if "valid" not in files:
         raise MtkitError("`mtkit prepare custom` needs a validation set: --valid-src and --valid-tgt.")
-    src, tgt = langs or (_lang_of(files["train"][0]), _lang_of(files["train"][1]))
+    src, tgt = langs or (lang_of(files["train"][0]), lang_of(files["train"][1]))
     return custom_corpus(src, tgt, files)
 
 
-def _lang_of(path: str) -> str:
+def lang_of(path: str) -> str:
     """'train.en' -> 'en', 'corpus.de.gz' -> 'de': the last suffix of two or three letters."""
     name = Path(path).name
     if name.endswith(".gz"):
@@ -216,6 +221,8 @@ def _settings(corpus: Corpus, clean: CleanConfig, fetched: Mapping[str, Fetched]
         "clean": {
             "max_words": clean.max_words,
             "max_ratio": clean.max_ratio,
+            "max_chars": clean.max_chars,
+            "max_char_ratio": clean.max_char_ratio,
             "dedup": clean.dedup,
             "normalize": clean.normalize,
         },

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mtkit.data.clean import CleanConfig, Cleaner, CleanStats, dedup_files
+from mtkit.data.clean import RULE_OPTIONS, CleanConfig, Cleaner, CleanStats, dedup_files, summary
 from mtkit.data.corpora import Corpus, Member, Part, members_by_source
 from mtkit.data.extract import read_sgml, read_text_lines, stage_members
 from mtkit.data.fetch import Fetched
@@ -136,15 +136,17 @@ def _write_train(writer: SplitWriter, parts: tuple[Part, ...]) -> dict[str, Any]
         total.dropped["duplicate"] += dropped
         total.kept -= dropped
         timings["dedup_s"] = round(time.perf_counter() - t0, 3)
-    _report_train(corpus, total)
+    _report_train(corpus, total, clean)
     return {**total.record(), "parts": records}
 
 
-def _report_train(corpus: Corpus, total: CleanStats) -> None:
+def _report_train(corpus: Corpus, total: CleanStats, clean: CleanConfig) -> None:
     if total.kept == 0:
+        worst = max(clean.active(), key=lambda rule: total.dropped.get(rule, 0))
         raise MtkitError(
-            f"no training pair of {corpus.name} is left after cleaning "
-            f"(dropped: {', '.join(f'{k} {v}' for k, v in total.dropped.items() if v)})."
+            f"no training pair of {corpus.name} is left after cleaning: the {worst} filter dropped "
+            f"{total.dropped[worst]} of {total.pairs_in} pairs (what turns it off: {RULE_OPTIONS[worst]}; "
+            f"dropped: {summary(total.dropped, clean)})."
         )
     if total.dropped["invalid_utf8"]:
         logger.warning(

@@ -27,6 +27,7 @@ from mtkit.data.pair_sampling import pair_counts, pair_plan
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.marian.vocab import load_tokenizer
+from mtkit.score import DEFAULT_TOKENIZE, check_tokenize, default_tokenize
 from mtkit.train import distributed as dist
 
 CHECKED_SPLITS = ("train", "valid")  # the splits whose batches and scores a resumed run depends on
@@ -42,6 +43,7 @@ class Pair:
     name: str
     train: tuple[int, int]
     valid: tuple[int, int]
+    tokenize: str = DEFAULT_TOKENIZE  # sacreBLEU's tokenizer for its target language, as `mtkit score` picks it
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ def open_training_data(path: Path, model_cfg: ModelConfig, valid_bleu: int = 0) 
     train, valid = data.split("train"), data.split("valid")
     pairs = pairs_in(data, train, valid)
     samples = bleu_samples(data, pairs, valid_bleu) if valid_bleu else ()
+    if valid_bleu:
+        for pair in pairs:  # a missing MeCab is said now, not at the first validation
+            check_tokenize(pair.tokenize)
     check_token_ids(data, (train, valid), model_cfg)
     return TrainingData(data, vocab, spm, corpus_of(data), train, valid, pairs, samples)
 
@@ -75,9 +80,15 @@ def pairs_in(data: DataDir, train: ParallelSplit, valid: ParallelSplit) -> tuple
     """The pairs a multilingual directory lists (bpe.json's `pairs`); a bilingual directory's one, every line."""
     entries = pairs_of(data.info)
     if not entries:
-        return (Pair(f"{data.src_lang}-{data.tgt_lang}", (0, len(train)), (0, len(valid))),)
+        name, tokenize = f"{data.src_lang}-{data.tgt_lang}", default_tokenize(data.tgt_lang)
+        return (Pair(name, (0, len(train)), (0, len(valid)), tokenize),)
     return tuple(
-        Pair(f"{e['src']}-{e['tgt']}", tuple(e["lines"]["train"]), tuple(e["lines"]["valid"]))  # type: ignore[arg-type]
+        Pair(
+            f"{e['src']}-{e['tgt']}",
+            tuple(e["lines"]["train"]),  # type: ignore[arg-type]
+            tuple(e["lines"]["valid"]),  # type: ignore[arg-type]
+            default_tokenize(e["tgt"]),
+        )
         for e in entries
     )
 

@@ -28,6 +28,7 @@ import torch
 from mtkit.config import DecodeConfig
 from mtkit.data.dataset import ParallelSplit
 from mtkit.data.vocab import Vocab
+from mtkit.score import DEFAULT_TOKENIZE, bleu_metric
 from mtkit.train.distributed import World, all_reduce_sum
 from mtkit.train.forward import batch_loss
 from mtkit.train.plan import TrainingData
@@ -79,8 +80,13 @@ def validate(
         del metrics[f"tokens.{pair.name}"]
     if data.bleu_samples:  # rank 0 translates; the sum hands the scores to every rank
         scores = [
-            (greedy_bleu(model, data.spm, *sample, world.device, stop) if world.is_main else 0.0) or 0.0
-            for sample in data.bleu_samples
+            (
+                greedy_bleu(model, data.spm, *sample, world.device, stop, tokenize=pair.tokenize)
+                if world.is_main
+                else 0.0
+            )
+            or 0.0
+            for pair, sample in zip(data.pairs, data.bleu_samples)
         ]
         summed = torch.tensor([*scores, *flags()], dtype=torch.float64, device=world.device)
         totals = all_reduce_sum(summed, world).tolist()
@@ -133,11 +139,11 @@ def greedy_bleu(
     references: list[str],
     device: torch.device,
     stop: Callable[[], bool] = lambda: False,
+    tokenize: str = DEFAULT_TOKENIZE,
 ) -> float | None:
-    """sacreBLEU of greedy (beam 1) translations, through the same Translator as `mtkit translate`; None when
-    `stop()` said yes before every line was translated."""
-    from sacrebleu.metrics import BLEU
-
+    """sacreBLEU of greedy (beam 1) translations, through the same Translator as `mtkit translate`, with the BLEU
+    tokenizer `mtkit score` picks for the target language; None when `stop()` said yes before every line was
+    translated."""
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.decode.translator import Translator
 
@@ -151,7 +157,7 @@ def greedy_bleu(
                 return None
     finally:
         model.train(was_training)
-    return BLEU().corpus_score(hypotheses, [references]).score
+    return bleu_metric(tokenize).corpus_score(hypotheses, [references]).score
 
 
 def score_of(metrics: dict[str, float]) -> float:

@@ -11,6 +11,7 @@ from sacremoses import MosesPunctNormalizer
 
 from mtkit.data.clean import CleanConfig, Cleaner, dedup_files
 from mtkit.data.normalize import PunctNormalizer, normalize, remove_non_printing
+from mtkit.errors import MtkitError
 
 # Every character some normalisation rule looks for, and the neighbours its patterns need.
 TRIGGERS = list("\r()%:;`'\"„“”–—´‘’‚…«»,.!?º0123456789 nCcm<") + ["\u00a0", "  ", "''", "´´", "nº", "ºC"]
@@ -66,7 +67,15 @@ def test_each_rule_counts_what_it_drops(tmp_path):
     tgt = [b"gut eins", b"leer", b"leer", words(5), words(250), words(2), words(4), b"kaputt", b"gut eins"]
     stats, en, de, _ = _clean(tmp_path, src, tgt)
     assert stats.pairs_in == 9
-    assert stats.dropped == {"invalid_utf8": 1, "empty": 2, "too_long": 1, "ratio": 1, "duplicate": 0}
+    assert stats.dropped == {
+        "invalid_utf8": 1,
+        "empty": 2,
+        "too_long": 1,
+        "ratio": 1,
+        "too_long_chars": 0,
+        "char_ratio": 0,
+        "duplicate": 0,
+    }
     # 250 words is allowed, 251 is not; 3/2 = 1.5 is allowed, 4/2 = 2 is not.
     assert en == ["ok one", words(250).decode(), "w w w", "ok one"]
     assert de == ["gut eins", words(250).decode(), "w w", "gut eins"]
@@ -108,3 +117,25 @@ def test_worker_processes_give_the_same_output(tmp_path, multi30k):
     assert one[1:3] == two[1:3]
     assert one[0].dropped == two[0].dropped and one[0].kept == two[0].kept
     assert two[0].invalid_utf8_at == [f"{tmp_path / 'b' / 'in.en'}:6"]
+
+
+def test_character_rules_count_code_points_of_any_script(tmp_path):
+    # zh has no spaces: words would be 1 a side, characters are what can be compared.
+    src = ["我爱你".encode(), "今天天气很好".encode(), ("长" * 31).encode(), "好".encode()]
+    tgt = [b"I love you", b"The weather is nice today", b"long", b"good"]
+    config = CleanConfig(max_words=0, max_ratio=0, max_chars=30, max_char_ratio=4)
+    stats, zh, en, _ = _clean(tmp_path, src, tgt, config=config)
+    # 10/3 = 3.3 passes; 25/6 = 4.2 does not; 31 characters is over 30; 4/1 = 4 passes.
+    assert stats.dropped["too_long_chars"] == 1 and stats.dropped["char_ratio"] == 1
+    assert zh == ["我爱你", "好"] and en == ["I love you", "good"]
+    assert config.active() == ("invalid_utf8", "empty", "too_long_chars", "char_ratio")
+
+
+@pytest.mark.parametrize("lang", ["zh", "ja", "th", "zh-Hans", "zh_TW"])
+def test_word_rules_are_refused_for_a_language_without_spaces(lang):
+    with pytest.raises(MtkitError, match="--max-ratio counts whitespace-separated words.*--max-char-ratio"):
+        CleanConfig(max_words=0, max_ratio=1.5).check_script("en", lang)
+    with pytest.raises(MtkitError, match="--max-words counts"):
+        CleanConfig(max_words=250, max_ratio=0).check_script(lang, "en")
+    CleanConfig(max_words=0, max_ratio=0, max_char_ratio=3).check_script("en", lang)
+    CleanConfig().check_script("en", "de")

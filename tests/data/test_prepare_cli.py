@@ -202,3 +202,52 @@ def test_multi30k_prepare_and_bpe_round_trip(cli, tmp_path, multi30k_full):
     # Determinism: back to the old settings, with other threads: the very same model bytes.
     r = cli("bpe", out, "--threads", "1", env=env)
     assert r.returncode == 0 and (out / "spm.model").read_bytes() == model
+
+
+def _custom_pair(cli, tmp_path, src_lang, tgt_lang, train, *extra):
+    paths = {}
+    for split in ("train", "valid"):
+        for lang, text in zip((src_lang, tgt_lang), train):
+            paths[split, lang] = _write(tmp_path / f"{split}.{lang}", text.encode())
+    args = [f"--{split}-{side}" for split in ("train", "valid") for side in ("src", "tgt")]
+    files = [paths[split, lang] for split in ("train", "valid") for lang in (src_lang, tgt_lang)]
+    return cli("prepare", "custom", *[x for pair in zip(args, files) for x in pair], "--out", tmp_path / "out", *extra)
+
+
+ZH = "我爱你\n今天天气很好\n一只狗在草地上奔跑\n"
+EN = "I love you\nThe weather is nice today\nA dog runs on the grass\n"
+
+
+def test_custom_data_gets_no_word_rules_so_a_language_without_spaces_keeps_every_pair(cli, tmp_path):
+    r = _custom_pair(cli, tmp_path, "en", "zh", (EN, ZH))
+    assert r.returncode == 0, r.stderr
+    assert "train 3 pairs (of 3; dropped: invalid_utf8 0, empty 0)" in r.stderr
+    record = json.loads((tmp_path / "out" / "prepare.json").read_text())
+    assert record["cleaning"]["rules"] == ["invalid_utf8", "empty"]
+    assert record["cleaning"]["max_ratio"] == "off" and record["cleaning"]["max_words"] == "off"
+    assert record["splits"]["train"]["dropped"]["ratio"] == 0
+
+
+def test_word_ratio_for_chinese_is_refused_and_character_rules_are_counted(cli, tmp_path):
+    line = _one_error_line(_custom_pair(cli, tmp_path, "en", "zh", (EN, ZH), "--max-ratio", "1.5"))
+    assert "--max-ratio counts whitespace-separated words, which 'zh' text does not have" in line
+    r = _custom_pair(cli, tmp_path, "en", "zh", (EN, ZH), "--max-char-ratio", "3", "--max-chars", "24")
+    assert r.returncode == 0, r.stderr
+    # 25 characters are over 24; 10 against 3 is a ratio of 3.3 > 3; 23 against 9 (2.6) is kept.
+    assert "train 1 pairs (of 3; dropped: invalid_utf8 0, empty 0, too_long_chars 1, char_ratio 1)" in r.stderr
+    record = json.loads((tmp_path / "out" / "prepare.json").read_text())
+    assert record["splits"]["train"]["dropped"]["char_ratio"] == 1
+    assert record["cleaning"]["char_unit"].startswith("Unicode code points")
+
+
+def test_an_empty_result_names_the_filter_and_the_option_that_turns_it_off(cli, tmp_path):
+    line = _one_error_line(_custom_pair(cli, tmp_path, "en", "zh", (EN, ZH), "--max-char-ratio", "1.1"))
+    assert "no training pair of custom-en-zh is left after cleaning: the char_ratio filter dropped 3 of 3" in line
+    assert "--max-char-ratio 0" in line
+
+
+def test_own_files_without_custom_ask_did_you_mean(cli, tmp_path):
+    line = _one_error_line(cli("prepare", "--train-src", tmp_path / "a.en", "--train-tgt", tmp_path / "a.de"))
+    assert "did you mean `mtkit prepare custom --train-src ...`?" in line
+    line = _one_error_line(cli("prepare", "multi30k-en-de", "--train-src", tmp_path / "a.en"))
+    assert "did you mean `mtkit prepare custom ...`?" in line

@@ -1,0 +1,122 @@
+"""`mtkit clean`: rules for web-crawled parallel text, before `mtkit prepare custom`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from mtkit.cli.app import app, err
+from mtkit.errors import MtkitError
+
+
+@app.command()
+def clean(
+    src: Path = typer.Argument(..., help="Source side, one sentence a line (.gz is fine).", show_default=False),
+    tgt: Path = typer.Argument(..., help="Target side, aligned with SRC.", show_default=False),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Output prefix: writes PREFIX.SRC_LANG, PREFIX.TGT_LANG and PREFIX.clean.json."
+    ),
+    src_lang: Optional[str] = typer.Option(None, "--src-lang", show_default="from SRC's suffix"),
+    tgt_lang: Optional[str] = typer.Option(None, "--tgt-lang", show_default="from TGT's suffix"),
+    all_rules: bool = typer.Option(
+        False,
+        "--all",
+        help="Every rule but the length ones: --langid --copies --dedup --near-dedup --markup --control.",
+    ),
+    langid: bool = typer.Option(
+        False, "--langid", help="Drop pairs whose sides are not identified as their languages (needs mtkit\\[langid])."
+    ),
+    copies: bool = typer.Option(
+        False, "--copies", help="Drop pairs whose target is the source (up to case, spaces, punctuation, digits)."
+    ),
+    dedup: bool = typer.Option(False, "--dedup", help="Drop repeated pairs (the same bytes), keeping the first."),
+    near_dedup: bool = typer.Option(
+        False, "--near-dedup", help="Drop pairs repeated up to case, spaces, punctuation and digits."
+    ),
+    markup: bool = typer.Option(False, "--markup", help="Drop pairs holding an HTML/XML tag or entity."),
+    control: bool = typer.Option(
+        False, "--control", help="Drop pairs holding control, private-use or unassigned characters, or U+FFFD."
+    ),
+    dual_xent: Optional[tuple[Path, Path]] = typer.Option(
+        None,
+        "--dual-xent",
+        show_default="none",
+        help="Two mtkit models trained on clean data, SRC->TGT and TGT->SRC: score each pair by its dual "
+        "conditional cross-entropy (Junczys-Dowmunt 2018). Example: --dual-xent fwd.pt bwd.pt --dual-xent-max 4",
+    ),
+    dual_xent_max: float = typer.Option(
+        0.0, "--dual-xent-max", min=0, help="With --dual-xent: drop pairs scoring above this (nats a token)."
+    ),
+    device: str = typer.Option("cpu", "--device", help="Device of the --dual-xent models."),
+    max_chars: int = typer.Option(
+        0, "--max-chars", min=0, help="Drop pairs with a side longer than this many characters; 0: no limit."
+    ),
+    max_char_ratio: float = typer.Option(
+        0.0,
+        "--max-char-ratio",
+        min=0,
+        help="Drop pairs whose character counts differ by more than this factor (choose it for the pair: an "
+        "English line has several times the characters of its Chinese translation); 0: no limit.",
+    ),
+) -> None:
+    """Drop the noise of web-crawled parallel text: wrong languages, copies, duplicates, markup, bad lengths.
+
+    Example: mtkit clean crawl.en crawl.de --out clean/train --all --max-char-ratio 3
+
+    Every rule is off unless asked for, and counted; it streams, and a rerun resumes an interrupted run.
+
+    Then: mtkit prepare custom --train-src clean/train.en --train-tgt clean/train.de ...
+    """
+    from mtkit.data.prepare import lang_of
+    from mtkit.data.webclean import WebCleanConfig, clean_files
+    from mtkit.files import progress_bar
+
+    if (src_lang is None) != (tgt_lang is None):
+        raise MtkitError("give both --src-lang and --tgt-lang, or neither.")
+    langs = (src_lang, tgt_lang) if src_lang and tgt_lang else (lang_of(str(src)), lang_of(str(tgt)))
+    if langs[0] == langs[1]:
+        raise MtkitError(f"source and target language are both '{langs[0]}'; give two different language codes.")
+    for path in (src, tgt):
+        if not path.is_file():
+            raise MtkitError(f"{path} does not exist.")
+    config = WebCleanConfig(
+        control=control or all_rules,
+        markup=markup or all_rules,
+        copies=copies or all_rules,
+        max_chars=max_chars,
+        max_char_ratio=max_char_ratio,
+        dedup=dedup or all_rules,
+        near_dedup=near_dedup or all_rules,
+        langid=langid or all_rules,
+        dual_xent_max=dual_xent_max,
+    )
+    if dual_xent and not dual_xent_max:
+        raise MtkitError("--dual-xent needs a threshold: --dual-xent-max X (nats a token; 0 keeps every pair).")
+    scorer, about = None, ""
+    if dual_xent and dual_xent[0] is not None:
+        from mtkit.decode.dual_xent import dual_xent_filter
+
+        for path in dual_xent:
+            if not Path(path).is_file():
+                raise MtkitError(f"model file {path} does not exist.")
+        scorer = dual_xent_filter(dual_xent[0], dual_xent[1], device)
+        about = f"{dual_xent[0]} {dual_xent[1]}"
+    with progress_bar(sys.stderr.isatty(), None, "cleaning", "pairs") as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        record = clean_files(
+            src, tgt, langs[0], langs[1], out, config, progress=progress, scorer=scorer, scorer_about=about
+        )
+    dropped = ", ".join(f"{rule} {n}" for rule, n in record["dropped"].items())
+    err.print(
+        f"[green]cleaned[/] {escape(str(out))}.{{{langs[0]},{langs[1]}}}: kept {record['kept']} of "
+        f"{record['pairs_in']} pairs (dropped: {escape(dropped)}); counts in {escape(str(out))}.clean.json"
+    )

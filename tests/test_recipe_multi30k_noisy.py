@@ -1,0 +1,86 @@
+"""Multi30k-noisy: the noise is built the same way every time and each cleaning rule finds its own kind;
+the recipe's dry run parses with mtkit's own parsers, trains the three systems alike, and creates nothing."""
+
+from __future__ import annotations
+
+import gzip
+import shlex
+from pathlib import Path
+
+from tests.support.recipes import ROOT, dry_run, load_script, parse_line, parse_mtkit, run_recipe
+
+WORDS = {
+    "en": "a dog man woman child runs sits on the grass beach street red big small".split(),
+    "de": "ein Hund Mann Frau Kind rennt sitzt auf dem Gras Strand Straße roten großen kleinen".split(),
+    "fr": "un chien homme femme enfant court assis sur la pelouse plage rue rouge grand petit".split(),
+    "cs": "pes muž žena dítě běží sedí na trávě pláži ulici červený velký malý".split(),
+}
+
+
+def _fake_multi30k(root: Path, n: int = 400) -> Path:
+    """Multi30k's layout with n synthetic captions a language, aligned by line (word i of each list is one word)."""
+    import random
+
+    rng = random.Random(4)
+    rows = [[rng.randrange(13) for _ in range(rng.randint(4, 9))] for _ in range(n)]
+    for lang, words in WORDS.items():
+        folder = root / ("multi30k-en-de" if lang in ("en", "de") else "multi30k-fr-cs")
+        folder.mkdir(parents=True, exist_ok=True)
+        text = "".join(" ".join(words[i] for i in row).capitalize() + ".\n" for row in rows)
+        with gzip.open(folder / f"train.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write(text)
+    return root
+
+
+def test_the_noisy_corpus_is_deterministic_and_each_rule_finds_its_noise(tmp_path):
+    bench = load_script("bench/multi30k_noisy.py")
+    data = _fake_multi30k(tmp_path / "data")
+    counts = bench.build(data, tmp_path / "a", seed=1)
+    bench.build(data, tmp_path / "b", seed=1)
+    for name in ("train.en", "train.de", "train.kind"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert counts["misaligned"] == 28 and counts["french"] == counts["html"] == 16 and counts["duplicate"] == 8
+    noise = sum(n for k, n in counts.items() if k != "clean")
+    assert 0.28 < noise / sum(counts.values()) < 0.32
+    config = bench.WebCleanConfig(markup=True, copies=True, dedup=True, near_dedup=True, max_char_ratio=2.0)
+    table = bench.report(tmp_path / "a", config)
+    assert table["html"]["markup"] == 16 and table["copy"]["copy"] == 16
+    assert table["duplicate"]["duplicate"] == 8 and table["near_duplicate"]["near_duplicate"] == 8
+    assert table["clean"]["kept"] >= table["clean"]["pairs"] - 2  # synthetic captions repeat rarely
+
+
+def test_dry_run_trains_clean_noisy_and_cleaned_alike(tmp_path):
+    data = tmp_path / "da ta"
+    lines = dry_run("multi30k-noisy", "--data", str(data), "--minutes", "10", cwd=tmp_path)
+    assert shlex.split(lines[0])[:2] == ["python", str(ROOT / "bench" / "multi30k_noisy.py")]
+    assert shlex.split(lines[2])[-4:] == [
+        "--max-char-ratio",
+        "2",
+        ">",
+        str(ROOT / "recipes/multi30k-noisy/out/report.md"),
+    ]
+    steps = [parse_mtkit(parse_line(line)[0]) for line in lines if line.startswith("mtkit ")]
+    assert [name for name, _ in steps] == ["clean"] + ["prepare", "bpe", "train", "average", "translate", "score"] * 3
+    clean = steps[0][1]
+    assert clean["all_rules"] and clean["max_char_ratio"] == 2.0
+    trains = [params for name, params in steps if name == "train"]
+    settings = [{k: v for k, v in p.items() if k not in ("data", "out")} for p in trains]
+    assert settings[0] == settings[1] == settings[2] and settings[0]["max_minutes"] == 10
+    prepares = [params for name, params in steps if name == "prepare"]
+    assert prepares[0]["train_src"] == data / "multi30k-en-de" / "train.en.gz"
+    assert all(p["valid_src"] == data / "multi30k-en-de" / "val.en.gz" for p in prepares)
+    assert all(params["lang"] == "de" for name, params in steps if name == "score")
+
+
+def test_the_recipe_needs_its_data(tmp_path):
+    done = run_recipe("multi30k-noisy", cwd=tmp_path)
+    assert done.returncode == 2 and "give --data DIR" in done.stderr
+
+
+def test_the_scale_benchs_corpus_is_mostly_new_pairs_with_some_noise(tmp_path):
+    bench = load_script("bench/clean_scale.py")
+    src, tgt = bench.make(_fake_multi30k(tmp_path / "data"), 500, tmp_path)
+    en, de = src.read_text(encoding="utf-8").splitlines(), tgt.read_text(encoding="utf-8").splitlines()
+    assert len(en) == len(de) and 500 < len(en) < 540  # about 2% exact duplicates added
+    assert sum(s == t for s, t in zip(en, de)) > 0 and sum(s.startswith("<p>") for s in en) > 0
+    assert len(set(zip(en, de))) > 0.95 * len(en)
