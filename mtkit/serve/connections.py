@@ -9,26 +9,25 @@ refused with 400), `backlog`. Two things uvicorn does not do are written here, a
   nothing, or a header line a minute, holds its connection for ever. Here a request must have
   arrived whole (head and body) within `read_timeout_s` of its connection or its first byte;
   a head still incomplete then gets 408, a body cut short is a disconnect.
-- A connection limit (nginx's worker_connections) below the process's descriptor limit,
-  kept where descriptors are taken: at accept (`ListeningSocket`, the socket uvicorn serves
-  on). At the limit a new connection first closes one that waits idle, nginx's answer to
-  running short (ngx_drain_connections), so a probe's /health and a good client get in while
-  idle sockets pile up; it is accepted once that one's descriptor is back. Idle means no
-  request being answered, nothing waiting unread, and no byte received for IDLE_AFTER_S (half
-  the read timeout where that is shorter): a kept-alive client about to send its next request,
-  or a new one whose request is still on its way, is not idle (closing it would reset a request
-  it sent). Unlike nginx, connections that
+- A connection limit (nginx's worker_connections) below the process's descriptor limit, kept where
+  descriptors are taken: at accept (`ListeningSocket`, the socket uvicorn serves on). At the limit a
+  new connection first closes one that waits idle, nginx's answer to running short
+  (ngx_drain_connections), so a probe's /health and a good client get in while idle sockets pile up;
+  it is accepted once that one's descriptor is back. Idle means no request being answered, nothing
+  waiting unread, and no byte received for IDLE_AFTER_S (half the read timeout where that is
+  shorter): a kept-alive client about to send its next request, or a new one whose request is still
+  on its way, is not idle (closing it would reset a request it sent). Unlike nginx, connections that
   never got an answer go first (quiet longest first), kept-alive ones of clients already served
   after them: sockets opened to hold the server's descriptors never finish a request. When no
-  connection is idle, up to REFUSE_ROOM more are accepted to be refused: each one's request head
-  is read, `/health` answered as usual, any other request waits up to IDLE_AFTER_S for an idle
-  connection to close in its stead (then it is served as usual), else is answered 503 with
-  `Retry-After` and `Connection: close`; the server then half-closes and reads until the client
-  closes (or LINGER_S), since closing a socket with a request unread resets it and the client
-  would lose the 503. The rest wait in the listen queue. Which connections are to be refused is kept per
-  socket, so a connection never accepted takes no count with it. uvicorn's `limit_concurrency`
-  is not used: it answers 503 after a connection was accepted and its request read, which keeps
-  no descriptor free, and it refuses /health as well.
+  connection is idle, up to REFUSE_ROOM more are accepted to be refused: each one's request head is
+  read, `/health` answered as usual, any other request waits up to IDLE_AFTER_S for an idle
+  connection to close in its stead (then it is served as usual), else is answered 503 with `Retry-
+  After` and `Connection: close`; the server then half-closes and reads until the client closes (or
+  LINGER_S), since closing a socket with a request unread resets it and the client would lose the
+  503. The rest wait in the listen queue. Which connections are to be refused is kept per socket, so
+  a connection never accepted takes no count with it. uvicorn's `limit_concurrency` is not used: it
+  answers 503 after a connection was accepted and its request read, which keeps no descriptor free,
+  and it refuses /health as well.
 
 What clients do wrong is logged once per cause and then counted (`OncePerCause`), not a line
 (or an asyncio traceback) per event: a few hundred idle sockets must not write megabytes of log.
