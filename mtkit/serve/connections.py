@@ -21,13 +21,13 @@ refused with 400), `backlog`. Two things uvicorn does not do are written here, a
   after them: sockets opened to hold the server's descriptors never finish a request. When no
   connection is idle, up to REFUSE_ROOM more are accepted to be refused: each one's request head is
   read, `/health` answered as usual, any other request waits up to IDLE_AFTER_S for an idle
-  connection to close in its stead (then it is served as usual), else is answered 503 with `Retry-
-  After` and `Connection: close`; the server then half-closes and reads until the client closes (or
-  LINGER_S), since closing a socket with a request unread resets it and the client would lose the
-  503. The rest wait in the listen queue. Which connections are to be refused is kept per socket, so
-  a connection never accepted takes no count with it. uvicorn's `limit_concurrency` is not used: it
-  answers 503 after a connection was accepted and its request read, which keeps no descriptor free,
-  and it refuses /health as well.
+  connection to close in its stead (then it is served as usual), else is answered 503 with
+  `Retry-After` and `Connection: close`; the server then half-closes and reads until the client
+  closes (or LINGER_S), since closing a socket with a request unread resets it and the client would
+  lose the 503. The rest wait in the listen queue. Which connections are to be refused is kept per
+  socket, so a connection never accepted takes no count with it. uvicorn's `limit_concurrency` is
+  not used: it answers 503 after a connection was accepted and its request read, which keeps no
+  descriptor free, and it refuses /health as well.
 
 What clients do wrong is logged once per cause and then counted (`OncePerCause`), not a line
 (or an asyncio traceback) per event: a few hundred idle sockets must not write megabytes of log.
