@@ -9,25 +9,25 @@ refused with 400), `backlog`. Two things uvicorn does not do are written here, a
   nothing, or a header line a minute, holds its connection for ever. Here a request must have
   arrived whole (head and body) within `read_timeout_s` of its connection or its first byte;
   a head still incomplete then gets 408, a body cut short is a disconnect.
-- A connection limit (nginx's worker_connections) below the process's descriptor limit,
-  kept where descriptors are taken: at accept (`ListeningSocket`, the socket uvicorn serves
-  on). At the limit a new connection first closes one that waits idle, nginx's answer to
-  running short (ngx_drain_connections), so a probe's /health and a good client get in while
-  idle sockets pile up; it is accepted once that one's descriptor is back. Idle means no
-  request being answered, nothing waiting unread, and no byte received for IDLE_AFTER_S: a
-  kept-alive client about to send its next request, or a new one whose request is still on its
-  way, is not idle (closing it would reset a request it sent). Unlike nginx, connections that
+- A connection limit (nginx's worker_connections) below the process's descriptor limit, kept where
+  descriptors are taken: at accept (`ListeningSocket`, the socket uvicorn serves on). At the limit a
+  new connection first closes one that waits idle, nginx's answer to running short
+  (ngx_drain_connections), so a probe's /health and a good client get in while idle sockets pile up;
+  it is accepted once that one's descriptor is back. Idle means no request being answered, nothing
+  waiting unread, and no byte received for IDLE_AFTER_S (half the read timeout where that is
+  shorter): a kept-alive client about to send its next request, or a new one whose request is still
+  on its way, is not idle (closing it would reset a request it sent). Unlike nginx, connections that
   never got an answer go first (quiet longest first), kept-alive ones of clients already served
   after them: sockets opened to hold the server's descriptors never finish a request. When no
-  connection is idle, up to REFUSE_ROOM more are accepted to be refused: each one's request head
-  is read, `/health` answered as usual, any other request waits up to IDLE_AFTER_S for an idle
+  connection is idle, up to REFUSE_ROOM more are accepted to be refused: each one's request head is
+  read, `/health` answered as usual, any other request waits up to IDLE_AFTER_S for an idle
   connection to close in its stead (then it is served as usual), else is answered 503 with
   `Retry-After` and `Connection: close`; the server then half-closes and reads until the client
-  closes (or LINGER_S), since closing a socket with a request unread resets it and the client
-  would lose the 503. The rest wait in the listen queue. Which connections are to be refused is kept per
-  socket, so a connection never accepted takes no count with it. uvicorn's `limit_concurrency`
-  is not used: it answers 503 after a connection was accepted and its request read, which keeps
-  no descriptor free, and it refuses /health as well.
+  closes (or LINGER_S), since closing a socket with a request unread resets it and the client would
+  lose the 503. The rest wait in the listen queue. Which connections are to be refused is kept per
+  socket, so a connection never accepted takes no count with it. uvicorn's `limit_concurrency` is
+  not used: it answers 503 after a connection was accepted and its request read, which keeps no
+  descriptor free, and it refuses /health as well.
 
 What clients do wrong is logged once per cause and then counted (`OncePerCause`), not a line
 (or an asyncio traceback) per event: a few hundred idle sockets must not write megabytes of log.
@@ -92,6 +92,12 @@ class ConnectionLimits:
     refusing: set[int] = field(default_factory=set)  # descriptors accepted while none was idle, to be refused
 
     @property
+    def quiet_s(self) -> float:
+        """How long a connection must have sent nothing to count as idle: IDLE_AFTER_S, or half the read timeout
+        where that is shorter (else every silent connection would be timed out before it could count)."""
+        return min(IDLE_AFTER_S, self.read_timeout_s / 2)
+
+    @property
     def refused_room(self) -> bool:
         """Whether one more connection may be accepted to be refused (REFUSE_ROOM past the limit)."""
         return self.accepted < self.max_connections + REFUSE_ROOM
@@ -119,9 +125,9 @@ class ConnectionLimits:
 
     def close_idle(self, n: int) -> bool:
         """Close up to `n` idle connections, never answered first, then quiet longest; whether any was idle."""
-        now = time.monotonic()
+        now, quiet = time.monotonic(), self.quiet_s
         live = [p for p in self.protocols if not p.transport.is_closing()]
-        idle = sorted((p for p in live if _idle(p, now)), key=lambda p: (p._served, p._since))
+        idle = sorted((p for p in live if _idle(p, now, quiet)), key=lambda p: (p._served, p._since))
         for p in idle[:n]:
             _close(p)
         return bool(idle)
@@ -189,14 +195,14 @@ def loop_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> Non
     logging.getLogger("asyncio").error("%s%s", context.get("message", "event loop error"), reason)
 
 
-def _idle(protocol: Any, now: float) -> bool:
-    """No request being answered, nothing unread, no byte for IDLE_AFTER_S: a connection that may be closed."""
+def _idle(protocol: Any, now: float, quiet: float = IDLE_AFTER_S) -> bool:
+    """No request being answered, nothing unread, no byte for `quiet` seconds: a connection that may be closed."""
     answering = protocol.cycle is not None and not protocol.cycle.response_complete
     if (
         answering
         or getattr(protocol, "_waiting", False)
         or protocol.conn.their_state is not h11.IDLE
-        or now - protocol._since < IDLE_AFTER_S
+        or now - protocol._since < quiet
     ):
         return False
     return _unread(protocol.transport) == 0
