@@ -37,4 +37,4 @@ def test_a_directory_that_is_no_model_is_one_sentence_before_the_server_starts(t
     (tmp_path / "notes.txt").write_text("not a model\n")
     result = run_cli("serve", "-m", tmp_path, "--port", "0")
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "neither a CTranslate2 model" in result.stderr and "Hugging Face" in result.stderr
+    assert "neither a run directory, a CTranslate2 export" in result.stderr and "Hugging Face" in result.stderr
