@@ -23,8 +23,8 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import BOS, EOS, PAD
-from mtkit.data.marian_vocab import load_tokenizer
 from mtkit.errors import MtkitError
+from mtkit.marian.vocab import load_tokenizer
 
 if typing.TYPE_CHECKING:
     from mtkit.model.transformer import Transformer

@@ -114,7 +114,6 @@ class Service:
         translator = self.translator = load_translator(s)
         translator.check_target_lang(s.target_lang)  # --target-lang the model has no token for: refused at start
         self.vocab = translator.vocab
-        with_target_lang(self.vocab, [], s.decode.target_lang)  # --target-lang the model has no token for: refused
         self.info = {
             "model": s.name,
             "models": [translator.describe()],
