@@ -38,6 +38,7 @@ WHAT = {
         "the training loop: accumulation, precision, DDP, validation, checkpoint cadence, resume, signals, "
         "the run directory"
     ),
+    "distill": ("sequence-level distillation: a teacher's translations of a data directory as a new one, resumable"),
     "decode": (
         "the engines (mtkit's search, CTranslate2) behind one interface, the loader registry that opens a path, "
         "beam search, sampling, ensembles, prefixes, scoring pairs, the `Translator` text pipeline"
