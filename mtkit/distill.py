@@ -322,7 +322,7 @@ def _assemble(data: Path, out: Path, src: str, tgt: str, lines: int, opts: Disti
 
 def _write_prepare(out: Path, prepared: dict[str, Any], src: str, tgt: str, record: dict[str, Any]) -> None:
     """NEW/prepare.json: what `mtkit bpe` and a run's provenance read, with the distillation's own facts."""
-    keep = {k: prepared[k] for k in ("corpus", "description", "sources", "cleaning") if k in prepared}
+    keep: dict[str, Any] = {k: prepared[k] for k in ("corpus", "description", "sources", "cleaning") if k in prepared}
     distilled = {k: record[k] for k in ("settings", "data", "pairs", "created")}
     body: dict[str, Any] = {
         "format": 1,
