@@ -39,6 +39,7 @@ WHAT = {
         "the run directory"
     ),
     "distill": ("sequence-level distillation: a teacher's translations of a data directory as a new one, resumable"),
+    "shortlist": "a model file that carries its lexical shortlist, learnt from a data directory",
     "decode": (
         "the engines (mtkit's search, CTranslate2) behind one interface, the loader registry that opens a path, "
         "beam search, sampling, ensembles, prefixes, scoring pairs, the `Translator` text pipeline"

@@ -9,33 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from mtkit import checkpoint, distill
+from mtkit import distill
 from mtkit.config import DecodeConfig
 from mtkit.data.dataset import open_data
 from mtkit.errors import MtkitError
-from tests.support.corpora import build_data_dir, short_pairs
-from tests.support.models import random_model, train_toy
-from tests.support.spm import BYTE_PIECES
+from tests.support.distill import toy_task
 
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory) -> tuple[Path, Path, Path]:
     """A data directory of the toy task and two teachers sharing its vocabulary (a trained one, a random one)."""
-    root = tmp_path_factory.mktemp("distill")
-    pairs = short_pairs(120, seed=7)
-    splits = {
-        "train": ([s for s, _ in pairs[:23]], [t for _, t in pairs[:23]]),
-        "valid": ([s for s, _ in pairs[23:30]], [t for _, t in pairs[23:30]]),
-    }
-    data = build_data_dir(root / "data", splits, vocab_size=120 + BYTE_PIECES)
-    vocab = (data / "spm.model").read_bytes()
-    model = train_toy(vocab, pairs, steps=60)
-    teacher = root / "teacher.pt"
-    checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, vocab, step=60), teacher)
-    other = root / "other.pt"
-    rnd = random_model(model.cfg.vocab_size, seed=4)
-    checkpoint.atomic_save(checkpoint.model_payload(rnd, rnd.cfg, vocab, step=1), other)
-    return data, teacher, other
+    return toy_task(tmp_path_factory.mktemp("distill"))
 
 
 CONFIG = DecodeConfig(beam=2, max_len_a=1.0, max_len_b=8)

@@ -89,3 +89,38 @@ def distill(
         + ("; it was already done" if record.get("reused") else "")
         + f". Next: mtkit train {escape(str(out))} --preset student-tiny"
     )
+
+
+@app.command()
+def shortlist(
+    model: Path = typer.Argument(..., show_default=False, help="An mtkit model file (e.g. the student's averaged.pt)."),
+    data: Path = typer.Argument(
+        ..., show_default=False, help="The data directory it was trained on (for a student: the distilled one)."
+    ),
+    output: Path = typer.Option(
+        ..., "--output", "-o", show_default=False, help="The model file to write, with its shortlist (may be MODEL)."
+    ),
+    k: int = typer.Option(50, "--k", min=1, help="Candidate target pieces kept for each source piece."),
+    frequent: int = typer.Option(100, "--frequent", min=0, help="The most frequent target pieces, always kept."),
+    sample: int = typer.Option(50_000, "--sample", min=1, help="Training pairs to learn from, at most (memory)."),
+    iterations: int = typer.Option(5, "--iterations", min=1, help="EM rounds of IBM Model 1."),
+) -> None:
+    """Learn a lexical shortlist from a model's training data and write the model file with it.
+
+    Example: mtkit shortlist runs/student/averaged.pt data/multi30k-distilled -o runs/student/model.pt
+
+    `mtkit translate -m runs/student/model.pt` then searches each batch over its source pieces' K candidates and
+    the most frequent pieces only (--no-shortlist: over all); `mtkit export --format ctranslate2` writes it as
+    CTranslate2's vocabulary map.
+    """
+    import logging
+
+    from mtkit.shortlist import make
+
+    setup_logging(logging.INFO)
+    made = make(model, data, output, k=k, frequent=frequent, sample=sample, iterations=iterations)
+    learned = made["learned_from"]
+    err.print(
+        f"mtkit: wrote {escape(str(output))}: {k} candidates a source piece and the {len(made['frequent'])} most "
+        f"frequent pieces, learnt from {learned['pairs']} of {learned['of']} pairs."
+    )

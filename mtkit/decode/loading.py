@@ -171,13 +171,16 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
 
     from mtkit import checkpoint, runtime
     from mtkit.data.marian_vocab import load_tokenizer
+    from mtkit.decode.shortlist import Shortlist
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
+    from mtkit.provenance import distilled_from
 
     if threads:
         torch.set_num_threads(threads)
     models: list[Transformer] = []
     vocabs: list[bytes] = []
+    shortlists: list[Shortlist | None] = []
     about: dict[str, Any] = {}
     for p in paths:
         ckpt = checkpoint.load(p)
@@ -186,7 +189,9 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
         checkpoint.check_finite(ckpt, p)
         models.append(typing.cast("Transformer", checkpoint.build_from(ckpt)))
         vocabs.append(ckpt["vocab"])
-        about = about or {"path": str(p), "kind": ckpt.get("kind"), "step": ckpt.get("step")}
+        student = distilled_from(ckpt.get("provenance")) is not None  # trained on `mtkit distill` data
+        about = about or {"path": str(p), "kind": ckpt.get("kind"), "step": ckpt.get("step"), "student": student}
+        shortlists.append(Shortlist.of(ckpt, p))
         del ckpt  # optimizer state can be twice the model's size
     for p, v in zip(paths[1:], vocabs[1:]):
         if v != vocabs[0]:
@@ -197,7 +202,7 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
     target = pick_device(device)
     decided = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
     models = [runtime.apply(m.to(device=target, dtype=decided.dtype).eval(), decided) for m in models]
-    return Translator(TorchEngine(models, target, about), load_tokenizer(vocabs[0]), workers)
+    return Translator(TorchEngine(models, target, about, shortlists[0]), load_tokenizer(vocabs[0]), workers)
 
 
 register(Loader("ctranslate2", is_ct2_dir, ct2_engine, ct2_check_runtime, open_ct2))

@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
@@ -105,6 +105,14 @@ class Translator:
     def check(self, config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
         """Refuse, in one sentence, a setting the engine cannot run (before any work)."""
         self.engine.check(config, sampling)
+
+    def with_model_defaults(self, config: DecodeConfig, given: Collection[str] = ()) -> DecodeConfig:
+        """`config` with the model's own defaults (`Engine.model_defaults`: a student's beam 1, its shortlist)
+        for the fields not `given`; a beam stays wide enough for --nbest."""
+        own = {k: v for k, v in self.engine.model_defaults().items() if k not in given}
+        if "beam" in own:
+            own["beam"] = max(own["beam"], config.nbest)
+        return dataclasses.replace(config, **own) if own else config
 
     def describe(self) -> dict[str, Any]:
         """What /info says about the model."""
