@@ -16,7 +16,7 @@ from mtkit.data.binarize import BinaryWriter, IndexedDataset
 from mtkit.data.shortlist import learn
 from mtkit.decode.beam import beam_search
 from mtkit.decode.loading import open_model
-from mtkit.decode.shortlist import SPECIAL, Shortlist, shortlisted_search
+from mtkit.decode.shortlist import SPECIAL, shortlisted_search
 from mtkit.errors import MtkitError
 from tests.support.distill import toy_task
 
