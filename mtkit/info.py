@@ -17,7 +17,7 @@ from typing import Any
 
 from mtkit import checkpoint
 from mtkit.errors import MtkitError
-from mtkit.provenance import read_run_json
+from mtkit.provenance import distilled_from, read_run_json
 
 
 def parameters(state: dict[str, Any]) -> int:
@@ -81,6 +81,38 @@ def describe_file(path: Path) -> dict[str, Any]:
         "provenance": ckpt.get("provenance"),
         "averaged_from": ckpt.get("averaged_from"),
         "taken_from": ckpt.get("taken_from"),
+        "student": distilled_from(ckpt.get("provenance")),
+        "shortlist": _shortlist(ckpt.get("shortlist")),
+    }
+
+
+def _shortlist(record: Any) -> dict[str, Any] | None:
+    """What a model file's shortlist is (mtkit/shortlist.py), without its tables."""
+    if not isinstance(record, dict):
+        return None
+    return {k: record.get(k) for k in ("k", "frequent_count", "learned_from")}
+
+
+def describe_export(path: Path) -> dict[str, Any]:
+    """A CTranslate2 directory of `mtkit export`: the model file's size (the whole model, as CTranslate2 runs
+    it), its quantization, and what the export record says of the model it came from."""
+    try:
+        record = json.loads((path / "mtkit-export.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise MtkitError(f"{path}/mtkit-export.json is not a readable export record; export the model again.") from None
+    config = record.get("model_config") if isinstance(record, dict) else None
+    vmap = path / "vmap.txt"
+    return {
+        "path": str(path),
+        "kind": "ctranslate2",
+        "bytes": sum(p.stat().st_size for p in path.iterdir() if p.is_file()),
+        "model_bytes": (path / "model.bin").stat().st_size,
+        "quantization": record.get("quantization"),
+        "architecture": architecture(checkpoint.config_of(record)) if isinstance(config, dict) else None,
+        "step": record.get("step"),
+        "vmap_entries": sum(1 for _ in vmap.open(encoding="utf-8")) - 1 if vmap.is_file() else None,
+        "student": distilled_from(record.get("provenance")),
+        "provenance": record.get("provenance"),
     }
 
 
@@ -205,6 +237,8 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
         raise MtkitError(f"{path} does not exist; give a model or checkpoint file, or a run directory.")
     from mtkit.marian import is_hf_dir
 
+    if path.is_dir() and (path / "model.bin").is_file() and (path / "mtkit-export.json").is_file():
+        return describe_export(path)
     return describe_run(path) if path.is_dir() and not is_hf_dir(path) else describe_file(path)
 
 
@@ -287,11 +321,41 @@ def _file_rows(info: dict[str, Any]) -> list[str]:
             rows.append(_row(label, f"{source['file']} (step {source['step']}, sha256 {source['sha256']})"))
         else:  # averages from before sha256s were recorded: paths only
             rows.append(_row(label, str(source)))
+    return rows + _student_rows(info)
+
+
+def _student_rows(info: dict[str, Any]) -> list[str]:
+    """A student's teacher (it decodes greedily by default) and a model's shortlist."""
+    rows = []
+    student, shortlist = info.get("student"), info.get("shortlist")
+    if isinstance(student, dict):
+        teachers = ", ".join(f"{t.get('path')} (sha256 {t.get('sha256')})" for t in student.get("teacher") or [])
+        beam = (student.get("decode") or {}).get("beam")
+        rows.append(_row("student of", f"{teachers}, its beam {beam}; decodes greedily unless --beam is given"))
+    if isinstance(shortlist, dict):
+        learned = shortlist.get("learned_from") or {}
+        rows.append(
+            _row(
+                "shortlist",
+                f"{shortlist.get('k')} candidates a source piece + the {shortlist.get('frequent_count')} most "
+                f"frequent pieces, from {learned.get('pairs')} pairs of {learned.get('data')} (--no-shortlist: off)",
+            )
+        )
     return rows
 
 
 def render(info: dict[str, Any]) -> str:
     """The human-readable form of `describe`'s dict (`--json` prints the dict itself)."""
+    if info.get("kind") == "ctranslate2":
+        head = (
+            f"{info['path']}: CTranslate2 export ({info['quantization']}), model.bin {_size(info['model_bytes'])}, "
+            f"{_size(info['bytes'])} with its vocabularies"
+        )
+        rows = [_row("architecture", info["architecture"]), _row("step", info["step"])]
+        entries = info.get("vmap_entries")
+        rows.append(_row("vocabulary map", f"vmap.txt, {entries} source pieces" if entries is not None else "none"))
+        rows += _student_rows(info)
+        return "\n".join([head, *rows, *_provenance_rows(info.get("provenance"))]) + "\n"
     if "run" not in info:
         head = f"{info['path']}: mtkit {info['kind']} (format {info['format_version']}), {_size(info['bytes'])}"
         return "\n".join([head, *_file_rows(info), *_provenance_rows(info.get("provenance"))]) + "\n"

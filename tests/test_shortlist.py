@@ -4,6 +4,7 @@ student's defaults (greedy, its shortlist)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from mtkit.decode.beam import beam_search
 from mtkit.decode.loading import open_model
 from mtkit.decode.shortlist import SPECIAL, shortlisted_search
 from mtkit.errors import MtkitError
+from mtkit.info import describe, render
 from tests.support.distill import toy_task
 
 
@@ -100,6 +102,8 @@ def test_a_student_decodes_greedily_unless_told(toy, tmp_path):
     assert student.with_model_defaults(DecodeConfig(beam=5), given={"beam"}).beam == 5
     assert student.with_model_defaults(DecodeConfig(beam=3, nbest=3), given={"nbest"}).beam == 3
     assert student.describe()["student"] is True
+    rendered = render(describe(tmp_path / "student.pt"))
+    assert re.search(r"student of +t\.pt \(sha256 ab\), its beam None; decodes greedily", rendered)
 
 
 def test_a_damaged_shortlist_is_one_sentence(with_shortlist, tmp_path):
@@ -142,3 +146,10 @@ def test_the_commands_and_the_ctranslate2_vocabulary_map(toy, with_shortlist, tm
     refused = cli("translate", "-m", plain, "--shortlist", input=lines)
     assert refused.returncode == 1 and "has no vmap.txt" in refused.stderr
     assert json.loads((out / "mtkit-export.json").read_text())["format"] == "ctranslate2"
+    described = cli("info", out)
+    assert described.returncode == 0, described.stderr
+    size = (out / "model.bin").stat().st_size / 1000
+    assert f"CTranslate2 export (float32), model.bin {size:,.1f} KB" in described.stdout
+    assert f"vmap.txt, {len(vmap) - 1} source pieces" in described.stdout
+    file_info = cli("info", tmp_path / "m.pt")
+    assert "8 candidates a source piece + the 10 most frequent pieces" in file_info.stdout
