@@ -179,3 +179,11 @@ def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli
         assert figures, part
     assert "mtkit train" in (out / "recipe.txt").read_text()  # the recipe's commands, printed
     assert len(list(out.iterdir())) <= 7  # the device tool brings back 8 files: room for all.txt
+
+
+def test_shortlist_checks_comparison_counts_identical_lines_and_the_bleu_change() -> None:
+    compare = load_script("bench/shortlist_check.py").compare
+    refs = ["a man rides a red bike .", "two dogs play in the snow ."]
+    figures = compare(["a man rides a red bike .", "two dogs play ."], refs, refs)
+    assert figures["identical_lines"] == 0.5 and figures["bleu_full"] == 100.0
+    assert figures["bleu_change"] == pytest.approx(figures["bleu_shortlist"] - 100.0) and figures["bleu_change"] < 0
