@@ -38,6 +38,8 @@ WHAT = {
         "the training loop: accumulation, precision, DDP, validation, checkpoint cadence, resume, signals, "
         "the run directory"
     ),
+    "distill": ("sequence-level distillation: a teacher's translations of a data directory as a new one, resumable"),
+    "shortlist": "a model file that carries its lexical shortlist, learnt from a data directory",
     "decode": (
         "the engines (mtkit's search, CTranslate2) behind one interface, found once, checked once and opened with "
         "their runtime decided once (`loading`), "

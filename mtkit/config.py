@@ -285,6 +285,25 @@ PRESETS: dict[str, Preset] = {
         TrainConfig(max_steps=300_000, update_tokens=25_000, keep_last=20),
         "the paper's big model (Table 3): 6+6 layers, 1024/4096, 16 heads, dropout 0.3, 300k steps",
     ),
+    # Students (`mtkit distill`, docs/distill.md): a deep encoder and a shallow decoder (Kasai et al. 2021), as
+    # Bergamot's tiny students are (6 encoder layers, 2 decoder layers, 256 wide): the encoder runs once a
+    # sentence, the decoder once a token, so decoder layers are what a greedy search pays for.
+    "student-tiny": Preset(
+        "student-tiny",
+        ModelConfig(d_model=256, d_ff=1024, heads=4, encoder_layers=6, decoder_layers=2, max_positions=512),
+        TrainConfig(
+            max_tokens=2048, warmup=400, lr_scale=0.64, max_steps=20_000, valid_every=200, log_every=50, patience=10
+        ),
+        "student: 6+2 layers, 256/1024, 4 heads; trained on `mtkit distill` data, greedy by default",
+    ),
+    "student-fast": Preset(
+        "student-fast",
+        ModelConfig(d_model=256, d_ff=1024, heads=4, encoder_layers=6, decoder_layers=1, max_positions=512),
+        TrainConfig(
+            max_tokens=2048, warmup=400, lr_scale=0.64, max_steps=20_000, valid_every=200, log_every=50, patience=10
+        ),
+        "student: 6+1 layers, 256/1024, 4 heads: one decoder layer, the fastest search",
+    ),
 }
 
 

@@ -40,6 +40,11 @@ class DecodeConfig:
         "once none live can win (the paper; up to 1.4x the time); none: at the length limit.",
         EARLY_STOP_CHOICES,
     )
+    shortlist: bool = option(
+        False,
+        "Restrict the output layer to the model's lexical shortlist (`mtkit shortlist`): each batch's candidate "
+        "pieces and the most frequent ones. On by default for a model that carries one; --no-shortlist: all.",
+    )
 
     def __post_init__(self) -> None:
         check_choices(self)

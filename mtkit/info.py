@@ -100,6 +100,26 @@ def _file_rows(info: dict[str, Any]) -> list[str]:
             rows.append(_row(label, f"{source['file']} (step {source['step']}, sha256 {source['sha256']})"))
         else:  # averages from before sha256s were recorded: paths only
             rows.append(_row(label, str(source)))
+    return rows + _student_rows(info)
+
+
+def _student_rows(info: dict[str, Any]) -> list[str]:
+    """A student's teacher (it decodes greedily by default) and a model's shortlist."""
+    rows = []
+    student, shortlist = info.get("student"), info.get("shortlist")
+    if isinstance(student, dict):
+        teachers = ", ".join(f"{t.get('path')} (sha256 {t.get('sha256')})" for t in student.get("teacher") or [])
+        beam = (student.get("decode") or {}).get("beam")
+        rows.append(_row("student of", f"{teachers}, its beam {beam}; decodes greedily unless --beam is given"))
+    if isinstance(shortlist, dict):
+        learned = shortlist.get("learned_from") or {}
+        rows.append(
+            _row(
+                "shortlist",
+                f"{shortlist.get('k')} candidates a source piece + the {shortlist.get('frequent_count')} most "
+                f"frequent pieces, from {learned.get('pairs')} pairs of {learned.get('data')} (--no-shortlist: off)",
+            )
+        )
     return rows
 
 
@@ -145,12 +165,16 @@ def _export_text(info: dict[str, Any]) -> str:
     """A CTranslate2 export: what mtkit-export.json records of it."""
     step = info.get("step")
     lines = [
-        f"{info['path']}: CTranslate2 export, {_size(info['bytes'])}",
+        f"{info['path']}: CTranslate2 export, model.bin {_size(info['model_bytes'])}, {_size(info['bytes'])} with "
+        "its vocabularies",
         _row("quantization", info.get("quantization") or "not recorded (no mtkit-export.json)"),
         _row("exported from", f"{info.get('exported_from')} (step {step:,})" if step is not None else "not recorded"),
         _row("architecture", info.get("architecture") or "not recorded"),
         _row("files", ", ".join(info["files"])),
     ]
+    entries = info.get("vmap_entries")
+    lines.append(_row("vocabulary map", f"vmap.txt, {entries} source pieces" if entries is not None else "none"))
+    lines += _student_rows(info)
     if info.get("mtkit"):
         lines.append(_row("written by", f"mtkit {info['mtkit']}"))
     if info.get("provenance"):

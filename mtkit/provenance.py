@@ -134,15 +134,32 @@ def data_chain(data_dir: Path, src: str, tgt: str, earlier: dict[str, Any] | Non
         if (data_dir / rel).is_file():
             files[rel] = _hashed(data_dir / rel, rel, known)
     bpe = _bpe(_read_json(data_dir / "bpe.json"))
+    prepared = _read_json(data_dir / "prepare.json")
     recorded = (bpe or {}).get("spm_model_sha256")
     if recorded and "spm.model" in files and recorded != files["spm.model"]["sha256"]:
         logger.warning("%s/spm.model is not the one bpe.json records: the data directory was changed by hand", data_dir)
     return {
         "dir": str(data_dir.resolve()),
-        "archives": _archives(_read_json(data_dir / "prepare.json")),
+        "archives": _archives(prepared),
         "bpe": bpe,
         "files": files,
+        **({"distilled": distilled} if (distilled := _distilled(prepared)) else {}),
     }
+
+
+def _distilled(prepare: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A distilled data directory's teacher and decoding settings (mtkit/distill.py): what makes a run a student."""
+    settings = ((prepare or {}).get("distilled") or {}).get("settings")
+    if not isinstance(settings, dict):
+        return None
+    return {"teacher": settings.get("teacher"), "decode": settings.get("decode")}
+
+
+def distilled_from(record: Any) -> dict[str, Any] | None:
+    """The teacher a model's provenance record (a checkpoint's `provenance`) says it was distilled from, if any."""
+    data = record.get("data") if isinstance(record, dict) else None
+    found = data.get("distilled") if isinstance(data, dict) else None
+    return found if isinstance(found, dict) else None
 
 
 def device_name(device: Any) -> str:

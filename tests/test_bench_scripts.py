@@ -195,3 +195,11 @@ def test_the_peers_scripts_parse_and_the_fairseq_comparison_runs_one_of_them() -
     bench = load_script("bench/train_throughput.py")
     assert (bench.PEERS / "train_throughput.sh").is_file()
     assert set(bench.FAIRSEQ_ARCH.values()) <= {"small", "big"}
+
+
+def test_shortlist_checks_comparison_counts_identical_lines_and_the_bleu_change() -> None:
+    compare = load_script("bench/shortlist_check.py").compare
+    refs = ["a man rides a red bike .", "two dogs play in the snow ."]
+    figures = compare(["a man rides a red bike .", "two dogs play ."], refs, refs)
+    assert figures["identical_lines"] == 0.5 and figures["bleu_full"] == 100.0
+    assert figures["bleu_change"] == pytest.approx(figures["bleu_shortlist"] - 100.0) and figures["bleu_change"] < 0

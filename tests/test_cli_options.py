@@ -65,9 +65,9 @@ def test_decoding_options_are_the_fields_of_decode_config(cli):
 
 def test_train_help_shows_each_presets_values_and_choices(cli):
     text = flat(cli("train", "--help", env=WIDE).stdout)
-    assert "[default: (tiny 1024, small 2048, base/big 4096)]" in text
-    assert "[default: (tiny/small/base 0.1, big 0.3)]" in text  # --dropout, a ModelConfig field
-    assert "<tiny|small|base|big>" in text and "<auto|fp32|bf16|fp16>" in text
+    assert "[default: (tiny 1024, small/student-tiny/student-fast 2048, base/big 4096)]" in text
+    assert "[default: (tiny/small/base/student-tiny/student-fast 0.1, big 0.3)]" in text  # --dropout, a model field
+    assert "<tiny|small|base|big|student-tiny|student-fast>" in text and "<auto|fp32|bf16|fp16>" in text
     for preset in PRESETS.values():
         assert f"{preset.name}: {preset.about}" in text
 

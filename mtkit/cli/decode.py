@@ -255,6 +255,7 @@ def translate(
         translator = found.open(device, precision, workers, threads)
         stack.callback(translator.close)
         target_lang = translator.check_target_lang(target_lang)  # before any line is read
+        config = translator.with_model_defaults(config, given)  # a student: greedy; a shortlist: used
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)
         lines = read_lines_lenient(source, name=str(input or "input"))

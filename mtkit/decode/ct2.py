@@ -44,6 +44,7 @@ from mtkit.errors import MtkitError
 from mtkit.files import read_json
 from mtkit.marian.vocab import load_tokenizer
 from mtkit.precision import DTYPES, check_precision
+from mtkit.provenance import distilled_from
 
 # torch is imported only where asked for (/info's parameter count): CTranslate2 searches without it.
 logger = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ RECORD = "mtkit-export.json"  # mtkit/export/target.py's record
 # SentencePiece model (the bundle was also called spm.model before it had a name of its own).
 TOKENIZER_NAMES = ("marian-tokenizer.json", "spm.model")
 SPM_NAME = "spm.model"
+VMAP = "vmap.txt"  # CTranslate2's vocabulary map, where it looks for one (the export of a model with a shortlist)
 COMPUTE_TYPES = {**DTYPES, "int8": "int8", "auto": "default"}  # mtkit's precisions by CTranslate2's (= torch's) names
 DEFAULT_MAX_POSITIONS = 1024  # ModelConfig's default, for a directory whose record does not say
 
@@ -196,6 +198,12 @@ class CT2Engine:
         else:
             patience = 1.0 if config.early_stop == "patience" else float(options["max_decoding_length"] + 1)
             options.update(beam_size=config.beam, num_hypotheses=config.nbest, patience=patience)
+            if config.shortlist:  # the export's vocabulary map (vmap.txt), CTranslate2's shortlist
+                if not (self.path / VMAP).is_file():
+                    raise MtkitError(
+                        f"{self.path} has no {VMAP}; export a model that carries a shortlist, or --no-shortlist."
+                    )
+                options["use_vmap"] = True
         results = self.translator.translate_batch(src, **options)
         kind = "none" if sampling is not None else config.lenpen
         found: Hypotheses = []
@@ -256,6 +264,11 @@ class CT2Engine:
             return config
         logger.info("CTranslate2 model: length penalty |Y|^alpha (--lenpen fairseq), CTranslate2's own.")
         return dataclasses.replace(config, lenpen="fairseq")
+
+    def model_defaults(self) -> dict[str, Any]:
+        """A student's export decodes greedily; one with a vocabulary map uses it (`Engine.model_defaults`)."""
+        student = distilled_from(self.record.get("provenance")) is not None
+        return {**({"beam": 1} if student else {}), **({"shortlist": True} if (self.path / VMAP).is_file() else {})}
 
     def parameters(self) -> int:
         """The model's parameter count, from the export record's config (a model on the meta device: no memory)."""

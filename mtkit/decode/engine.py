@@ -58,6 +58,11 @@ class Engine(Protocol):
         """The command line's settings with this engine's own defaults for the fields not `given`."""
         ...
 
+    def model_defaults(self) -> dict[str, Any]:
+        """The model's own decoding defaults (DecodeConfig fields) for what the user did not set: a student's
+        greedy search (beam 1), the shortlist of a model that carries one."""
+        ...
+
     def describe(self) -> dict[str, Any]:
         """What /info says about the model: path, kind, step, architecture, parameters, vocabulary size."""
         ...

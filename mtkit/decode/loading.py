@@ -185,14 +185,17 @@ def open_torch(
     import torch
 
     from mtkit import checkpoint, runtime
+    from mtkit.decode.shortlist import Shortlist
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
     from mtkit.marian.vocab import load_tokenizer
+    from mtkit.provenance import distilled_from
 
     if threads:
         torch.set_num_threads(threads)
     models: list[Transformer] = []
     vocabs: list[bytes] = []
+    shortlists: list[Shortlist | None] = []
     about: dict[str, Any] = {}
     for source in found:
         ckpt = source.checkpoint()
@@ -203,7 +206,14 @@ def open_torch(
         checkpoint.check_finite(ckpt, source.path)
         models.append(typing.cast("Transformer", checkpoint.build_from(ckpt)))
         vocabs.append(ckpt["vocab"])
-        about = about or {"path": str(source.path), "kind": ckpt.get("kind"), "step": ckpt.get("step")}
+        student = distilled_from(ckpt.get("provenance")) is not None  # trained on `mtkit distill` data
+        about = about or {
+            "path": str(source.path),
+            "kind": ckpt.get("kind"),
+            "step": ckpt.get("step"),
+            "student": student,
+        }
+        shortlists.append(Shortlist.of(ckpt, source.path))
         del ckpt  # optimizer state can be twice the model's size
     for source, v in zip(found[1:], vocabs[1:]):
         if v != vocabs[0]:
@@ -214,7 +224,7 @@ def open_torch(
     target = pick_device(device)
     decided = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
     models = [runtime.apply(m.to(device=target, dtype=decided.dtype).eval(), decided) for m in models]
-    return Translator(TorchEngine(models, target, about), load_tokenizer(vocabs[0]), workers)
+    return Translator(TorchEngine(models, target, about, shortlists[0]), load_tokenizer(vocabs[0]), workers)
 
 
 RUNNERS: dict[str, type[Runner]] = {"mtkit": TorchRunner, "ctranslate2": CT2Runner}

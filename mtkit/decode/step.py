@@ -42,6 +42,20 @@ class Step(Protocol):
         ...
 
 
+def output_rows(model: Transformer, rows: Tensor) -> tuple[Tensor, Tensor | None]:
+    """The weight and bias of the output layer's `rows` (an int8 layer's dequantized: a shortlist's few hundred
+    rows are a small product in any precision), the Marian logits bias included."""
+    layer = model.output_proj
+    weight = layer.weight() if callable(layer.weight) else layer.weight  # a dynamic int8 Linear's is a method
+    weight = weight.dequantize() if weight.is_quantized else weight
+    bias = layer.bias() if callable(layer.bias) else layer.bias
+    bias = None if bias is None else bias.index_select(0, rows).to(weight.dtype)
+    if model.cfg.output_bias:
+        extra = model.final_logits_bias.index_select(0, rows).to(weight.dtype)
+        bias = extra if bias is None else bias + extra
+    return weight.index_select(0, rows).contiguous(), bias
+
+
 class ModelStep:
     """One Transformer: the source encoded once, each sentence's beams sharing its encoder keys/values."""
 
@@ -55,6 +69,19 @@ class ModelStep:
         self.cache = model.init_cache(encoded, capacity).reorder(sentences.repeat_interleave(beams), sentences)
         self.everyone = sentences
         self.device, self.buffer = src.device, None
+        self.output: tuple[Tensor, Tensor | None] | None = None  # `restrict`'s rows of the output layer
+
+    def restrict(self, rows: Tensor) -> None:
+        """Score only the output layer's `rows` (a lexical shortlist, mtkit/decode/shortlist.py): column i of the
+        log-probabilities is then token rows[i], normalised over those rows alone."""
+        self.output = output_rows(self.model, rows)
+
+    def project(self, states: Tensor) -> Tensor:
+        """The logits of the output layer, or of the rows it was restricted to."""
+        if self.output is None:
+            return self.model.project(states)
+        weight, bias = self.output
+        return torch.nn.functional.linear(states.to(weight.dtype), weight, bias)
 
     def log_probs(self, last: Tensor) -> Tensor:
         """Valid until the next call: the step writes into the same buffer every time.
@@ -68,12 +95,12 @@ class ModelStep:
         states, self.cache = self.model.decode_states(last.view(-1, 1), self.cache)
         states = states[:, -1]  # (N, d_model)
         if torch.is_grad_enabled():  # autograd cannot follow an op written into a given tensor
-            return torch.log_softmax(self.model.project(states), dim=-1, dtype=self.dtype)
+            return torch.log_softmax(self.project(states), dim=-1, dtype=self.dtype)
         N = states.size(0)
-        out = self.scratch(N, self.model.cfg.target_vocab_size)
+        out = self.scratch(N, self.model.cfg.target_vocab_size if self.output is None else self.output[0].size(0))
         block = PROJECT_ROWS if states.device.type == "cpu" else N
         for i in range(0, N, block):
-            logits = self.model.project(states[i : i + block])
+            logits = self.project(states[i : i + block])
             torch.log_softmax(logits, dim=-1, dtype=self.dtype, out=out[i : i + block])
         return out
 

@@ -19,6 +19,7 @@ from mtkit.model.transformer import Transformer
 
 if TYPE_CHECKING:
     from mtkit.decode.ensemble import Ensemble, StepFactory
+    from mtkit.decode.shortlist import Shortlist
 
 
 class TorchEngine:
@@ -27,7 +28,8 @@ class TorchEngine:
     The models are used as they are, never changed: on `device`, in eval mode (dropout off), with whatever
     kernels were applied to them (the loader, mtkit/decode/loading.py, applies mtkit.runtime's decisions to
     the models it loads; a training model keeps training's). `about`: what /info says of the file (path,
-    kind, step), given by the loader that read it.
+    kind, step; `student`: trained on a teacher's translations), given by the loader that read it. `shortlist`:
+    the lexical shortlist the file carries (mtkit/decode/shortlist.py), searched with `DecodeConfig.shortlist`.
     """
 
     parallel: Literal["processes", "threads"] = "processes"  # one Python thread a search: forked workers
@@ -37,6 +39,7 @@ class TorchEngine:
         model: Transformer | Sequence[Transformer],
         device: torch.device | str = "cpu",
         about: dict[str, Any] | None = None,
+        shortlist: Shortlist | None = None,
     ):
         models = [model] if isinstance(model, Transformer) else list(model)
         if any(m.training for m in models):
@@ -50,6 +53,7 @@ class TorchEngine:
         # How a beam search makes its Step (None: mtkit's ModelStep, or an ensemble's). Handed in by whoever
         # measures another step (bench/compiled_step.py), so that decoding itself never asks.
         self.steps: StepFactory | None = None
+        self.shortlist = shortlist if len(models) == 1 else None  # an ensemble's members may each have their own
 
     @property
     def device(self) -> str:
@@ -84,7 +88,14 @@ class TorchEngine:
 
         src = padded([[*sentence, EOS] for sentence in ids], self.torch_device)  # (B, S)
         prefix = prefix_tensor(prefixes, self.torch_device)
-        if sampling is None:
+        if sampling is None and config.shortlist:
+            from mtkit.decode.shortlist import shortlisted_search
+
+            if self.shortlist is None:
+                raise MtkitError("this model carries no shortlist; add one with `mtkit shortlist`, or --no-shortlist.")
+            rows = self.shortlist.rows(ids, prefixes, self.torch_device)
+            result = shortlisted_search(self.model, src, config, prefix, rows)
+        elif sampling is None:
             result = beam_search(self.decoder, src, config, prefix=prefix, steps=self.steps or make_step)
         else:
             result = sample(self.decoder, src, config, sampling, prefix)
@@ -104,6 +115,10 @@ class TorchEngine:
         """mtkit's defaults are the paper's: nothing to change."""
         return config
 
+    def model_defaults(self) -> dict[str, Any]:
+        """A student decodes greedily (Kim & Rush 2016), and a model that carries a shortlist uses it."""
+        return {**({"beam": 1} if self.about.get("student") else {}), **({"shortlist": True} if self.shortlist else {})}
+
     def describe(self) -> dict[str, Any]:
         return {
             "path": self.about.get("path"),
@@ -111,6 +126,8 @@ class TorchEngine:
             "step": self.about.get("step"),
             "architecture": dataclasses.asdict(self.model.cfg),
             "parameters": sum(p.numel() for p in self.model.parameters()),
+            "student": bool(self.about.get("student")),
+            "shortlist": self.shortlist is not None,
         }
 
     def close(self) -> None:

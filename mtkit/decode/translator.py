@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
@@ -111,6 +111,14 @@ class Translator:
         """The language code of `target_lang` (">>fr<<" and "fr" are "fr"; "": none), refused in one sentence when
         it is no language code or this model has no token for it (a bilingual model has none)."""
         return target_language(self.vocab, target_lang)
+
+    def with_model_defaults(self, config: DecodeConfig, given: Collection[str] = ()) -> DecodeConfig:
+        """`config` with the model's own defaults (`Engine.model_defaults`: a student's beam 1, its shortlist)
+        for the fields not `given`; a beam stays wide enough for --nbest."""
+        own = {k: v for k, v in self.engine.model_defaults().items() if k not in given}
+        if "beam" in own:
+            own["beam"] = max(own["beam"], config.nbest)
+        return dataclasses.replace(config, **own) if own else config
 
     def describe(self) -> dict[str, Any]:
         """What /info says about the model."""

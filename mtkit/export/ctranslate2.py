@@ -49,6 +49,7 @@ FILES = (
     "marian-tokenizer.json",
     "source.spm",
     "target.spm",
+    "vmap.txt",
 )
 MISSING_EXTRA = "exporting to CTranslate2 needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
 
@@ -80,7 +81,27 @@ def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -
     spec.save(str(tmp))
     for name, data in vocab.files().items():
         (tmp / name).write_bytes(data)
+    if ckpt.get("shortlist") is not None:
+        write_vmap(ckpt, vocab, model.cfg, tmp / "vmap.txt")
     logger.info("converted to CTranslate2 (%s)", config.quantization)
+
+
+def write_vmap(ckpt: dict[str, Any], vocab: Vocab, cfg: Any, path: Path) -> None:
+    """The model's lexical shortlist (mtkit/shortlist.py) as CTranslate2's vocabulary map: a line per source piece,
+    `PIECE<TAB>CANDIDATE CANDIDATE ...`, and the always-kept frequent pieces on the line whose key is empty;
+    `translate_batch(use_vmap=True)` then searches each batch over its union, as mtkit does."""
+    from mtkit.decode.shortlist import Shortlist
+
+    shortlist = Shortlist.of(ckpt, "the model")
+    assert shortlist is not None
+    source, target = pieces(vocab, cfg.vocab_size), pieces(vocab, cfg.target_vocab_size)
+    lines = ["\t" + " ".join(target[i] for i in shortlist.frequent.tolist()) + "\n"]
+    for s, row in enumerate(shortlist.candidates.tolist()):
+        found = [target[t] for t in row if t >= 0]
+        if found and s < len(source):
+            lines.append(f"{source[s]}\t{' '.join(found)}\n")
+    path.write_text("".join(lines), encoding="utf-8")
+    logger.info("wrote the shortlist as CTranslate2's vocabulary map (%d source pieces)", len(lines) - 1)
 
 
 # --------------------------------------------------------------------------- the spec

@@ -109,11 +109,17 @@ class CT2Export:
             arch = architecture(config_from_dict(ModelConfig, model_config)) if isinstance(model_config, dict) else None
         except (MtkitError, TypeError, ValueError):
             arch = None
+        from mtkit.provenance import distilled_from
+
         files = [p for p in self.path.iterdir() if p.is_file()]
+        vmap = self.path / "vmap.txt"  # CTranslate2's vocabulary map: a model's shortlist (mtkit/data/shortlist.py)
         return {
             "path": str(self.path),
             "export": "ctranslate2",
             "bytes": sum(p.stat().st_size for p in files),
+            "model_bytes": (self.path / "model.bin").stat().st_size,
+            "vmap_entries": sum(1 for _ in vmap.open(encoding="utf-8")) - 1 if vmap.is_file() else None,
+            "student": distilled_from(record.get("provenance")),
             "quantization": record.get("quantization"),
             "step": record.get("step"),
             "exported_from": record.get("source"),

@@ -15,7 +15,7 @@ from typing import Any
 
 from mtkit.errors import MtkitError
 from mtkit.facts import CHECKPOINT_NAME, architecture, best_score, parameters, run_metrics
-from mtkit.provenance import read_run_json
+from mtkit.provenance import distilled_from, read_run_json
 
 
 class ModelFile:
@@ -116,7 +116,16 @@ def describe_file(path: Path, ckpt: dict[str, Any] | None = None) -> dict[str, A
         "provenance": ckpt.get("provenance"),
         "averaged_from": ckpt.get("averaged_from"),
         "taken_from": ckpt.get("taken_from"),
+        "student": distilled_from(ckpt.get("provenance")),
+        "shortlist": _shortlist(ckpt.get("shortlist")),
     }
+
+
+def _shortlist(record: Any) -> dict[str, Any] | None:
+    """What a model file's shortlist is (mtkit/data/shortlist.py), without its tables."""
+    if not isinstance(record, dict):
+        return None
+    return {k: record.get(k) for k in ("k", "frequent_count", "learned_from")}
 
 
 # ---- a run directory ------------------------------------------------------------------------------------

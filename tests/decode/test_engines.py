@@ -86,6 +86,9 @@ class Echo:
     def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
         return config if "beam" in given else dataclasses.replace(config, beam=1)
 
+    def model_defaults(self) -> dict[str, Any]:
+        return {}
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "echo"}
 

@@ -1,0 +1,68 @@
+"""`mtkit shortlist MODEL DATA -o OUT`: a model file that carries its lexical shortlist.
+
+The shortlist (mtkit/data/shortlist.py learns it from DATA's binarized training pairs, distilled ones for a
+student) goes inside the model file, under `shortlist`: {"candidates": (source vocabulary, K) int32 tensor,
+best first, -1 padded; "frequent": (N,) int32 tensor; "k", "frequent_count", "learned_from"}. So it travels
+with the weights: `mtkit translate` uses it (mtkit/decode/shortlist.py), `mtkit export --format ctranslate2`
+writes it as CTranslate2's vocabulary map (vmap.txt), and `mtkit info` says it is there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mtkit import checkpoint
+from mtkit.data.dataset import open_data
+from mtkit.data.shortlist import learn
+from mtkit.errors import MtkitError
+
+logger = logging.getLogger(__name__)
+
+
+def make(
+    model: str | os.PathLike,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    k: int = 50,
+    frequent: int = 100,
+    sample: int = 50_000,
+    iterations: int = 5,
+) -> dict[str, Any]:
+    """Write `out`: `model`'s file with the shortlist learnt from `data`'s training pairs; returns the shortlist."""
+    model, data, out = Path(model), Path(data), Path(out)
+    if Path(out).is_dir():
+        raise MtkitError(f"--output {out} is a directory; give the model file to write.")
+    ckpt = checkpoint.load(model)
+    checkpoint.require_model(ckpt, model)
+    opened = open_data(data)
+    vocab = opened.vocab_bytes()
+    if ckpt.get("vocab") != vocab:
+        raise MtkitError(
+            f"{model} was not trained with {data}'s vocabulary (its spm.model differs); learn the shortlist "
+            "from the data the model was trained on."
+        )
+    config = checkpoint.config_of(ckpt)
+    train = opened.split("train")
+    size = max(config.vocab_size, config.target_vocab_size)
+    learned = learn(train.src, train.tgt, size, k=k, frequent=frequent, sample=sample, iterations=iterations)
+    shortlist = {
+        "candidates": torch.from_numpy(learned.candidates[: config.vocab_size]),
+        "frequent": torch.from_numpy(learned.frequent),
+        "k": k,
+        "frequent_count": frequent,
+        "learned_from": {
+            "data": str(data.resolve()),
+            "spm_sha256": hashlib.sha256(vocab).hexdigest(),
+            "pairs": learned.pairs,
+            "of": len(train.src),
+            "method": f"IBM Model 1, {iterations} EM rounds",
+        },
+    }
+    checkpoint.atomic_save({**ckpt, "shortlist": shortlist}, out)
+    return shortlist

@@ -1,0 +1,148 @@
+"""Measure the distillation recipe's systems and write its results.md table (called by run.sh).
+
+usage: python results.py OUT DATA TEACHER...
+
+Each system translates DATA/raw/test.en (test_2016_flickr) in a child process of its own, one after the other,
+at 1 and then 2 threads: one untimed pass over the first 8 lines, then the timed pass over all of them. The child
+reports its seconds and its peak resident memory (VmHWM, read from /proc/self/status: its own, not the
+parent's). The parent scores each output with sacreBLEU against DATA/raw/test.de, counts how many lines are
+identical to the student's mtkit int8 output (each hop's change: shortlist, int8, CTranslate2), and prints the
+table. Nothing else may run meanwhile: the figures are only comparable within one run on one idle machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+THREADS = (1, 2)
+WARMUP_LINES = 8
+
+
+class System(NamedTuple):  # not a dataclass: tests load this script as a module of no package
+    name: str
+    models: tuple[str, ...]
+    precision: str  # fp32 or int8: mtkit's dynamic int8, or CTranslate2's int8 compute type
+    beam: int
+    shortlist: bool
+    size_of: str  # the file whose size is the model's
+
+
+def systems(out: Path, teachers: list[str]) -> list[System]:
+    ct2_teacher, ct2_student = str(out / "ct2-teacher"), str(out / "ct2-student")
+    student = str(out / "student.pt")
+    return [
+        System("teacher, mtkit fp32, beam 4", tuple(teachers), "fp32", 4, False, teachers[0]),
+        System("student, mtkit fp32, greedy", (student,), "fp32", 1, False, student),
+        System("student, mtkit fp32, shortlist, greedy", (student,), "fp32", 1, True, student),
+        System("student, mtkit int8, shortlist, greedy", (student,), "int8", 1, True, student),
+        System("teacher, CTranslate2 int8, beam 4", (ct2_teacher,), "int8", 4, False, f"{ct2_teacher}/model.bin"),
+        System("teacher, CTranslate2 int8 + vmap, beam 4", (ct2_teacher,), "int8", 4, True, f"{ct2_teacher}/model.bin"),
+        System("student, CTranslate2 int8, greedy", (ct2_student,), "int8", 1, False, f"{ct2_student}/model.bin"),
+        System("student, CTranslate2 int8 + vmap, greedy", (ct2_student,), "int8", 1, True, f"{ct2_student}/model.bin"),
+    ]
+
+
+REFERENCE = "student, mtkit int8, shortlist, greedy"  # the deployed student: what the others are compared with
+
+
+def child(spec: dict[str, Any]) -> None:
+    """One system at one thread count: translate, time, and print {"seconds", "peak_kib"} (its own process)."""
+    import time
+
+    from mtkit.config import DecodeConfig
+    from mtkit.decode.loading import find
+
+    paths = [Path(p) for p in spec["models"]]
+    engine = find(paths).engine()
+    # The CTranslate2 engine's own length penalty (|Y|^alpha), as `mtkit translate -m DIR` runs it.
+    config = engine.adapt(DecodeConfig(beam=spec["beam"], shortlist=spec["shortlist"]), {"beam", "shortlist"})
+    translator = find(paths).open(paths, "cpu", spec["precision"], 1, spec["threads"])
+    lines = Path(spec["src"]).read_text(encoding="utf-8").splitlines()
+    translator.translate(lines[:WARMUP_LINES], config)
+    start = time.perf_counter()
+    output = translator.translate(lines, config)
+    seconds = time.perf_counter() - start
+    Path(spec["output"]).write_text("".join(line + "\n" for line in output), encoding="utf-8")
+    status = Path("/proc/self/status").read_text()
+    peak = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+    print(json.dumps({"seconds": seconds, "peak_kib": peak}))
+
+
+def measure(system: System, threads: int, src: Path, output: Path) -> dict[str, Any]:
+    spec = {**system._asdict(), "threads": threads, "src": str(src), "output": str(output)}
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"results.py: {system.name} at {threads} thread(s) failed:\n{done.stderr}")
+    return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
+def table(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
+    """The markdown table: one row a system, its BLEU, identical lines, speed at each thread count, memory, size."""
+    head = ["system", "BLEU", f"same as {REFERENCE}"]
+    for t in THREADS:
+        head += [f"sent/s {t}t", f"words/s {t}t", f"x teacher {t}t"]
+    head += ["peak MiB", "model MB"]
+    teacher = rows[0]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["name"], f"{row['bleu']:.2f}", f"{row['identical']:.1%}"]
+        for t in THREADS:
+            seconds = row["seconds"][t]
+            cells += [
+                f"{sentences / seconds:,.1f}",
+                f"{words / seconds:,.0f}",
+                f"{teacher['seconds'][t] / seconds:.2f}",
+            ]
+        cells += [f"{row['peak_kib'] / 1024:,.0f}", f"{row['bytes'] / 1e6:,.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(out: Path, data: Path, teachers: list[str]) -> None:
+    import sacrebleu
+
+    from mtkit.device import cpu_name
+
+    src, ref = data / "raw" / "test.en", data / "raw" / "test.de"
+    refs = ref.read_text(encoding="utf-8").splitlines()
+    sources = src.read_text(encoding="utf-8").splitlines()
+    words = sum(len(line.split()) for line in sources)
+    rows, outputs = [], {}
+    for k, system in enumerate(systems(out, teachers)):
+        measured = {t: measure(system, t, src, out / f"test.system{k}.{t}t.de") for t in THREADS}
+        outputs[system.name] = (out / f"test.system{k}.{THREADS[-1]}t.de").read_text(encoding="utf-8").splitlines()
+        rows.append(
+            {
+                "name": system.name,
+                "bleu": sacrebleu.corpus_bleu(outputs[system.name], [refs]).score,
+                "seconds": {t: m["seconds"] for t, m in measured.items()},
+                "peak_kib": max(m["peak_kib"] for m in measured.values()),
+                "bytes": Path(system.size_of).stat().st_size,
+            }
+        )
+    for row in rows:
+        mine, theirs = outputs[row["name"]], outputs[REFERENCE]
+        row["identical"] = sum(a == b for a, b in zip(mine, theirs)) / max(len(theirs), 1)
+    print("# Multi30k En-De: a distilled student against its teacher\n")
+    print(
+        f"test_2016_flickr, {len(sources):,} sentences, {words:,} source words; {os.cpu_count()} CPU cores "
+        f"({cpu_name()}), {platform.platform()}; each system alone, one after the other; speed of the timed pass "
+        "after 8 warm-up lines; peak memory: the process's VmHWM (Python, the libraries and the model).\n"
+    )
+    print(table(rows, len(sources), words))
+    print("\n" + json.dumps({"rows": rows}, default=str))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        child(json.loads(sys.argv[2]))
+    else:
+        main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])

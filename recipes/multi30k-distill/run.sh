@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Multi30k English->German: the recipe's 25-minute teacher distilled into a small, fast student, measured.
+#   bash ../multi30k-en-de/run.sh && bash run.sh    # the teacher first, then the student (see README.md)
+#   bash run.sh --teacher T.pt --data DIR            # another teacher and its data directory
+#   bash run.sh --dry-run                            # print every command, run none
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=SCRIPTDIR/../lib.sh
+source "$here/../lib.sh"
+
+usage() {
+    cat <<EOF
+usage: run.sh [--teacher MODEL]... [--data DIR] [--preset P] [--minutes M] [--seed N] [--out DIR] [--dry-run]
+
+Distils a teacher into a student: the teacher translates Multi30k's 29,000 training sources with
+beam 4 (mtkit distill, resumable), the student trains on its translations for a wall-clock budget
+with a deep encoder and a shallow decoder (--preset, default student-tiny: 6+2 layers, 256 wide),
+its last 5 checkpoints are averaged, it gets a lexical shortlist learnt from the distilled data
+(mtkit shortlist), and both models are exported to CTranslate2 int8 (the student with its
+vocabulary map). Then results.py measures, one system at a time: BLEU on test_2016_flickr and
+sentences/s and source words/s at 1 and 2 threads of the teacher (mtkit fp32, beam 4), the
+student (mtkit int8, shortlist, greedy) and CTranslate2 int8 running each (the student with and
+without its vocabulary map), with peak memory and model sizes, into OUT/results.md.
+
+  --teacher MODEL  the teacher (repeat for an ensemble); default: the Multi30k recipe's model,
+                   $here/../multi30k-en-de/out/model.pt
+  --data DIR       the teacher's data directory (default: the Multi30k recipe's out/data)
+  --preset P       the student's shape: student-tiny (default) or student-fast (6+1 layers)
+  --minutes M      the student's training budget in minutes (default 25, the teacher's)
+  --seed N         the student's seed (default 1)
+  --out DIR        everything the recipe makes (default: $here/out)
+  --dry-run        print every command, one a line, and run none
+EOF
+}
+
+die() {
+    printf 'run.sh: error: %s\n' "$1" >&2
+    exit 2
+}
+
+teachers=() data="" preset=student-tiny minutes=25 seed=1 out=""
+DRY_RUN=0
+while (($#)); do
+    case $1 in
+        --dry-run) DRY_RUN=1 ;;
+        -h | --help) usage; exit 0 ;;
+        --teacher | --data | --preset | --minutes | --seed | --out)
+            if (($# < 2)) || [[ -z $2 || $2 == --* ]]; then die "$1 needs a value"; fi
+            case $1 in
+                --teacher) teachers+=("$2") ;;
+                --data) data=$2 ;;
+                --preset) preset=$2 ;;
+                --minutes) minutes=$2 ;;
+                --seed) seed=$2 ;;
+                --out) out=$2 ;;
+            esac
+            shift ;;
+        *) die "unknown argument '$1' (run.sh --help lists the options)" ;;
+    esac
+    shift
+done
+((${#teachers[@]})) || teachers=("$here/../multi30k-en-de/out/model.pt")
+data=${data:-$here/../multi30k-en-de/out/data}
+out=${out:-$here/out}
+[[ $preset == student-tiny || $preset == student-fast ]] || die "--preset must be student-tiny or student-fast, got '$preset'"
+[[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
+awk -v m="$minutes" 'BEGIN { exit !(m > 0) }' || die "--minutes must be above 0, got '$minutes'"
+[[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
+if ((DRY_RUN == 0)); then  # said now, not after an hour of decoding
+    for teacher in "${teachers[@]}"; do
+        [[ -e $teacher ]] || die "no teacher at $teacher: run ../multi30k-en-de/run.sh first, or give --teacher"
+    done
+    [[ -d $data ]] || die "no data directory at $data: give the teacher's with --data"
+    python -c 'import ctranslate2' 2>/dev/null || die "the recipe measures CTranslate2 too: pip install 'mtkit[ct2]'"
+fi
+teacher_opts=()
+for teacher in "${teachers[@]}"; do teacher_opts+=(-m "$teacher"); done
+save_every=$(awk -v m="$minutes" 'BEGIN { printf "%g", m / 25 }')
+distilled=$out/data run=$out/run
+
+# 1. The teacher's beam-4 translations of the training sources (sequence-level distillation, Kim & Rush 2016),
+#    in chunks a rerun resumes from; the valid and test splits keep their references.
+step distill mtkit distill "$data" "${teacher_opts[@]}" --out "$distilled" --beam 4 --alpha 0.6
+# 2. The student, with the settings the Multi30k recipe measured for its teacher on this data (the small
+#    preset's): the same budget, checkpoint cadence, cooldown and averaging window.
+step train mtkit train "$distilled" --out "$run" --preset "$preset" --max-tokens 2048 --warmup 400 \
+    --lr-scale 0.64 --max-minutes "$minutes" --lr-cooldown 0.2 --max-steps 1000000 --seed "$seed" \
+    --save-every-minutes "$save_every" --save-every-steps 0 --keep-last 5 --valid-every 200 --valid-bleu 500 \
+    --log-every 50
+step average mtkit average "$run" --last 5 --output "$out/averaged.pt"
+# 3. The shortlist, from the distilled pairs the student learnt from: 50 candidates a source piece and the
+#    100 most frequent pieces, carried in the student's file.
+step shortlist mtkit shortlist "$out/averaged.pt" "$distilled" --output "$out/student.pt" --k 50 --frequent 100
+# The teacher's own, from its training data, for its CTranslate2 export's vocabulary map.
+step "shortlist teacher" mtkit shortlist "${teachers[0]}" "$data" --output "$out/teacher-shortlist.pt" --k 50 \
+    --frequent 100
+# 4. Each model as CTranslate2 int8, with its shortlist as vmap.txt (results.py measures it with and without).
+step "export teacher" mtkit export "$out/teacher-shortlist.pt" --format ctranslate2 --quantization int8 \
+    -o "$out/ct2-teacher"
+step "export student" mtkit export "$out/student.pt" --format ctranslate2 --quantization int8 -o "$out/ct2-student"
+((DRY_RUN == 0)) || exit 0
+
+# 5. One system at a time, nothing else running: BLEU, speed at 1 and 2 threads, peak memory, sizes.
+python "$here/results.py" "$out" "$data" "${teachers[@]}" >"$out/results.md.tmp"
+mv -f "$out/results.md.tmp" "$out/results.md"
+printf 'wrote %s\n' "$out/results.md" >&2

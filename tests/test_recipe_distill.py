@@ -1,0 +1,63 @@
+"""The distillation recipe's dry run: every command parses with mtkit's own parsers, the student trains on the
+distilled data with a student preset, and nothing is created; its results table, from given figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.recipes import ROOT, dry_run, load_script, parse_line, parse_mtkit, run_recipe
+
+ORDER = ["distill", "train", "average", "shortlist", "shortlist", "export", "export"]
+
+
+@pytest.mark.parametrize(
+    "args, preset, minutes, teachers",
+    [
+        ([], "student-tiny", 25, 1),
+        (["--preset", "student-fast", "--minutes", "10"], "student-fast", 10, 1),
+        (["--teacher", "a.pt", "--teacher", "b.pt", "--data", "d"], "student-tiny", 25, 2),
+    ],
+)
+def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, preset, minutes, teachers, tmp_path: Path) -> None:
+    folder = ROOT / "recipes" / "multi30k-distill"
+    parsed = []
+    for line in dry_run("multi30k-distill", *args, cwd=tmp_path):
+        argv, torchrun, target = parse_line(line)
+        assert torchrun is None and target is None
+        parsed.append(parse_mtkit(argv))
+    assert [name for name, _ in parsed] == ORDER
+    distill, train, average, student_list, teacher_list, export_teacher, export_student = (p for _, p in parsed)
+    out = folder / "out"
+    assert len(distill["model"]) == teachers and distill["out"] == out / "data" and distill["beam"] == 4
+    data = Path("d") if "--data" in args else folder / ".." / "multi30k-en-de" / "out" / "data"
+    assert distill["data"] == data and teacher_list["data"] == data
+    assert (train["data"], train["preset"], train["max_minutes"]) == (out / "data", preset, minutes)
+    assert train["save_every_minutes"] == pytest.approx(minutes / 25) and train["keep_last"] == average["last"] == 5
+    assert student_list["model"] == out / "averaged.pt" and student_list["data"] == out / "data"
+    assert student_list["output"] == out / "student.pt" and export_student["model"] == str(out / "student.pt")
+    assert export_teacher["model"] == str(teacher_list["output"])
+    assert {export_teacher["quantization"], export_student["quantization"]} == {"int8"}
+
+
+def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
+    done = run_recipe("multi30k-distill", "--preset", "small", cwd=tmp_path)
+    assert done.returncode == 2 and "--preset must be student-tiny or student-fast" in done.stderr
+    helped = run_recipe("multi30k-distill", "--help", cwd=tmp_path)
+    assert helped.returncode == 0 and "--teacher MODEL" in helped.stdout
+
+
+def test_the_results_table_puts_every_system_against_the_teacher() -> None:
+    results = load_script("recipes/multi30k-distill/results.py")
+    rows = [
+        {"name": "teacher", "bleu": 37.9, "identical": 0.5, "seconds": {1: 10.0, 2: 6.0}, "peak_kib": 512_000,
+         "bytes": 30_870_976},
+        {"name": "student", "bleu": 37.5, "identical": 1.0, "seconds": {1: 2.0, 2: 1.0}, "peak_kib": 256_000,
+         "bytes": 9_000_000},
+    ]  # fmt: skip
+    table = results.table(rows, sentences=1000, words=12_000).splitlines()
+    assert table[0].startswith("| system | BLEU |") and len(table) == 4
+    assert table[3] == "| student | 37.50 | 100.0% | 500.0 | 6,000 | 5.00 | 1,000.0 | 12,000 | 6.00 | 250 | 9.0 |"
+    names = [s.name for s in results.systems(Path("out"), ["t.pt"])]
+    assert results.REFERENCE in names and len(names) == len(set(names)) == 8

@@ -1,0 +1,155 @@
+"""The lexical shortlist: learnt by IBM Model 1, carried in the model file, searched, exported as a vmap; and a
+student's defaults (greedy, its shortlist)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mtkit import checkpoint, shortlist
+from mtkit.config import DecodeConfig
+from mtkit.data.binarize import BinaryWriter, IndexedDataset
+from mtkit.data.shortlist import learn
+from mtkit.decode.beam import beam_search
+from mtkit.decode.loading import open_model
+from mtkit.decode.shortlist import SPECIAL, shortlisted_search
+from mtkit.errors import MtkitError
+from mtkit.info import describe, render
+from tests.support.distill import toy_task
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> tuple[Path, Path, Path]:
+    return toy_task(tmp_path_factory.mktemp("shortlist"))
+
+
+@pytest.fixture(scope="module")
+def with_shortlist(toy, tmp_path_factory) -> Path:
+    data, model, _ = toy
+    out = tmp_path_factory.mktemp("sl") / "model.pt"
+    shortlist.make(model, data, out, k=8, frequent=10)
+    return out
+
+
+def arrays(tmp_path: Path, name: str, sentences: list[list[int]]) -> IndexedDataset:
+    with BinaryWriter(tmp_path / name, 100) as writer:
+        writer.add_many(sentences)
+    return IndexedDataset(tmp_path / name)
+
+
+def test_ibm1_finds_the_translation_that_co_occurrence_alone_would_not(tmp_path):
+    # 10 is always with 20, and 20 is in every target: counts alone would give 11 the candidate 20 first.
+    src = arrays(tmp_path, "s", [[10], [10, 11], [10, 11], [10, 12], [12]])
+    tgt = arrays(tmp_path, "t", [[20], [20, 21], [21, 20], [20, 22], [22]])
+    learned = learn(src, tgt, 100, k=2, frequent=1, iterations=10)
+    assert learned.candidates[10, 0] == 20 and learned.candidates[11, 0] == 21 and learned.candidates[12, 0] == 22
+    assert learned.candidates[50].tolist() == [-1, -1]  # never seen: no candidates
+    assert learned.frequent.tolist() == [20]
+    assert (learned.candidates[learned.candidates >= 0] >= SPECIAL).all()
+
+
+def test_a_shortlist_of_every_piece_searches_as_the_full_layer(with_shortlist):
+    translator = open_model(with_shortlist, "cpu")
+    model = translator.engine.model
+    src = torch.tensor([[7, 9, 12, 3], [15, 3, 0, 0]])
+    config = DecodeConfig(beam=3, max_len_b=6)
+    full = beam_search(model, src, config)
+    every = shortlisted_search(model, src, config, None, torch.arange(model.cfg.target_vocab_size))
+    assert [[h.tokens for h in s] for s in every.hypotheses] == [[h.tokens for h in s] for s in full.hypotheses]
+    for mine, theirs in zip(every.hypotheses, full.hypotheses):
+        assert [h.score for h in mine] == pytest.approx([h.score for h in theirs], abs=1e-5)
+
+
+def test_the_search_emits_only_the_batch_s_rows(with_shortlist):
+    translator = open_model(with_shortlist, "cpu")
+    model = translator.engine.model
+    rows = torch.tensor([0, 1, 2, 3, 20, 21, 40])
+    result = shortlisted_search(model, torch.tensor([[7, 9, 12, 3]]), DecodeConfig(beam=2, max_len_b=5), None, rows)
+    assert result.hypotheses[0] and set(result.hypotheses[0][0].tokens) <= {20, 21, 40}
+    found = translator.engine.shortlist.rows([[7, 9]], [[55]], torch.device("cpu"))
+    assert found[:SPECIAL].tolist() == [0, 1, 2, 3] and 55 in found.tolist()
+    assert found[SPECIAL:].tolist() == sorted(set(found[SPECIAL:].tolist()))
+
+
+def test_translate_uses_the_shortlist_by_default_and_says_what_it_changed(toy, with_shortlist):
+    data, model, _ = toy
+    lines = (data / "raw" / "valid.en").read_text().splitlines()
+    carrying = open_model(with_shortlist, "cpu")
+    plain = open_model(model, "cpu")
+    config = carrying.with_model_defaults(DecodeConfig(max_len_b=8))
+    assert config.shortlist and config.beam == 4  # not a student: the paper's beam
+    assert plain.with_model_defaults(DecodeConfig()).shortlist is False
+    restricted = carrying.translate(lines, config)
+    full = carrying.translate(lines, config, shortlist=False)
+    assert full == plain.translate(lines, config, shortlist=False)
+    assert sum(a == b for a, b in zip(restricted, full)) >= len(lines) // 2
+    with pytest.raises(MtkitError, match="carries no shortlist"):
+        plain.translate(lines[:1], config)
+
+
+def test_a_student_decodes_greedily_unless_told(toy, tmp_path):
+    _, model, _ = toy
+    ckpt = checkpoint.load(model)
+    ckpt["provenance"] = {"data": {"distilled": {"teacher": [{"path": "t.pt", "sha256": "ab"}], "decode": {}}}}
+    checkpoint.atomic_save(ckpt, tmp_path / "student.pt")
+    student = open_model(tmp_path / "student.pt", "cpu")
+    assert student.with_model_defaults(DecodeConfig()).beam == 1
+    assert student.with_model_defaults(DecodeConfig(beam=5), given={"beam"}).beam == 5
+    assert student.with_model_defaults(DecodeConfig(beam=3, nbest=3), given={"nbest"}).beam == 3
+    assert student.describe()["student"] is True
+    rendered = render(describe(tmp_path / "student.pt"))
+    assert re.search(r"student of +t\.pt \(sha256 ab\), its beam None; decodes greedily", rendered)
+
+
+def test_a_damaged_shortlist_is_one_sentence(with_shortlist, tmp_path):
+    ckpt = checkpoint.load(with_shortlist)
+    ckpt["shortlist"]["candidates"] = ckpt["shortlist"]["candidates"] + 10_000
+    checkpoint.atomic_save(ckpt, tmp_path / "bad.pt")
+    with pytest.raises(MtkitError, match="damaged shortlist"):
+        open_model(tmp_path / "bad.pt", "cpu")
+
+
+def test_another_vocabulary_is_refused(toy, tmp_path, cli_model):
+    data, _, _ = toy
+    with pytest.raises(MtkitError, match="was not trained with"):
+        shortlist.make(cli_model, data, tmp_path / "x.pt")
+
+
+def test_the_commands_and_the_ctranslate2_vocabulary_map(toy, with_shortlist, tmp_path, cli):
+    pytest.importorskip("ctranslate2")
+    data, model, _ = toy
+    made = cli("shortlist", model, data, "-o", tmp_path / "m.pt", "--k", "8", "--frequent", "10")
+    assert made.returncode == 0, made.stderr
+    assert "8 candidates a source piece" in made.stderr
+    out = tmp_path / "ct2"
+    exported = cli("export", tmp_path / "m.pt", "--format", "ctranslate2", "-o", out)
+    assert exported.returncode == 0, exported.stderr
+    vmap = (out / "vmap.txt").read_text(encoding="utf-8").splitlines()
+    carried = checkpoint.load(tmp_path / "m.pt")["shortlist"]
+    assert vmap[0].startswith("\t") and len(vmap[0].split("\t")[1].split(" ")) == len(carried["frequent"])
+    assert all(len(line.split("\t")[1].split(" ")) <= 8 for line in vmap[1:])
+    lines = "\n".join((data / "raw" / "valid.en").read_text().splitlines()) + "\n"
+    args = ("--beam", "1", "--max-len-b", "8")
+    with_map = cli("translate", "-m", out, *args, input=lines)
+    without = cli("translate", "-m", out, *args, "--no-shortlist", input=lines)
+    mine = cli("translate", "-m", tmp_path / "m.pt", *args, input=lines)
+    assert with_map.returncode == without.returncode == mine.returncode == 0, with_map.stderr
+    same = np.mean([a == b for a, b in zip(with_map.stdout.splitlines(), mine.stdout.splitlines())])
+    assert same >= 0.5, (with_map.stdout, mine.stdout)
+    plain = tmp_path / "plain"
+    assert cli("export", model, "--format", "ctranslate2", "-o", plain).returncode == 0
+    refused = cli("translate", "-m", plain, "--shortlist", input=lines)
+    assert refused.returncode == 1 and "has no vmap.txt" in refused.stderr
+    assert json.loads((out / "mtkit-export.json").read_text())["format"] == "ctranslate2"
+    described = cli("info", out)
+    assert described.returncode == 0, described.stderr
+    size = (out / "model.bin").stat().st_size / 1000
+    assert f"CTranslate2 export (float32), model.bin {size:,.1f} KB" in described.stdout
+    assert f"vmap.txt, {len(vmap) - 1} source pieces" in described.stdout
+    file_info = cli("info", tmp_path / "m.pt")
+    assert "8 candidates a source piece + the 10 most frequent pieces" in file_info.stdout
