@@ -173,6 +173,7 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
     from mtkit.data.marian_vocab import load_tokenizer
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
+    from mtkit.provenance import data_languages
 
     if threads:
         torch.set_num_threads(threads)
@@ -186,7 +187,12 @@ def open_torch(paths: list[Path], device: str, precision: str, workers: int, thr
         checkpoint.check_finite(ckpt, p)
         models.append(typing.cast("Transformer", checkpoint.build_from(ckpt)))
         vocabs.append(ckpt["vocab"])
-        about = about or {"path": str(p), "kind": ckpt.get("kind"), "step": ckpt.get("step")}
+        about = about or {
+            "path": str(p),
+            "kind": ckpt.get("kind"),
+            "step": ckpt.get("step"),
+            "languages": data_languages(ckpt.get("provenance")),
+        }
         del ckpt  # optimizer state can be twice the model's size
     for p, v in zip(paths[1:], vocabs[1:]):
         if v != vocabs[0]:

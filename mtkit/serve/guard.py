@@ -30,8 +30,13 @@ logger = logging.getLogger(__name__)
 API_KEY_ENV = "MTKIT_SERVE_API_KEY"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
-# Open without a key: probes (a load balancer, Kubernetes) call it, and it says only ready / loading / failing.
-OPEN_PATHS = ("/health",)
+# Open without a key: probes (a load balancer, Kubernetes) call /health, and it says only ready / loading /
+# failing; / is the page that asks for the key, and /languages lists language codes (open in LibreTranslate too).
+OPEN_PATHS = ("/health", "/", "/languages")
+# LibreTranslate's clients send the key in the body (`api_key`): these endpoints check it there themselves
+# (mtkit/serve/libretranslate.py), told by `scope["state"]["api_key_ok"]` whether a header carried it.
+BODY_KEY_PATHS = ("/translate", "/detect")
+NEEDS_KEY = "this server needs an API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'."
 ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]+$")
 
 Scope = MutableMapping[str, Any]
@@ -213,18 +218,12 @@ class ApiKey:
         self.app, self.access = app, access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and self.access.api_key is not None
-            and scope.get("path") not in OPEN_PATHS
-            and not self.access.key_given(_headers(scope))
-        ):
-            return await send_json(
-                send,
-                401,
-                "this server needs an API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.",
-                {"WWW-Authenticate": "Bearer"},
-            )
+        if scope["type"] != "http" or self.access.api_key is None:
+            return await self.app(scope, receive, send)
+        given = self.access.key_given(_headers(scope))
+        scope.setdefault("state", {})["api_key_ok"] = given
+        if not given and scope.get("path") not in (*OPEN_PATHS, *BODY_KEY_PATHS):
+            return await send_json(send, 401, NEEDS_KEY, {"WWW-Authenticate": "Bearer"})
         return await self.app(scope, receive, send)
 
 
