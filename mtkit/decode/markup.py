@@ -14,11 +14,19 @@ output is always well-formed and holds the source's start tags, attributes as wr
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from typing import TYPE_CHECKING
+
+from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig
+from mtkit.decode.batches import chunks
+
+if TYPE_CHECKING:
+    from mtkit.decode.translator import Translator
 
 # HTML's void elements: no end tag, no content.
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
@@ -141,7 +149,8 @@ class Unit:
         words = target.split()
         if not self.spans:
             return self.lead + html.escape(" ".join(words), quote=False) + self.trail
-        links = list(links) if links is not None and len(links) == len(words) else proportional(self, len(words))
+        known = links is not None and len(links) == len(words) and any(i is not None for i in links)
+        links = list(links) if known and links is not None else proportional(self, len(words))
         placed = place(self.spans, links, len(self.words), 0, len(words))
         return self.lead + render_tree(words, placed) + self.trail
 
@@ -288,6 +297,29 @@ class Document:
         return "".join(p if isinstance(p, str) else outputs[p] for p in self._pieces)
 
 
+def translate_fragments(
+    translator: Translator,
+    lines: Iterable[str],
+    config: DecodeConfig = DecodeConfig(),
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    chunk_lines: int = DEFAULT_CHUNK_LINES,
+) -> Iterator[str]:
+    """Each line, an HTML fragment, translated with its markup kept (`mtkit translate --format html`), in order."""
+    config = dataclasses.replace(config, nbest=1)
+    for _, chunk in chunks(lines, chunk_lines):
+        docs = [Document(line) for line in chunk]
+        units = [u for d in docs for u in d.units]
+        found = [t.text for t in translator.translate_stream([u.text for u in units], config, batch_tokens)]
+        tagged = [k for k, u in enumerate(units) if u.tagged]
+        links = translator.align([(units[k].words, found[k].split()) for k in tagged], config.target_lang) or []
+        by_unit = dict(zip(tagged, links))
+        outputs = [u.render(found[k], by_unit.get(k)) for k, u in enumerate(units)]
+        start = 0
+        for d in docs:
+            yield d.render(outputs[start : start + len(d.units)])
+            start += len(d.units)
+
+
 def start_tags(fragment: str) -> list[str]:
     """The start tags of a fragment as written, sorted: what the output must hold as the input did."""
     builder = _Builder()
@@ -317,6 +349,8 @@ def well_formed(fragment: str) -> bool:
 
         def handle_endtag(self, tag: str) -> None:
             nonlocal ok
+            if tag in VOID:  # <br/>, or a stray </br>: no element to close
+                return
             if not stack or stack.pop() != tag:
                 ok = False
 

@@ -56,9 +56,10 @@ def test_the_python_client_translates_lists_languages_and_detects(open_server):
 
 def test_the_python_client_with_a_key_and_without(keyed):
     headers = {"Authorization": f"Bearer {KEY}"}
-    assert LibreTranslateAPI(keyed.url, api_key=KEY).translate(LINES[1], "en", "de") == native(
-        keyed, [LINES[1]], headers
-    )[0]
+    assert (
+        LibreTranslateAPI(keyed.url, api_key=KEY).translate(LINES[1], "en", "de")
+        == native(keyed, [LINES[1]], headers)[0]
+    )
     with pytest.raises(urllib.error.HTTPError) as missing:
         LibreTranslateAPI(keyed.url).translate(LINES[1], "en", "de")
     assert missing.value.code == 400 and "API key" in json.loads(missing.value.read())["error"]
