@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
@@ -26,6 +26,8 @@ from mtkit.decode.translator import Translation
 from mtkit.serve import libretranslate as lt
 from mtkit.serve.connections import loop_errors
 from mtkit.serve.guard import NEEDS_KEY, Access, ApiKey, CatchAll, HostAndOrigin
+from mtkit.serve.page import HEADERS as PAGE_HEADERS
+from mtkit.serve.page import PAGE
 from mtkit.serve.payload import RequestError, parse_json, parse_opennmt, parse_translate
 from mtkit.serve.service import Service
 
@@ -213,6 +215,11 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
         if not service.ready:
             raise RequestError(503, "the model is still loading; retry shortly.", retry_after=1)
         return service.directions.languages()
+
+    @app.get("/")
+    async def page() -> HTMLResponse:
+        """A page to try the model: mtkit/serve/page.py."""
+        return HTMLResponse(PAGE, headers=PAGE_HEADERS)
 
     @app.get("/health")
     async def health() -> JSONResponse:

@@ -112,8 +112,12 @@ class Access:
         ip = _ip(name)
         return ip is not None and (ip.is_loopback or self.bind in WILDCARD_BINDS)
 
-    def origin_allowed(self, origin: str) -> bool:
-        return "*" in self.origins or origin.lower().rstrip("/") in self.origins
+    def origin_allowed(self, origin: str, host: str = "") -> bool:
+        """--allow-origin's pages, and the server's own page (GET /): its Origin names the Host it was loaded from,
+        which has passed `host_allowed` (a DNS-rebinding page's Origin and Host both name the attacker's host)."""
+        origin = origin.lower().rstrip("/")
+        same = bool(host) and origin in (f"http://{host.strip().lower()}", f"https://{host.strip().lower()}")
+        return same or "*" in self.origins or origin in self.origins
 
     def key_given(self, headers: dict[bytes, bytes]) -> bool:
         """`Authorization: Bearer KEY` or `X-API-Key: KEY`, compared in constant time."""
@@ -202,7 +206,7 @@ class HostAndOrigin:
             message = f"this server does not answer to the Host {shown}; its operator can allow it with --allow-host."
             return await send_json(send, 400, message)
         origin = headers.get(b"origin")
-        if origin is not None and not self.access.origin_allowed(origin.decode("latin-1")):
+        if origin is not None and not self.access.origin_allowed(origin.decode("latin-1"), host):
             shown = json.dumps(origin.decode("latin-1")[:100])
             logger.info("refused a request from the web page origin %s.", shown)
             return await send_json(
