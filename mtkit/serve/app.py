@@ -1,8 +1,10 @@
-"""The HTTP endpoints of `mtkit serve` (FastAPI): /translate, OpenNMT-py's /translator/translate, /health, /info.
+"""The HTTP endpoints of `mtkit serve` (FastAPI): /translate, OpenNMT-py's /translator/translate, /health, /info,
+LibreTranslate's API (/translate with q, /languages, /detect: mtkit/serve/libretranslate.py) and the page at /.
 
 Before a request reaches an endpoint, mtkit/serve/guard.py checks its Host, Origin and API key
-(with CORS headers for the web pages allowed). Bodies must say `Content-Type: application/json`
-(a cross-site form or text/plain POST cannot), are read with a size cap and parsed by
+(with CORS headers for the web pages allowed). mtkit's own bodies must say `Content-Type:
+application/json` (a cross-site form or text/plain POST cannot; LibreTranslate's requests may be
+forms, which browsers mark with an Origin), are read with a size cap and parsed by
 mtkit/serve/payload.py, so every refusal is a JSON object `{"error": "one sentence."}` with its
 status; the work itself is the Service's.
 """
