@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -222,3 +223,10 @@ def start_run(
         record["init"] = started_from
     write_atomic(run_dir / RUN_JSON, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return record
+
+
+def data_languages(record: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(source, target) from a run's record: its arrays are bin/train.SRC.bin then bin/train.TGT.bin."""
+    files = ((record or {}).get("data") or {}).get("files") or {}
+    found = [m.group(1) for rel in files if (m := re.fullmatch(r"bin/train\.([\w-]+)\.bin", rel))]
+    return (found[0], found[1]) if len(found) == 2 else None

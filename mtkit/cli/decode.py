@@ -194,6 +194,12 @@ def translate(
         show_default="none",
         help="With --score-only: the targets, one a line, aligned with the input (which then holds sources only).",
     ),
+    format: str = typer.Option(
+        "text",
+        "--format",
+        help="text, or html: each line an HTML fragment whose tags are put back around the words they belonged to "
+        "(the model's attention). Example: mtkit translate -m averaged.pt --format html < posts.html",
+    ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
@@ -224,6 +230,8 @@ def translate(
     Scoring pairs: paste test.en test.de | mtkit translate -m averaged.pt --score-only
 
     A multilingual model, into French: mtkit translate -m averaged.pt --target-lang fr < test.en
+
+    HTML, one fragment a line, tags kept: mtkit translate -m averaged.pt --format html < posts.html
     """
     import contextlib
     import logging
@@ -238,6 +246,11 @@ def translate(
     precision = build(EngineConfig(), given).precision
     given = {k: v for k, v in given.items() if k != "precision"}  # the rest are decoding's settings
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
+    if format not in ("text", "html"):
+        raise MtkitError(f"--format takes text or html, not {format!r}.")
+    if format == "html" and (sampling or prefix or prefix_file or score_only or scores or given.get("nbest", 1) > 1):
+        raise MtkitError("--format html translates each line once: drop --sampling, --prefix, --score-only, "
+                         "--scores and --nbest.")  # fmt: skip
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
     if workers > 1 and threads > 1:
@@ -264,7 +277,13 @@ def translate(
             if second is not None
             else tab_pairs(lines, "--score-only" if score_only else None)
         )
-        if score_only:
+        if format == "html":
+            from mtkit.decode.markup import translate_fragments
+            from mtkit.textio import one_line
+
+            fragments = translate_fragments(translator, lines, config, batch_tokens, chunk_lines, target_lang)
+            texts = (f"{one_line(text)}\n" for text in fragments)
+        elif score_only:
             texts = (
                 f"{s.logprob:.4f}\t{s.average:.4f}\t{s.length}\n"
                 for s in translator.score_stream(pairs, batch_tokens, chunk_lines, target_lang)

@@ -98,10 +98,17 @@ def serve(
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
     target_lang: str = target_lang_option(),
+    languages: Optional[str] = typer.Option(
+        None,
+        metavar="PAIRS",
+        help="The model's language pairs for LibreTranslate's API, e.g. en-de or en-de,en-fr (default: the pair "
+        "the model file records). Example: --languages en-de",
+    ),
     *,
     given: dict[str, Any],
 ) -> None:
-    """Serve translations over HTTP: POST /translate, POST /translator/translate (OpenNMT-py), GET /health, /info.
+    """Serve translations over HTTP: POST /translate, POST /translator/translate (OpenNMT-py), GET /health, /info,
+    LibreTranslate's API (/translate with q, /languages, /detect) and a page to try the model (GET /).
 
     Example: mtkit serve -m runs/small/averaged.pt --port 5000
     """
@@ -110,6 +117,7 @@ def serve(
     _require_extra()
     from mtkit.decode import loading
     from mtkit.serve.guard import Access, load_api_key
+    from mtkit.serve.libretranslate import parse_languages
     from mtkit.serve.payload import Limits
     from mtkit.serve.server import serve as run_server
     from mtkit.serve.service import ServeSettings, check_models
@@ -140,5 +148,6 @@ def serve(
         device=device,
         precision=precision,
         threads=threads,
+        languages=parse_languages(languages) if languages is not None else (),
     )
     run_server(settings, host, port)

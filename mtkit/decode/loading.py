@@ -189,7 +189,7 @@ def open_torch(
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
     from mtkit.marian.vocab import load_tokenizer
-    from mtkit.provenance import distilled_from
+    from mtkit.provenance import data_languages, distilled_from
 
     if threads:
         torch.set_num_threads(threads)
@@ -212,6 +212,7 @@ def open_torch(
             "kind": ckpt.get("kind"),
             "step": ckpt.get("step"),
             "student": student,
+            "languages": data_languages(ckpt.get("provenance")),
         }
         shortlists.append(Shortlist.of(ckpt, source.path))
         del ckpt  # optimizer state can be twice the model's size

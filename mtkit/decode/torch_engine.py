@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from mtkit.config import EOS, DecodeConfig, SamplingConfig
+from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.engine import Hypotheses
 from mtkit.errors import MtkitError
 from mtkit.model.transformer import Transformer
@@ -106,6 +107,14 @@ class TorchEngine:
 
         return score_batch(self.decoder, src, tgt)
 
+    def align(
+        self, vocab: Tokenizer, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], target_lang: str = ""
+    ) -> list[list[int | None]]:
+        """Each target word's source word, from the first model's cross-attention (mtkit/decode/alignment.py)."""
+        from mtkit.decode.alignment import word_links
+
+        return word_links(self.model, vocab, pairs, target_lang, self.max_source_tokens)
+
     @staticmethod
     def check(config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:
         """Every setting of DecodeConfig runs here."""
@@ -124,6 +133,7 @@ class TorchEngine:
             "path": self.about.get("path"),
             "kind": self.about.get("kind"),
             "step": self.about.get("step"),
+            "languages": self.about.get("languages"),
             "architecture": dataclasses.asdict(self.model.cfg),
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "student": bool(self.about.get("student")),

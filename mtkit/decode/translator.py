@@ -218,6 +218,15 @@ class Translator:
         for first, chunk in chunks(pairs, chunk_lines):
             yield from self._score_chunk(first, chunk, batch_tokens, target_lang)
 
+    def align(
+        self, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], target_lang: str = ""
+    ) -> list[list[int | None]] | None:
+        """For each (source words, translation words), the source word each translation word came from (None:
+        none found), from the model's cross-attention (mtkit/decode/alignment.py); None when the engine cannot
+        say (CTranslate2). Apart from the search: only callers that need it (markup) pay for it."""
+        align = getattr(self.engine, "align", None)
+        return None if align is None else align(self.vocab, pairs, target_lang)
+
     def _translate_chunk(
         self,
         first: int,

@@ -11,20 +11,18 @@ state: the card says `other` and asks for it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from mtkit.config import ModelConfig
+from mtkit.provenance import data_languages
 
 NAME = "README.md"
 
 
 def languages(provenance: dict[str, Any] | None) -> tuple[str, str] | None:
-    """(source, target) from the run's record: its arrays are bin/train.SRC.bin then bin/train.TGT.bin."""
-    files = ((provenance or {}).get("data") or {}).get("files") or {}
-    found = [m.group(1) for rel in files if (m := re.fullmatch(r"bin/train\.([\w-]+)\.bin", rel))]
-    return (found[0], found[1]) if len(found) == 2 else None
+    """(source, target) from the run's record (mtkit.provenance.data_languages)."""
+    return data_languages(provenance)
 
 
 def _front_matter(langs: tuple[str, str] | None) -> list[str]:

@@ -30,8 +30,13 @@ logger = logging.getLogger(__name__)
 API_KEY_ENV = "MTKIT_SERVE_API_KEY"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
-# Open without a key: probes (a load balancer, Kubernetes) call it, and it says only ready / loading / failing.
-OPEN_PATHS = ("/health",)
+# Open without a key: probes (a load balancer, Kubernetes) call /health, and it says only ready / loading /
+# failing; / is the page that asks for the key, and /languages lists language codes (open in LibreTranslate too).
+OPEN_PATHS = ("/health", "/", "/languages")
+# LibreTranslate's clients send the key in the body (`api_key`): these endpoints check it there themselves
+# (mtkit/serve/libretranslate.py), told by `scope["state"]["api_key_ok"]` whether a header carried it.
+BODY_KEY_PATHS = ("/translate", "/detect")
+NEEDS_KEY = "this server needs an API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'."
 ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]+$")
 
 Scope = MutableMapping[str, Any]
@@ -107,8 +112,12 @@ class Access:
         ip = _ip(name)
         return ip is not None and (ip.is_loopback or self.bind in WILDCARD_BINDS)
 
-    def origin_allowed(self, origin: str) -> bool:
-        return "*" in self.origins or origin.lower().rstrip("/") in self.origins
+    def origin_allowed(self, origin: str, host: str = "") -> bool:
+        """--allow-origin's pages, and the server's own page (GET /): its Origin names the Host it was loaded from,
+        which has passed `host_allowed` (a DNS-rebinding page's Origin and Host both name the attacker's host)."""
+        origin = origin.lower().rstrip("/")
+        same = bool(host) and origin in (f"http://{host.strip().lower()}", f"https://{host.strip().lower()}")
+        return same or "*" in self.origins or origin in self.origins
 
     def key_given(self, headers: dict[bytes, bytes]) -> bool:
         """`Authorization: Bearer KEY` or `X-API-Key: KEY`, compared in constant time."""
@@ -197,7 +206,7 @@ class HostAndOrigin:
             message = f"this server does not answer to the Host {shown}; its operator can allow it with --allow-host."
             return await send_json(send, 400, message)
         origin = headers.get(b"origin")
-        if origin is not None and not self.access.origin_allowed(origin.decode("latin-1")):
+        if origin is not None and not self.access.origin_allowed(origin.decode("latin-1"), host):
             shown = json.dumps(origin.decode("latin-1")[:100])
             logger.info("refused a request from the web page origin %s.", shown)
             return await send_json(
@@ -213,18 +222,12 @@ class ApiKey:
         self.app, self.access = app, access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and self.access.api_key is not None
-            and scope.get("path") not in OPEN_PATHS
-            and not self.access.key_given(_headers(scope))
-        ):
-            return await send_json(
-                send,
-                401,
-                "this server needs an API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.",
-                {"WWW-Authenticate": "Bearer"},
-            )
+        if scope["type"] != "http" or self.access.api_key is None:
+            return await self.app(scope, receive, send)
+        given = self.access.key_given(_headers(scope))
+        scope.setdefault("state", {})["api_key_ok"] = given
+        if not given and scope.get("path") not in (*OPEN_PATHS, *BODY_KEY_PATHS):
+            return await send_json(send, 401, NEEDS_KEY, {"WWW-Authenticate": "Bearer"})
         return await self.app(scope, receive, send)
 
 

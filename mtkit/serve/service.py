@@ -25,6 +25,7 @@ from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
 from mtkit.serve.guard import Access
+from mtkit.serve.libretranslate import Detector, Directions, directions
 from mtkit.serve.payload import OPTION_MAX, Limits, RequestError
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class ServeSettings:
     request_timeout_s: float = 60.0  # from a request's arrival to its answer (nginx's proxy_read_timeout); 0: none
     max_connections: int = 512  # nginx's worker_connections (mtkit/serve/connections.py)
     read_timeout_s: float = 60.0  # a request's head and body arrive within it (nginx's client_header_timeout)
+    languages: tuple[tuple[str, str], ...] = ()  # --languages: the pairs LibreTranslate's /languages lists
 
     @property
     def name(self) -> str:
@@ -86,6 +88,8 @@ class Service:
         self.batcher: Batcher | None = None
         self.translator: Translator | None = None
         self.vocab: Any = None  # the loaded translator's tokenizer: a request's target language is checked on it
+        self.directions = Directions(())  # LibreTranslate's languages, known once the model is loaded
+        self.detector = Detector([])
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None
@@ -129,6 +133,12 @@ class Service:
             "api_key": s.access.api_key is not None,
             "allowed_origins": list(s.access.origins),
         }
+
+        self.directions = directions(
+            s.languages, self.info["models"][0].get("languages"), translator.vocab.language_tokens
+        )
+        self.detector = Detector(self.directions.sources)
+        self.info["languages"] = [f"{a}-{b}" for a, b in self.directions.pairs]
 
         def count_tokens(lines: Sequence[str]) -> int:
             return sum(len(ids) + 1 for ids in translator.vocab.encode_batch(lines))  # + EOS, as decoded
@@ -254,6 +264,12 @@ class Service:
             )
         logger.warning("requests still decoding after %s were answered 504.", limit)
         raise RequestError(504, f"decoding this request took longer than {limit}.")
+
+    async def align(self, pairs: list[tuple[list[str], list[str]]], target_lang: str) -> list[list[int | None]] | None:
+        """Each translation word's source word (markup's projection): one teacher-forced pass, off the event loop."""
+        if self.translator is None:
+            return None
+        return await asyncio.to_thread(self.translator.align, pairs, target_lang)
 
     def begin_drain(self) -> None:
         """Shutdown starts (SIGTERM): requests have `drain_timeout_s` to be answered, then are failed with 503."""

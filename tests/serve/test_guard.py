@@ -96,3 +96,13 @@ def test_a_bad_key_file_is_one_sentence(tmp_path, content, says):
 def test_loopback_addresses():
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("10.0.0.1")
+
+
+def test_the_servers_own_page_is_an_allowed_origin():
+    """The page at / sends its requests with the Origin of the Host it came from; no other page is let in."""
+    access = Access()
+    assert access.origin_allowed("http://127.0.0.1:5000", "127.0.0.1:5000")
+    assert access.origin_allowed("http://localhost:5000/", "localhost:5000")
+    assert not access.origin_allowed("http://127.0.0.1:5001", "127.0.0.1:5000")
+    assert not access.origin_allowed("https://evil.example", "127.0.0.1:5000")
+    assert not access.origin_allowed("http://127.0.0.1:5000")  # no Host: nothing to compare with
