@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from mtkit.config import BOS, EOS, PAD
+from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.encode import with_target_lang
-from mtkit.decode.engine import Tokenizer
 from mtkit.decode.scoring import padded
 from mtkit.model.transformer import Transformer, split_heads
 
