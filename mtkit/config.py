@@ -27,6 +27,7 @@ from mtkit.config_fields import config_from_dict as config_from_dict
 from mtkit.config_fields import option as option
 from mtkit.config_fields import parse_overrides as parse_overrides
 from mtkit.errors import MtkitError
+from mtkit.precision import AUTO_RULE
 
 # Precision's one word lives in mtkit/precision.py; re-exported here, where callers import the choices from.
 from mtkit.precision import DECODE_PRECISION_CHOICES as DECODE_PRECISION_CHOICES
@@ -129,10 +130,7 @@ class TrainConfig:
     clip_norm: float = option(0.0, "Clip the gradient norm to this (0: off, as in the paper).")
     seed: int = option(1, "Seed for weights, dropout and batch order.")
     precision: str = option(
-        "auto",
-        "auto (bf16 where the GPU or CPU runs it natively and faster, else fp32), fp32, "
-        "bf16 (autocast) or fp16 (with a loss scaler).",
-        PRECISION_CHOICES,
+        "auto", f"auto, fp32, bf16 (autocast) or fp16 (with a loss scaler). {AUTO_RULE}", PRECISION_CHOICES
     )
     compile: str = option(
         "auto",

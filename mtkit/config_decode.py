@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mtkit.config_fields import check_choices, check_field, check_positive, option
-from mtkit.precision import DECODE_PRECISION_CHOICES
+from mtkit.precision import AUTO_RULE, DECODE_PRECISION_CHOICES
 
 LENPEN_CHOICES = ("gnmt", "fairseq", "none")
 EARLY_STOP_CHOICES = ("exact", "patience", "none")
@@ -127,7 +127,7 @@ class EngineConfig:
     precision: str = option(
         "fp32",
         "fp32, bf16, fp16 (CUDA only), int8 (CPU only: dynamic int8 Linear layers; faster, BLEU within "
-        "a few tenths), or auto (training's rule: bf16 where native and faster).",
+        f"a few tenths), or auto. {AUTO_RULE}",
         DECODE_PRECISION_CHOICES,
     )
 

@@ -89,3 +89,18 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The CPU's instruction-set flags as Linux names them (avx2, avx512_bf16, amx_bf16, ...), from /proc/cpuinfo
+    or the given text of it; empty where there is none (not Linux), and the caller asks PyTorch instead."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):  # x86 names the line "flags", arm64 "Features"
+            return frozenset(value.split())
+    return frozenset()

@@ -22,6 +22,13 @@ PRECISION_CHOICES: tuple[str, ...] = ("auto", *DTYPES)  # training's: bf16 and f
 # decoding's: int8 too, dynamic quantization of the Linear layers around fp32 (CPU)
 DECODE_PRECISION_CHOICES: tuple[str, ...] = typing.get_args(Precision)
 RESOLVED: tuple[str, ...] = tuple(p for p in DECODE_PRECISION_CHOICES if p != "auto")  # what a decision names
+# The rule of "auto" (mtkit/runtime/precision.py), in one sentence: the same words in --help and in the docs
+# (docs/training.md, docs/gpus.md, docs/faq.md; a test checks them).
+AUTO_RULE = (
+    "auto takes bf16 only where the device has bf16 instructions (a CUDA GPU with bf16, a CPU with AVX512-BF16 "
+    "or AMX) and a measurement at the start finds bf16 faster than fp32 there (a training pass for train, a "
+    "matrix product for translate), and fp32 everywhere else."
+)
 
 
 def check_precision(precision: str, choices: tuple[str, ...] = DECODE_PRECISION_CHOICES) -> None:

@@ -14,7 +14,7 @@
 wmt14_usage() {
     cat <<EOF
 usage: run.sh base|big [--gpus N] [--nodes N --node-rank R --master ADDR:PORT] [--data DIR] [--out DIR]
-                       [--mirror DIR] [--max-tokens N] [--precision bf16|fp16|fp32] [--dry-run]
+                       [--mirror DIR] [--max-tokens N] [--precision auto|bf16|fp16|fp32] [--dry-run]
 
 The paper's $PAIR recipe: prepare, joint BPE ($VOCAB), train base (100k updates) or big (300k),
 average the last 5 / 20 checkpoints (written every 10 minutes), translate newstest2014 (beam 4,
@@ -30,7 +30,8 @@ and write OUT/results.md.
   --mirror DIR      a directory holding the WMT14 archives (no download)
   --max-tokens N    tokens per batch and side on each GPU (default: auto, the most that fit, probed
                     by mtkit train at start); mtkit train picks --update-freq for ~25,000 an update
-  --precision P     bf16 (default; A100/H100), fp16 (V100 and older), fp32
+  --precision P     auto (default: bf16 where a training pass measures it faster than fp32 on the GPU
+                    at start, else fp32), bf16, fp16 (V100 and older), fp32
   --dry-run         print every command, one a line, and run none
 EOF
 }
@@ -83,7 +84,7 @@ is_count() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 wmt14_main() {
     local here=$1
     shift
-    local preset="" gpus=1 nodes=1 node_rank="" master="" data="" out="" mirror="" max_tokens=auto precision=bf16
+    local preset="" gpus=1 nodes=1 node_rank="" master="" data="" out="" mirror="" max_tokens=auto precision=auto
     DRY_RUN=0
     while (($#)); do
         case $1 in
@@ -106,7 +107,7 @@ wmt14_main() {
     is_count "$gpus" || wmt14_die "--gpus must be a positive integer, got '$gpus'"
     is_count "$nodes" || wmt14_die "--nodes must be a positive integer, got '$nodes'"
     [[ $max_tokens == auto ]] || is_count "$max_tokens" || wmt14_die "--max-tokens must be a positive integer or auto"
-    [[ $precision =~ ^(bf16|fp16|fp32)$ ]] || wmt14_die "--precision must be bf16, fp16 or fp32, got '$precision'"
+    [[ $precision =~ ^(auto|bf16|fp16|fp32)$ ]] || wmt14_die "--precision must be auto, bf16, fp16 or fp32, got '$precision'"
     if ((nodes > 1)); then
         if ! [[ $node_rank =~ ^[0-9]+$ ]] || ((node_rank >= nodes)); then
             wmt14_die "--nodes $nodes needs --node-rank R with 0 <= R < $nodes"

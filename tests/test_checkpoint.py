@@ -1,6 +1,8 @@
 """Checkpoints: atomic writes, safe loads, models rebuilt from the config saved beside them."""
 
 import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -65,3 +67,26 @@ def test_weights_that_do_not_fit_the_config_are_all_named(tmp_path):
         MtkitError, match="missing weights: encoder.0.ffn.w_1.weight; unexpected weights: encoder.9.extra"
     ):
         checkpoint.build_from(payload)
+
+
+def test_rebuilding_a_model_leaves_torchs_compiler_unimported_and_init_as_it_was(tmp_path):
+    """Built on the meta device with torch.nn.init's functions skipped (and its position table computed on the
+    CPU): PyTorch's meta decompositions would import torch._dynamo and sympy, ~70 MiB for a process that only
+    decodes. Run in a fresh process, whose modules are its own."""
+    torch.manual_seed(0)
+    model = mtkit.build_model("tiny", 50)
+    path = tmp_path / "m.pt"
+    checkpoint.atomic_save(checkpoint.model_payload(model, model.cfg, b"spm", step=1), path)
+    code = (
+        "import sys, torch\nfrom mtkit import checkpoint\n"
+        f"ckpt = checkpoint.load({str(path)!r})\n"
+        "assert 'torch._dynamo' not in sys.modules and 'sympy' not in sys.modules, 'imported before'\n"
+        "model = checkpoint.build_from(ckpt)\n"
+        "print(sorted(m for m in ('torch._dynamo', 'sympy') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+    normal = torch.nn.init.normal_
+    rebuilt = checkpoint.build_from(checkpoint.load(path))
+    assert torch.nn.init.normal_ is normal  # restored
+    assert torch.equal(rebuilt.src_embed.positions.pe, model.src_embed.positions.pe)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mtkit.device import pick_device
+from mtkit.device import cpu_flags, pick_device
 from mtkit.errors import MtkitError
 
 
@@ -27,3 +27,10 @@ def test_mps_is_accepted_where_torch_has_it(monkeypatch):
 def test_unknown_devices_list_the_valid_ones(name, message):
     with pytest.raises(MtkitError, match=message):
         pick_device(name)
+
+
+def test_cpu_flags_are_read_from_cpuinfos_first_flags_line():
+    text = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n"
+    assert cpu_flags(text) == {"fpu", "avx2", "avx512_bf16"}
+    assert cpu_flags("processor : 0\nFeatures : fp asimd bf16\n") == {"fp", "asimd", "bf16"}  # arm64's name
+    assert cpu_flags("no flags here\n") == frozenset()

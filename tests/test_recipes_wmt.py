@@ -76,7 +76,7 @@ def test_dry_run_commands_parse_and_follow_the_paper(recipe: str, variant: str, 
     paper_steps, paper_last = {"base": (100_000, 5), "big": (300_000, 20)}[preset]
     assert (train["data"], train["out"], train["preset"]) == (data, out / "run", preset)
     assert (train["max_steps"], train["keep_last"], train["save_every_minutes"]) == (paper_steps, paper_last, 10)
-    assert train["dropout"] == dropout[preset] and train["precision"] == "bf16"
+    assert train["dropout"] == dropout[preset] and train["precision"] == "auto"  # measured on the GPU at start
     assert train["update_freq"] is None, "the trainer picks --update-freq for the world size"
     # --max-tokens auto: whatever a GPU fits, the trainer's own arithmetic (the probe's rule, then
     # TrainConfig.for_world) must land on the paper's ~25,000 tokens a side.

@@ -30,12 +30,17 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_positions: int):
         super().__init__()
-        pos = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
-        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-        pe = torch.zeros(max_positions, d_model)
+        # Computed on the CPU whatever the default device: under `with torch.device("meta")` (a model built
+        # without storage, mtkit/checkpoint.py) torch.arange runs its meta decomposition, whose first call
+        # imports sympy and torch._dynamo: ~80 MiB of RSS and seconds for every model loaded.
+        cpu = torch.device("cpu")
+        pos = torch.arange(max_positions, dtype=torch.float32, device=cpu).unsqueeze(1)  # (P, 1)
+        steps = torch.arange(0, d_model, 2, dtype=torch.float32, device=cpu)
+        inv_freq = torch.exp(steps * (-math.log(10000.0) / d_model))
+        pe = torch.zeros(max_positions, d_model, device=cpu)
         pe[:, 0::2] = torch.sin(pos * inv_freq)
         pe[:, 1::2] = torch.cos(pos * inv_freq)
-        self.register_buffer("pe", pe, persistent=False)  # (P, d_model); rebuilt, never saved
+        self.register_buffer("pe", pe.to(torch.get_default_device()), persistent=False)  # (P, d_model); never saved
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         if offset + length > self.pe.size(0):

@@ -21,11 +21,14 @@ from mtkit.runtime.precision import check_trainable, resolve_decoding_precision,
 logger = logging.getLogger(__name__)
 
 
-def decide_training(precision: str, device: torch.device, model: ModelConfig, compiled: bool = False) -> Runtime:
+def decide_training(
+    precision: str, device: torch.device, model: ModelConfig, compiled: bool = False, tokens: int | None = None
+) -> Runtime:
     """What training `model` on `device` computes in: `precision` (auto resolved, timing a training pass) and the
     fp32 CPU products' backend; nothing packed (the weights change at every update).
     `compiled`: the step is torch.compiled, whose CPU products are PyTorch's default (inductor lowers oneDNN's
-    linear only for frozen weights), so the backend is not measured.
+    linear only for frozen weights), so the backend is not measured. `tokens`: the run's batch, a side, where
+    known: a GPU's measurement times a pass of it (else mtkit.runtime.bf16.GPU_TOKENS; a CPU's is CPU_TOKENS).
 
     CPU training caps the kernel caches first, before any measurement runs a oneDNN product.
     """
@@ -43,7 +46,7 @@ def decide_training(precision: str, device: torch.device, model: ModelConfig, co
         backend = Backend("default", "torch.compile lowers oneDNN's linear only for frozen weights")
     else:
         backend = resolve_backend(device, model.d_model, training=True)
-    name, why = resolve_precision(precision, device, model.d_model, model, matmul=backend.name)
+    name, why = resolve_precision(precision, device, model.d_model, model, matmul=backend.name, tokens=tokens)
     check_trainable(name, device)
     runtime = Runtime(name, why, backend.name, backend.why, "none", caches)
     logger.debug("training runtime: %s", runtime)

@@ -15,6 +15,7 @@ reason. The op is internal to PyTorch, so it is also checked against `F.linear` 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +26,8 @@ import torch.nn.functional as F
 
 from mtkit.errors import MtkitError
 from mtkit.kernels.linear import onednn_linear, onednn_linear_autograd
+
+logger = logging.getLogger(__name__)
 
 BACKENDS = ("default", "onednn")  # default: whatever F.linear does (MKL on x86 CPUs); onednn: see the module docstring
 BACKEND_ENV = "MTKIT_CPU_MATMUL"  # pins it: default | onednn | auto (read when a decision is made, never after)
@@ -116,6 +119,7 @@ def resolve_backend(device: torch.device, d_model: int = 512, training: bool = T
         return Backend("default", "this PyTorch build has no working oneDNN linear op")
     if pinned == "onednn":
         return Backend("onednn", f"{BACKEND_ENV}=onednn")
+    logger.info("measuring oneDNN against PyTorch's default fp32 products on this CPU, a few seconds")
     speedup = onednn_speedup(d_model, training)
     if speedup < MIN_SPEEDUP:
         return Backend("default", f"oneDNN measured only {speedup:.2f}x the default fp32 products here", True)

@@ -69,9 +69,11 @@ def settle(
     cfg = compile_step.resolve_buckets(cfg, compiling)  # the batch shapes a compiled step wants
     decided = kept_runtime(ckpt, cfg.precision, device, compiling.on)
     runtime_from = "the checkpoint: decided at the run's start" if decided else "decided at this start"
+    batch = cfg.max_tokens if isinstance(cfg.max_tokens, int) else None  # a GPU's bf16 pass is of the run's batch
     if decided is None:  # measured on rank 0 only and shared: ranks timing at once would skew it, and must agree
         decided = dist.decided_by_main(
-            lambda: runtime.decide_training(cfg.precision, device, model_cfg, compiled=compiling.on), world
+            lambda: runtime.decide_training(cfg.precision, device, model_cfg, compiled=compiling.on, tokens=batch),
+            world,
         )
     runtime.apply(model, decided)
     tokens = probe.resolve(cfg, model, Precision(decided, device), data.train, world, model_cfg.max_positions)

@@ -234,7 +234,7 @@ def test_bf16_autocast_trains_on_cpus_with_bf16_instructions(toy_data, tmp_path,
     assert result.step == 2 and all(p.dtype == torch.float32 for p in result.model.parameters())
     assert checkpoint.load(tmp_path / "bf16" / "checkpoint_last.pt")["train_config"]["precision"] == "bf16"
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
-    with pytest.raises(MtkitError, match="bf16 is about 20x slower than fp32 on this CPU"):
+    with pytest.raises(MtkitError, match="bf16 is 3-20x slower than fp32 on this CPU"):
         in_process_run(toy_data, tmp_path / "slow", max_steps=2, precision="bf16")
 
 
