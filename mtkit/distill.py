@@ -191,8 +191,12 @@ def distill(
         }
         _write_prepare(out, prepared, src, tgt, record)
         _write_record(out, record)
-    tokenizer = (data / "spm.model").read_bytes()
-    binarize_with(out, BpeOptions(tokenizer=tokenizer, tokenizer_from=str(data / "spm.model"), progress=opts.progress))
+    from mtkit.data.dataset import open_data
+    from mtkit.marian.vocab import load_tokenizer
+
+    vocab_file = open_data(data).spm_path  # spm.model, or an OPUS-MT model's marian-tokenizer.json
+    tokenizer = load_tokenizer(vocab_file.read_bytes())
+    binarize_with(out, BpeOptions(tokenizer=tokenizer, tokenizer_from=str(vocab_file), progress=opts.progress))
     files = {
         rel: (out / rel).stat().st_size
         for rel in ("spm.model", *(f"raw/{p.name}" for p in sorted((out / "raw").iterdir())))
@@ -240,7 +244,7 @@ def _translate(
         return {"translate_s": 0.0}
     if done_lines:
         logger.info("resuming: %d of %d chunks were translated before", total - len(todo), total)
-    translator = loader.open(list(teacher), opts.device, opts.precision, opts.workers, opts.threads)
+    translator = loader.open(opts.device, opts.precision, opts.workers, opts.threads)
     start, decoded = time.perf_counter(), 0
     wanted = set(todo)
     try:

@@ -165,8 +165,8 @@ def _export_text(info: dict[str, Any]) -> str:
     """A CTranslate2 export: what mtkit-export.json records of it."""
     step = info.get("step")
     lines = [
-        f"{info['path']}: CTranslate2 export, model.bin {_size(info['model_bytes'])}, {_size(info['bytes'])} with "
-        "its vocabularies",
+        f"{info['path']}: CTranslate2 export ({info.get('quantization') or 'quantization not recorded'}), model.bin "
+        f"{_size(info['model_bytes'])}, {_size(info['bytes'])} with its vocabularies",
         _row("quantization", info.get("quantization") or "not recorded (no mtkit-export.json)"),
         _row("exported from", f"{info.get('exported_from')} (step {step:,})" if step is not None else "not recorded"),
         _row("architecture", info.get("architecture") or "not recorded"),

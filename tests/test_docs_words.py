@@ -19,7 +19,8 @@ from tests.support.cli import ROOT, run_cli
 
 RULES = {
     "an issue of this project": r"(?i)\bissues? \d|\bissue's\b|\b(?:the|this) issue\b",
-    "a bare #N (write another project's as owner#N or a link)": r"(?<![\w/.-])#\d+",
+    # (`&#160;` is an HTML entity, not a number)
+    "a bare #N (write another project's as owner#N or a link)": r"(?<![\w/.&-])#\d+",
     "the project's work sessions": r"(?i)(?<!ssh )(?<!login )\bsessions?\b",
     "a path outside the repository": r"(?:\.\./)+(?:shared|peers)\b",
     "the project's own machines": r"(?i)\b(?:this|the) project's (?:own )?(?:machines?|CPUs?|Xeon|EPYC)\b"

@@ -60,7 +60,7 @@ def distill(
     """
     import logging
 
-    from mtkit import hub
+    from mtkit import sources
     from mtkit.distill import DistillOptions
     from mtkit.distill import distill as run_distill
 
@@ -68,7 +68,7 @@ def distill(
     precision = build(EngineConfig(), given).precision
     given = {k: v for k, v in given.items() if k != "precision"}
     config = build(DecodeConfig(), given)
-    teacher = [Path(hub.resolve(m, revision)) for m in model]
+    teacher = [sources.find(m, revision).path for m in model]  # a Hub name: its cached snapshot
     options = DistillOptions(
         device=device,
         precision=precision,

@@ -29,9 +29,14 @@ from tests.support.cli import ROOT
 class Words:
     """A tokenizer of whole words, ids from 4 (the special ids come first), learned as it meets them."""
 
+    language_tokens: dict[str, int] = {}  # a tokenizer of one pair: no target-language tokens
+
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
         self.words: list[str] = []
+
+    def language_token(self, line: str) -> tuple[str, int] | None:
+        return None
 
     def __len__(self) -> int:
         return 4 + 1000

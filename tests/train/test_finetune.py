@@ -116,7 +116,7 @@ def test_fine_tuning_on_a_cpu_takes_one_batch_an_update_and_a_warmup_that_fits_t
     from mtkit.train import finetune
     from mtkit.train.start import train_config
 
-    start = finetune.load_start(str(opus_dir), "opus")
+    start = finetune.load_start(str(opus_dir))
     _, cfg = train_config(None, given, start, "cpu")
     assert {k: getattr(cfg, k) for k in expected} == expected
     peak = cfg.lr_scale * start.model_cfg.d_model**-0.5 * cfg.warmup**-0.5
@@ -134,7 +134,7 @@ def test_python_callers_get_the_commands_fine_tuning_rules(opus_data, opus_dir):
     from mtkit.train import finetune
     from mtkit.train.start import configure
 
-    start = finetune.load_start(str(opus_dir), str(opus_dir))
+    start = finetune.load_start(str(opus_dir))
     model_cfg, train_cfg = configure(open_data(opus_data), None, {"max_steps": 50}, None, start, str(opus_dir), "cpu")
     assert model_cfg == start.model_cfg and (train_cfg.warmup, train_cfg.update_freq, train_cfg.max_steps) == (5, 1, 50)
     with pytest.raises(MtkitError, match="drop that option"):
