@@ -19,7 +19,6 @@ import os
 import typing
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mtkit import sources
@@ -229,7 +228,3 @@ def open_torch(
 
 
 RUNNERS: dict[str, type[Runner]] = {"mtkit": TorchRunner, "ctranslate2": CT2Runner}
-
-
-def as_paths(path: Paths) -> list[Path]:
-    return [Path(p) for p in as_names(path)]
