@@ -31,7 +31,9 @@ def test_the_survivor_of_a_killed_rank_names_it_in_one_sentence(toy_data, tmp_pa
     how to resume, no traceback of mtkit's."""
     run, script = tmp_path / "run", tmp_path / "rank.py"
     script.write_text(RANK_WITH_PID)
-    process = start_torchrun(script, "train", toy_data, "--out", run, *FAST, "--max-tokens", "400", *LONG)
+    # The agent looks at its workers every 3 s here, not every 0.1 s: on a busy machine it could otherwise end the
+    # survivor (SIGTERM) before the survivor's next collective has failed and it could say what happened.
+    process = start_torchrun(script, "train", toy_data, "--out", run, *FAST, "--max-tokens", "400", *LONG, monitor_s=3)
     wait_for_event(run, "train", process)
     deadline = time.monotonic() + 60
     while not (run / "rank1.pid").is_file() and time.monotonic() < deadline:

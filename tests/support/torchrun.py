@@ -32,12 +32,16 @@ RANK_WITH_PID = textwrap.dedent("""
 """)
 
 
-def command(script: Path, *args: object, ranks: int = 2) -> list[str]:
+def command(script: Path, *args: object, ranks: int = 2, monitor_s: float | None = None) -> list[str]:
+    """torchrun's command line; `monitor_s`: how often its agent looks at the workers (what a test of a dead rank
+    sets, so that the agent does not end the survivor before the survivor has noticed the loss itself)."""
+    monitor = ["--monitor-interval", str(monitor_s)] if monitor_s is not None else []
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--standalone",
+        *monitor,
         "--nproc_per_node",
         str(ranks),
         str(script),
@@ -55,8 +59,12 @@ def torchrun(script: Path, *args: object, timeout: float = 300, **env: str) -> s
     )
 
 
-def start_torchrun(script: Path, *args: object, **env: str) -> subprocess.Popen:
+def start_torchrun(script: Path, *args: object, monitor_s: float | None = None, **env: str) -> subprocess.Popen:
     """The ranks in the background, their launcher's stdout and stderr piped, for a test that signals them."""
     return subprocess.Popen(
-        command(script, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(**env)
+        command(script, *args, monitor_s=monitor_s),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(**env),
     )
