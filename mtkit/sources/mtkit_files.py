@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,20 @@ class RunDirectory:
         return path.is_dir() and (any((path / m).is_file() for m in marks) or any(path.glob("*.pt")))
 
     def newest(self) -> Path:
-        newest, unreadable = _newest_readable(self.path, _checkpoints(self.path))
+        return Path(self._newest()["path"])
+
+    def checkpoint(self) -> dict[str, Any]:
+        return dict(self._newest()["checkpoint"])
+
+    def _newest(self) -> dict[str, Any]:
+        """The newest readable checkpoint's path and dict, read once (as resume picks it), or one sentence."""
+        newest, unreadable = _newest_readable(
+            self.path, _checkpoints(self.path), read=lambda p: {"path": str(p), "checkpoint": ModelFile(p).checkpoint()}
+        )
         if newest is None:
             why = f": {unreadable[0]['file']}: {unreadable[0]['why']}" if unreadable else ""
             raise MtkitError(f"{self.path} is a run directory without a readable checkpoint{why}.")
-        return Path(newest["path"])
-
-    def checkpoint(self) -> dict[str, Any]:
-        return ModelFile(self.newest()).checkpoint()
+        return newest
 
     def describe(self) -> dict[str, Any]:
         return describe_run(self.path)
@@ -176,23 +183,25 @@ def describe_run(run: Path) -> dict[str, Any]:
 
 
 def _newest_readable(
-    run: Path, checkpoints: list[dict[str, Any]]
+    run: Path, checkpoints: list[dict[str, Any]], read: Callable[[Path], dict[str, Any]] | None = None
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The newest checkpoint that loads, as resume picks it: checkpoint_last.pt, then checkpoint_<step>.pt
-    newest first. The damaged ones before it are listed with the reason, never fatal to the listing."""
+    newest first, as `read` gives it (`describe_file`: what `mtkit info` says of it). The damaged ones before it
+    are listed with the reason, never fatal to the listing."""
+    read = read or describe_file
     numbered = [r["file"] for r in reversed(checkpoints) if CHECKPOINT_NAME.fullmatch(r["file"])]
     unreadable: list[dict[str, Any]] = []
     for name in dict.fromkeys(["checkpoint_last.pt", *numbered]):
         if not (run / name).is_file():
             continue
         try:
-            return describe_file(run / name), unreadable
+            return read(run / name), unreadable
         except MtkitError as exc:
             unreadable.append({"file": name, "why": str(exc)})
     if not numbered and not unreadable and checkpoints:  # only other .pt files (an averaged.pt)
         newest = run / checkpoints[-1]["file"]
         try:
-            return describe_file(newest), unreadable
+            return read(newest), unreadable
         except MtkitError as exc:
             unreadable.append({"file": newest.name, "why": str(exc)})
     return None, unreadable
