@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# Issue 35's and 42's GPU checks in one pass, for a lent GPU machine whose time is short: training throughput of
-# base and big in bf16, eager against torch.compile (--compile off/on, paired), at 4,096 tokens a batch and at the
-# paper's ~25k-token update in as few steps as fit (--max-tokens auto), with MFU(6N), s/update and peak GPU memory;
-# the Multi30k recipe trained (--minutes 1, --compile auto: eager until these figures say otherwise), averaged,
-# decoded and scored on the GPU; and decoding on the GPU (bench/translate_speed.py --device cuda, mtkit fp32 and
-# bf16, batches of 4,096 and 16,384 tokens, the assets' model). (Issue 9's attention: bench/cuda_attention.py.)
-# At most 8 minutes of parts (120 + 120 + 160 + 35 + 35 s limits). Every part has its own time limit and the
-# script goes on after a part fails, so that one call gives every figure it can; each part's output is also kept
-# in $OUT, 7 files (the device tool brings back 8: room for `... | tee $OUT/all.txt`).
+# The GPU checks in one pass, for a lent GPU machine whose time is short: eager training throughput of base and
+# big in bf16 at 4,096 tokens a batch and at the paper's ~25k-token update in as few steps as fit (--max-tokens
+# auto), with MFU(6N), s/update and peak GPU memory; the compiled step of base at that update (torch.compile,
+# without CUDA graphs unless COMPILE_MODE says otherwise); the Multi30k recipe trained (--minutes 1, --precision
+# and --compile auto), averaged, decoded and scored on the GPU; and decoding on the GPU
+# (bench/translate_speed.py --device cuda, mtkit fp32 and bf16) of the assets' model, and of a distilled student
+# when the assets hold one. (Attention alone: bench/cuda_attention.py.)
+# At most 8.5 minutes of parts (75 + 75 + 150 + 140 + 35 + 35 s limits). Every part has its own time limit and
+# the script goes on after a part fails, so that one call gives every figure it can; each part's output is also
+# kept in $OUT, at most 7 files (the device tool brings back 8: room for `... | tee $OUT/all.txt`).
 #
 #   ASSETS=DIR OUT=DIR bash bench/gpu_run.sh
 #
 # ASSETS holds what the machine cannot download: model.pt (a Multi30k model, e.g. the recipe's), multi30k/ (the
-# six .gz files of mtkit/data/multi30k/*.{en,de}.gz) and, optionally, whl/ (wheels of packages missing there,
+# six .gz files of mtkit/data/multi30k/*.{en,de}.gz), optionally student.pt (a distilled student of the same
+# data) and whl/ (wheels of packages missing there,
 # installed with --no-deps first; the script's first lines name any of mtkit's dependencies that do not import).
 # mtkit itself runs from this checkout (PYTHONPATH), through a `mtkit` shim.
-# DEVICE (default cuda), MINUTES (the recipe's training budget, default 1) and STEPS (timed updates per training
-# configuration, after WARMUP untimed: defaults 20 and 10) can be set, and for a dry run of the whole script on a
-# CPU (tests/test_bench_scripts.py) also PRESETS ("base big"), PRECISION (bf16), COMPILES ("off on"), TRAIN_ARGS
-# (more bench/train_throughput.py options, e.g. a smaller synthetic corpus), RECIPE_ARGS (more run.sh options,
-# e.g. --dry-run), SYSTEMS (the decoding rows, "mtkit-fp32,mtkit-bf16") and DECODE_ARGS (more
-# bench/translate_speed.py options, e.g. --limit 4).
+# DEVICE (default cuda), MINUTES (the recipe's training budget, default 1), STEPS (timed updates per training
+# configuration, after WARMUP untimed: defaults 20 and 10) and COMPILE_MODE (torch.compile's mode in the compile
+# part, default "default") can be set, and for a dry run of the whole script on a CPU (tests/test_bench_scripts.py)
+# also PRESETS ("base big"), PRECISION (bf16), COMPILES ("off on": the compile part measures those not off and is
+# skipped when none are), TRAIN_ARGS (more bench/train_throughput.py options, e.g. a smaller synthetic corpus),
+# RECIPE_ARGS (more run.sh options, e.g. --dry-run), SYSTEMS (the decoding rows, "mtkit-fp32,mtkit-bf16") and
+# DECODE_ARGS (more bench/translate_speed.py options, e.g. --limit 4).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 assets=$(cd "${ASSETS:?set ASSETS to the assets directory}" && pwd)
@@ -81,26 +84,42 @@ export PATH=$shim:$PATH
 
 bench=("$python" "$root/bench/train_throughput.py" --device "$device" --steps "$steps" --warmup-steps "$warmup"
     --precision "$precision" "${train_args[@]}")
-for preset in "${presets[@]}"; do bench+=(--preset "$preset"); done
-for setting in "${compiles[@]}"; do bench+=(--compile "$setting"); done
-# Issue 35: base and big in bf16, eager and compiled (paired), at 4,096 tokens a batch and with --max-tokens auto (the
-# paper's ~25k-token update in as few steps as the probe finds fit: one on an 80 GB GPU, its first log line says
-# why; the probe's trials are inside the part's limit); MFU(6N) = 6 x params x target tok/s / peak.
-part train-4096 120 "${bench[@]}" --max-tokens 4096
-part train-auto 120 "${bench[@]}" --max-tokens auto
+eager=("${bench[@]}" --compile off)
+for preset in "${presets[@]}"; do eager+=(--preset "$preset"); done
+# Eager base and big in bf16 at 4,096 tokens a batch and with --max-tokens auto (the paper's ~25k-token update in as
+# few steps as the probe finds fit: one on an H200, its first log line says why; the probe's trials are inside the
+# part's limit); MFU(6N) = 6 x params x target tok/s / peak. About 25 s a configuration on an H200.
+part train-4096 75 "${eager[@]}" --max-tokens 4096
+part train-auto 75 "${eager[@]}" --max-tokens auto
+# The compiled step, base at the ~25k update, against train-auto's eager line. The first H200 run compiled in
+# mode reduce-overhead (CUDA graphs, one recording per batch shape): it died after ~140 s with no Python error,
+# so this part compiles without CUDA graphs unless COMPILE_MODE says otherwise; the bench names how a failed
+# configuration ended (exit status or signal).
+compiled=("${bench[@]}" --preset "${presets[0]}")
+for setting in "${compiles[@]}"; do [[ $setting == off ]] || compiled+=(--compile "$setting"); done
+if ((${#compiled[@]} > ${#bench[@]} + 2)); then
+    part compile 150 env MTKIT_COMPILE_MODE="${COMPILE_MODE:-default}" "${compiled[@]}" --max-tokens auto
+fi
 
 recipe=$(mktemp -d)/multi30k
-part recipe 160 bash "$root/recipes/multi30k-en-de/run.sh" --minutes "$minutes" --mirror "$assets/multi30k" \
+part recipe 140 bash "$root/recipes/multi30k-en-de/run.sh" --minutes "$minutes" --mirror "$assets/multi30k" \
     --out "$recipe" "${recipe_args[@]}"
-cp "$recipe/results.md" "$out/recipe-results.md" 2>/dev/null
-grep -h '"event": "start"' "$recipe"/*/metrics.jsonl 2>/dev/null | head -1 | tee "$out/recipe-start.txt"
+{  # the recipe's table and its run's first log line (precision and compile, as auto decided them), one file
+    cat "$recipe/results.md" 2>/dev/null
+    printf '\n## First log line\n\n'
+    grep -h '"event": "start"' "$recipe"/*/metrics.jsonl 2>/dev/null | head -1
+} | tee "$out/recipe-results.md" | tail -1
 
-# Issue 42: decoding on the device, mtkit fp32 and bf16 (issue 9's H200 figure: 0.6-0.8 s a pass whatever the
-# precision, launch-bound), at the default 4,096-token batches and at 16,384.
-for tokens in 4096 16384; do
-    part "decode-$tokens" 35 "$python" "$root/bench/translate_speed.py" --model "$assets/model.pt" --device "$device" \
-        --input "$assets/multi30k/test_2016_flickr.en.gz" --ref "$assets/multi30k/test_2016_flickr.de.gz" \
-        --systems "$systems" --batch-tokens "$tokens" "${decode_args[@]}"
-done
+# Decoding on the device, mtkit fp32 and bf16 at the default 4,096-token batches (the first H200 run: 1,079 and
+# 928 sentences/s; at 16,384 tokens 2,117 and 1,210), and a distilled student when ASSETS holds one (student.pt,
+# e.g. recipes/multi30k-distill's), greedy as it decodes by default.
+part decode-4096 35 "$python" "$root/bench/translate_speed.py" --model "$assets/model.pt" --device "$device" \
+    --input "$assets/multi30k/test_2016_flickr.en.gz" --ref "$assets/multi30k/test_2016_flickr.de.gz" \
+    --systems "$systems" "${decode_args[@]}"
+if [[ -f $assets/student.pt ]]; then
+    part decode-student 35 "$python" "$root/bench/translate_speed.py" --model "$assets/student.pt" \
+        --device "$device" --input "$assets/multi30k/test_2016_flickr.en.gz" \
+        --ref "$assets/multi30k/test_2016_flickr.de.gz" --systems "$systems" --beam 1 "${decode_args[@]}"
+fi
 
 printf '\n=== done (%s)\n' "$(date +%T)"

@@ -31,6 +31,7 @@ import dataclasses
 import json
 import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -275,6 +276,16 @@ def main() -> None:
     print(json.dumps({"bench": "train_throughput", "results": results}))
 
 
+def exit_status(code: int) -> str:
+    """'exit status N', or the signal that ended the process ('killed by SIGSEGV')."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
 def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, tmp: str, compile: str) -> dict:
     cmd = [
         sys.executable,
@@ -307,8 +318,13 @@ def run_child(args: argparse.Namespace, preset: str, precision: str, data: str, 
     ]
     child = subprocess.run(cmd, capture_output=True, text=True)
     if child.returncode != 0:
-        print(f"{preset} {precision} compile {compile}: failed\n{child.stderr[-2000:]}", file=sys.stderr)
-        return {"preset": preset, "precision": precision, "compile": compile, "error": child.stderr[-300:]}
+        # How it ended as well as its last words: on an H200 a compiled step once died after ~140 s leaving only
+        # an inductor warning on stderr (no Python error), which says nothing without the exit status.
+        how = exit_status(child.returncode)
+        print(f"{preset} {precision} compile {compile}: failed ({how})\n{child.stderr[-2000:]}", file=sys.stderr)
+        if child.stdout.strip():
+            print(f"its last output: {child.stdout[-1000:]}", file=sys.stderr)
+        return {"preset": preset, "precision": precision, "compile": compile, "exit": how, "error": child.stderr[-300:]}
     r = json.loads(child.stdout.strip().splitlines()[-1])
     peak = f", {r['fraction_of_peak']:.0%} of peak" if r.get("fraction_of_peak") else ""
     print(

@@ -139,12 +139,14 @@ def test_translate_speeds_mtkit_over_ctranslate2_is_its_overhead() -> None:
 @pytest.mark.slow
 def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli_model: Path) -> None:
     """The GPU call, dry: every part of bench/gpu_run.sh on the CPU (the tiny preset, a few updates on a small
-    synthetic corpus, the recipe's commands printed, decoding at both batch sizes), so that it cannot rot between
-    GPU loans: each part exits 0 and leaves its output, the benches' ending in their JSON line."""
+    synthetic corpus, the recipe's commands printed, decoding of the model and of a student), so that it cannot rot
+    between GPU loans: each part exits 0 and leaves its output, the benches' ending in their JSON line. (The compile
+    part is skipped: compiling on a CPU takes minutes.)"""
     assets = tmp_path / "assets"
     (assets / "multi30k").mkdir(parents=True)
     sample_multi30k(assets / "multi30k")
     shutil.copy(cli_model, assets / "model.pt")
+    shutil.copy(cli_model, assets / "student.pt")
     out = tmp_path / "out"
     shadow = tmp_path / "shadow"  # a dependency this Python cannot import, as sacremoses on a GPU image
     shadow.mkdir()
@@ -171,13 +173,15 @@ def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli
     )
     assert done.returncode == 0, done.stderr
     assert "=== packages: missing sacremoses (put their wheels in ASSETS/whl)" in done.stdout, done.stdout
-    parts = ("train-4096", "train-auto", "recipe", "decode-4096", "decode-16384")
+    parts = ("train-4096", "train-auto", "recipe", "decode-4096", "decode-student")
     for part in parts:
         assert f"=== {part}: exit 0 after" in done.stdout, done.stdout
-    for part in ("train-4096", "train-auto", "decode-4096", "decode-16384"):
+    assert "=== compile" not in done.stdout  # COMPILES=off
+    for part in ("train-4096", "train-auto", "decode-4096", "decode-student"):
         figures = json.loads((out / f"{part}.txt").read_text().splitlines()[-1])
         assert figures, part
     assert "mtkit train" in (out / "recipe.txt").read_text()  # the recipe's commands, printed
+    assert '"beam": 1' in (out / "decode-student.txt").read_text()  # a student decodes greedily
     assert len(list(out.iterdir())) <= 7  # the device tool brings back 8 files: room for all.txt
 
 
