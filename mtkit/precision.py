@@ -27,7 +27,8 @@ RESOLVED: tuple[str, ...] = tuple(p for p in DECODE_PRECISION_CHOICES if p != "a
 AUTO_RULE = (
     "auto takes bf16 only where the device has bf16 instructions (a CUDA GPU with bf16, a CPU with AVX512-BF16 "
     "or AMX) and a measurement at the start finds bf16 faster than fp32 there (a training pass for train, a "
-    "matrix product for translate), and fp32 everywhere else."
+    "matrix product for translate on a CPU), and fp32 everywhere else, translation on a GPU included (measured "
+    "slower in bf16 there)."
 )
 
 

@@ -8,8 +8,8 @@ compiling run pads its batches to a few bucket lengths (mtkit/data/batching.py, 
 compiles with dynamic sizes: one compilation serves every bucket, and CUDA graphs are recorded per
 bucket, a number the first log line announces.
 
-`auto` takes only what has been measured: eager on a CUDA GPU until bench/gpu_run.sh shows a compiled step
-faster and correct there ("not yet measured on a GPU", the first log line says), always eager under DDP
+`auto` takes only what has been measured: eager on a CUDA GPU, where the one run of bench/gpu_run.sh (an H200)
+never finished a compiled step (GPU_WHY, the first log line says), always eager under DDP
 (torchrun, more than one rank: CUDA graphs and DDP's gradient hooks are a known source of trouble), and on
 the CPU off. `--compile on` compiles wherever it is asked. A compilation that fails, while compiling or in
 any later update, falls back (`fall_back`): under auto with one warning naming the cause, the run
@@ -63,7 +63,14 @@ COMPILER_FILES = ("torch/_dynamo/", "torch/_inductor/", "torch/_functorch/", "/t
 CUDA_MODE = "reduce-overhead"  # CUDA graphs: one recording per batch shape, replayed
 # `python bench/train_throughput.py --preset small --compile off --compile on` on a 2-core AMD EPYC (Zen 3):
 # eager 949 target tokens/s, compiled 423 (113 s to compile, 5.7 GB peak RSS against 2.4).
-GPU_WHY = "not yet measured on a GPU (bench/gpu_run.sh): eager until a run shows the compiled step faster; --compile on"
+# `ASSETS=.assets OUT=out bash bench/gpu_run.sh` on an NVIDIA H200 (torch 2.11, CUDA 13.0), base in bf16, mode
+# reduce-overhead: at 4,096-token batches (162 shapes) not compiled within 120 s; at the 25,000-token update (31
+# shapes) the process died after ~140 s leaving only an inductor warning. Eager ran 68,241 and 298,742 target
+# tokens/s there. The next GPU run compiles without CUDA graphs (COMPILE_MODE, the bench's exit status).
+GPU_WHY = (
+    "on an H200 (bench/gpu_run.sh) the compiled step took over 2 minutes to compile and then died without an "
+    "error: eager; --compile on"
+)
 CPU_WHY = (
     "on the CPU a compiled step runs its products through MKL (inductor cannot lower oneDNN's linear for trained "
     "weights), takes minutes to compile and measured 0.45x eager for small"
