@@ -240,12 +240,11 @@ def kept_runtime(ckpt: dict[str, Any] | None, precision: str, device: torch.devi
 
 def checkpoint_to_resume(
     run_dir: Path, world: dist.World, model_cfg: ModelConfig, cfg: TrainConfig, data: TrainingData
-) -> tuple[dict[str, Any] | None, TrainConfig]:
-    """The checkpoint every rank resumes from (None: a fresh start), refused when it is not this run's, and
-    `cfg` as the run continues it (`kept_max_tokens`)."""
+) -> dict[str, Any] | None:
+    """The checkpoint every rank resumes from (None: a fresh start), refused when it is not this run's (what it
+    keeps of its start, `kept_max_tokens` and `kept_runtime`, the run's settings take in `settings.settle`)."""
     check_run_config(run_dir, model_cfg)
     ckpt = agreed_checkpoint(run_dir, world)
     if ckpt is not None:
-        cfg = kept_max_tokens(cfg, ckpt)
         check_same_run(ckpt, run_dir, model_cfg, cfg, data)
-    return ckpt, cfg
+    return ckpt

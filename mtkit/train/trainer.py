@@ -79,8 +79,8 @@ def train(
             if init is not None:
                 finetune.check_new_run(run)  # --init on a run that exists: refused, never silently resumed
             data = open_training_data(Path(data_dir), model_cfg, train_cfg.valid_bleu)
-            ckpt, cfg = resume.checkpoint_to_resume(run, world, model_cfg, train_cfg, data)  # auto: the run's
-            settings, model = settle(cfg, model_cfg, data, world, ckpt, init)
+            ckpt = resume.checkpoint_to_resume(run, world, model_cfg, train_cfg, data)
+            settings, model = settle(train_cfg, model_cfg, data, world, ckpt, init)
             trainer = Trainer(settings, model, data, run, model_cfg, world)
             if ckpt is not None:
                 trainer.load_state_dict(ckpt)
@@ -144,7 +144,8 @@ class Trainer:
             self.model_cfg,
             self.data.vocab,
             kind="checkpoint",
-            train_config=dataclasses.asdict(self.cfg),
+            # the step as it runs now: a compiled step that failed went on eagerly (`_forward_backward`)
+            train_config=dataclasses.asdict(self.cfg) | {"compile": "on" if self.train_step.choice.on else "off"},
             optimizer=self.optimizer.state_dict(),
             scaler=self.precision.state_dict(),
             runtime=resume.runtime_record(self.settings.runtime, self.world.device),  # reused on resume

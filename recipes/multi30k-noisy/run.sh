@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Multi30k-noisy: what web-like noise costs a Multi30k En-De model, and how much of it `mtkit clean` wins back.
 #   bash run.sh --data DIR                        # three 25-minute trainings: clean, noisy, cleaned
+#   bash run.sh --data DIR --systems 'noisy cleaned'  # only those (the clean one is the Multi30k recipe's run)
 #   bash run.sh --data DIR --dry-run              # print every command, run none
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -10,7 +11,7 @@ source "$here/../lib.sh"
 
 usage() {
     cat <<EOF
-usage: run.sh --data DIR [--minutes M] [--seed N] [--max-char-ratio R] [--out DIR] [--dry-run]
+usage: run.sh --data DIR [--minutes M] [--seed N] [--max-char-ratio R] [--systems S] [--out DIR] [--dry-run]
 
 Builds Multi30k-noisy (bench/multi30k_noisy.py: the 29,000 training pairs with about 30% noise:
 misaligned pairs, French or Czech targets, copies, truncations, HTML, duplicates), cleans it with
@@ -23,6 +24,8 @@ test_2016_flickr (beam 4, alpha 1.4) and scores it (OUT/SYSTEM/scores.test.json)
   --minutes M         training budget of each run in minutes (default 25)
   --seed N            seed of the noise and of each run (default 1)
   --max-char-ratio R  mtkit clean's character ratio limit (default 2)
+  --systems S         which of clean, noisy and cleaned to train, space-separated (default: all three;
+                      the clean one trains exactly as recipes/multi30k-en-de does, whose run can stand in)
   --out DIR           everything the recipe makes (default: $here/out)
   --dry-run           print every command, one a line, and run none
 EOF
@@ -33,17 +36,17 @@ die() {
     exit 2
 }
 
-data="" minutes=25 seed=1 ratio=2 out=""
+data="" minutes=25 seed=1 ratio=2 out="" systems="clean noisy cleaned"
 DRY_RUN=0
 while (($#)); do
     case $1 in
         --dry-run) DRY_RUN=1 ;;
         -h | --help) usage; exit 0 ;;
-        --data | --minutes | --seed | --max-char-ratio | --out)
+        --data | --minutes | --seed | --max-char-ratio | --systems | --out)
             if (($# < 2)) || [[ -z $2 || $2 == --* ]]; then die "$1 needs a value"; fi
             case $1 in
                 --data) data=$2 ;; --minutes) minutes=$2 ;; --seed) seed=$2 ;; --max-char-ratio) ratio=$2 ;;
-                --out) out=$2 ;;
+                --systems) systems=$2 ;; --out) out=$2 ;;
             esac
             shift ;;
         *) die "unknown argument '$1' (run.sh --help lists the options)" ;;
@@ -53,6 +56,12 @@ done
 [[ -n $data ]] || die "give --data DIR, the directory holding multi30k-en-de/ and multi30k-fr-cs/"
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
 [[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
+read -ra chosen <<<"$systems"
+((${#chosen[@]})) || die "--systems names none of clean, noisy and cleaned"
+for system in "${chosen[@]}"; do
+    [[ $system == clean || $system == noisy || $system == cleaned ]] ||
+        die "--systems takes clean, noisy and cleaned, got '$system'"
+done
 out=${out:-$here/out}
 # recipes/multi30k-en-de/run.sh's cadence: a checkpoint every 1/25 of the budget, the last 5 averaged.
 save_every=$(awk -v m="$minutes" 'BEGIN { printf "%g", m / 25 }')
@@ -63,7 +72,7 @@ step "clean noisy" mtkit clean "$out/noisy/train.en" "$out/noisy/train.de" --out
     --max-char-ratio "$ratio"
 step_to "report" "$out/report.md" python "$root/bench/multi30k_noisy.py" report "$out/noisy" --all \
     --max-char-ratio "$ratio"
-for system in clean noisy cleaned; do
+for system in "${chosen[@]}"; do
     case $system in
         clean) train=("$m30k/train.en.gz" "$m30k/train.de.gz") ;;
         noisy) train=("$out/noisy/train.en" "$out/noisy/train.de") ;;
@@ -86,6 +95,6 @@ for system in clean noisy cleaned; do
         --lang de --json
 done
 ((DRY_RUN == 0)) || exit 0
-for system in clean noisy cleaned; do
+for system in "${chosen[@]}"; do
     printf '%s: %s\n' "$system" "$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["scores"][0]["text"])' "$out/$system/scores.test.json")"
 done

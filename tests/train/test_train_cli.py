@@ -226,6 +226,22 @@ def test_a_nonfinite_loss_skips_the_update_and_many_in_a_row_stop_the_run(
         in_process_run(toy_data, tmp_path / "many", max_steps=10, max_nonfinite=3)
 
 
+def test_the_finished_settings_hold_decisions_not_auto(toy_data, tmp_path, caplog) -> None:
+    """A run asked for "auto" precision, compile and batch records what it decided, in config.json and in its
+    checkpoints (the user's words stay in the first log line's reasons); a resume asked for "auto" again is no
+    change of settings."""
+    in_process_run(toy_data, tmp_path / "run", max_steps=2, precision="auto", compile="auto", save_every_steps=0)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())["train"]
+    saved = checkpoint.load(tmp_path / "run" / "checkpoint_last.pt")["train_config"]
+    for recorded in (config, saved):
+        assert (recorded["precision"], recorded["compile"]) == ("fp32", "off")  # the tests pin auto to fp32
+        assert "auto" not in {v for v in recorded.values() if isinstance(v, str)}
+    with caplog.at_level(logging.WARNING):
+        resumed = in_process_run(toy_data, tmp_path / "run", max_steps=3, precision="auto", compile="auto")
+    changed = [r.getMessage() for r in caplog.records if "changed training settings" in r.getMessage()]
+    assert resumed.step == 3 and changed and not any("precision" in m or "compile" in m for m in changed), changed
+
+
 def test_bf16_autocast_trains_on_cpus_with_bf16_instructions(toy_data, tmp_path, monkeypatch) -> None:
     from mtkit.runtime import precision
 
