@@ -3,6 +3,7 @@ student's defaults (greedy, its shortlist)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -104,6 +105,37 @@ def test_a_student_decodes_greedily_unless_told(toy, tmp_path):
     assert student.describe()["student"] is True
     rendered = render(describe(tmp_path / "student.pt"))
     assert re.search(r"student of +t\.pt \(sha256 ab\), its beam None; decodes greedily", rendered)
+
+
+def test_serve_applies_the_models_own_defaults_as_translate_does(toy, with_shortlist, tmp_path):
+    """`mtkit serve` of a student decodes greedily with its shortlist, unless the command line set the beam: the
+    service's request defaults (and /info's) are the model's, filled in once it is loaded."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from mtkit.serve.app import create_app
+    from mtkit.serve.service import ServeSettings, Service
+    from tests.support.fake_service import BASE_URL
+    from tests.support.serve import wait_until
+
+    ckpt = checkpoint.load(with_shortlist)
+    ckpt["provenance"] = {"data": {"distilled": {"teacher": [{"path": "t.pt", "sha256": "ab"}], "decode": {}}}}
+    checkpoint.atomic_save(ckpt, tmp_path / "student.pt")
+    line = (toy[0] / "raw" / "valid.en").read_text().splitlines()[0]
+    for given, beam in ((frozenset(), 1), (frozenset({"beam"}), 4)):
+        settings = ServeSettings(
+            models=(str(tmp_path / "student.pt"),), decode=DecodeConfig(max_len_b=8), decode_given=given, device="cpu"
+        )
+        service = Service(settings)
+        with TestClient(create_app(service), base_url=BASE_URL) as client:
+            wait_until(lambda: client.get("/health").status_code == 200, 60, "the model to load")
+            decode = client.get("/info").json()["decode"]
+            assert (decode["beam"], decode["shortlist"]) == (beam, True)
+            answer = client.post("/translate", json={"text": [line]}).json()["translations"]
+        assert service.translator is not None
+        expect = service.translator.translate([line], dataclasses.replace(settings.decode, beam=beam, shortlist=True))
+        assert answer == expect
 
 
 def test_a_damaged_shortlist_is_one_sentence(with_shortlist, tmp_path):

@@ -140,6 +140,7 @@ def serve(
         max_connections=max_connections,
         read_timeout_s=read_timeout,
         decode=decode,
+        decode_given=frozenset(given),
         target_lang=target_lang,
         limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
         max_tokens=max_tokens,

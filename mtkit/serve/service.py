@@ -45,6 +45,8 @@ class ServeSettings:
     models: tuple[str, ...]  # what -m named
     model: loading.Model | None = None  # what it was found to be, by the CLI before the server starts (else here)
     decode: DecodeConfig = DecodeConfig()
+    decode_given: frozenset[str] = frozenset()  # the decode fields the command line set: the model's own
+    #                                             defaults (a student's greedy search, its shortlist) fill the rest
     target_lang: str = ""  # a multilingual model's default output language; a request may name its own
     limits: Limits = Limits()
     max_tokens: int = 4096
@@ -87,6 +89,7 @@ class Service:
         self.error: str | None = None
         self.batcher: Batcher | None = None
         self.translator: Translator | None = None
+        self.decode = settings.decode  # a request's defaults: with the model's own once it is loaded (`_load`)
         self.vocab: Any = None  # the loaded translator's tokenizer: a request's target language is checked on it
         self.directions = Directions(())  # LibreTranslate's languages, known once the model is loaded
         self.detector = Detector([])
@@ -118,12 +121,13 @@ class Service:
         translator = self.translator = load_translator(s)
         translator.check_target_lang(s.target_lang)  # --target-lang the model has no token for: refused at start
         self.vocab = translator.vocab
+        self.decode = translator.with_model_defaults(s.decode, s.decode_given)  # as `mtkit translate` applies them
         self.info = {
             "model": s.name,
             "models": [translator.describe()],
             "device": str(translator.device),
             "precision": s.precision,
-            "decode": dataclasses.asdict(s.decode),
+            "decode": dataclasses.asdict(self.decode),
             "target_lang": s.target_lang,
             "limits": dataclasses.asdict(s.limits),
             "max_tokens": s.max_tokens,
