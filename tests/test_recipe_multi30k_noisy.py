@@ -72,14 +72,21 @@ def test_dry_run_trains_clean_noisy_and_cleaned_alike(tmp_path):
     assert all(params["lang"] == "de" for name, params in steps if name == "score")
 
 
-def test_systems_picks_which_to_train_and_refuses_an_unknown_one(tmp_path):
+def test_systems_and_steps_pick_what_to_train_and_how_long(tmp_path):
     """--systems 'noisy cleaned' builds and cleans the noise as ever but trains only those two (the clean run is the
-    Multi30k recipe's own, trained alike); a name that is none of the three is refused in one sentence."""
+    Multi30k recipe's own, trained alike); --steps N trains N updates, checkpoints every N/25; a name that is none
+    of the three is refused in one sentence."""
     lines = dry_run("multi30k-noisy", "--data", str(tmp_path), "--systems", "noisy cleaned", cwd=tmp_path)
     steps = [parse_mtkit(parse_line(line)[0]) for line in lines if line.startswith("mtkit ")]
     assert [name for name, _ in steps] == ["clean"] + ["prepare", "bpe", "train", "average", "translate", "score"] * 2
     outs = [params["out"] for name, params in steps if name == "train"]
     assert [out.parent.name for out in outs] == ["noisy", "cleaned"]
+    steps = [parse_mtkit(parse_line(line)[0]) for line in dry_run("multi30k-noisy", "--data", str(tmp_path),
+        "--steps", "1590", cwd=tmp_path) if line.startswith("mtkit train")]  # fmt: skip
+    assert len(steps) == 3 and all(
+        (p["max_steps"], p["max_minutes"], p["save_every_steps"], p["save_every_minutes"]) == (1590, 0, 64, 0)
+        for _, p in steps
+    )
     done = run_recipe("multi30k-noisy", "--data", str(tmp_path), "--systems", "clean dirty", "--dry-run", cwd=tmp_path)
     assert done.returncode == 2 and "--systems takes clean, noisy and cleaned, got 'dirty'" in done.stderr
 

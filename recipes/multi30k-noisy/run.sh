@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Multi30k-noisy: what web-like noise costs a Multi30k En-De model, and how much of it `mtkit clean` wins back.
 #   bash run.sh --data DIR                        # three 25-minute trainings: clean, noisy, cleaned
+#   bash run.sh --data DIR --steps 1590            # 1,590 updates each instead of 25 minutes (any load)
 #   bash run.sh --data DIR --systems 'noisy cleaned'  # only those (the clean one is the Multi30k recipe's run)
 #   bash run.sh --data DIR --dry-run              # print every command, run none
 set -euo pipefail
@@ -11,7 +12,7 @@ source "$here/../lib.sh"
 
 usage() {
     cat <<EOF
-usage: run.sh --data DIR [--minutes M] [--seed N] [--max-char-ratio R] [--systems S] [--out DIR] [--dry-run]
+usage: run.sh --data DIR [--minutes M | --steps N] [--seed N] [--max-char-ratio R] [--systems S] [--out DIR] [--dry-run]
 
 Builds Multi30k-noisy (bench/multi30k_noisy.py: the 29,000 training pairs with about 30% noise:
 misaligned pairs, French or Czech targets, copies, truncations, HTML, duplicates), cleans it with
@@ -22,6 +23,8 @@ test_2016_flickr (beam 4, alpha 1.4) and scores it (OUT/SYSTEM/scores.test.json)
 
   --data DIR          a directory holding multi30k-en-de/ and multi30k-fr-cs/ with Multi30k's .gz files
   --minutes M         training budget of each run in minutes (default 25)
+  --steps N           instead, N updates each (checkpoints every N/25): the same models whatever else
+                      the machine runs, e.g. the update count the 25 minutes reach on this CPU
   --seed N            seed of the noise and of each run (default 1)
   --max-char-ratio R  mtkit clean's character ratio limit (default 2)
   --systems S         which of clean, noisy and cleaned to train, space-separated (default: all three;
@@ -36,16 +39,16 @@ die() {
     exit 2
 }
 
-data="" minutes=25 seed=1 ratio=2 out="" systems="clean noisy cleaned"
+data="" minutes=25 steps="" seed=1 ratio=2 out="" systems="clean noisy cleaned"
 DRY_RUN=0
 while (($#)); do
     case $1 in
         --dry-run) DRY_RUN=1 ;;
         -h | --help) usage; exit 0 ;;
-        --data | --minutes | --seed | --max-char-ratio | --systems | --out)
+        --data | --minutes | --steps | --seed | --max-char-ratio | --systems | --out)
             if (($# < 2)) || [[ -z $2 || $2 == --* ]]; then die "$1 needs a value"; fi
             case $1 in
-                --data) data=$2 ;; --minutes) minutes=$2 ;; --seed) seed=$2 ;; --max-char-ratio) ratio=$2 ;;
+                --data) data=$2 ;; --minutes) minutes=$2 ;; --steps) steps=$2 ;; --seed) seed=$2 ;; --max-char-ratio) ratio=$2 ;;
                 --systems) systems=$2 ;; --out) out=$2 ;;
             esac
             shift ;;
@@ -56,6 +59,7 @@ done
 [[ -n $data ]] || die "give --data DIR, the directory holding multi30k-en-de/ and multi30k-fr-cs/"
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
 [[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
+[[ -z $steps || $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive whole number, got '$steps'"
 read -ra chosen <<<"$systems"
 ((${#chosen[@]})) || die "--systems names none of clean, noisy and cleaned"
 for system in "${chosen[@]}"; do
@@ -65,6 +69,10 @@ done
 out=${out:-$here/out}
 # recipes/multi30k-en-de/run.sh's cadence: a checkpoint every 1/25 of the budget, the last 5 averaged.
 save_every=$(awk -v m="$minutes" 'BEGIN { printf "%g", m / 25 }')
+budget=(--max-minutes "$minutes" --max-steps 1000000 --save-every-minutes "$save_every" --save-every-steps 0)
+if [[ -n $steps ]]; then  # a number of updates: the cooldown and the checkpoints follow the steps, not the clock
+    budget=(--max-minutes 0 --max-steps "$steps" --save-every-minutes 0 --save-every-steps "$(((steps + 24) / 25))")
+fi
 m30k=$data/multi30k-en-de
 
 step "build noisy" python "$root/bench/multi30k_noisy.py" build --data "$data" --out "$out/noisy" --seed "$seed"
@@ -85,9 +93,8 @@ for system in "${chosen[@]}"; do
     step "bpe $system" mtkit bpe "$dir/data" --vocab-size 8000
     # recipes/multi30k-en-de/run.sh's training, averaging, decoding and scoring, unchanged.
     step "train $system" mtkit train "$dir/data" --out "$dir/run" --preset small --max-tokens 2048 --warmup 400 \
-        --lr-scale 0.64 --dropout 0.1 --label-smoothing 0.1 --max-minutes "$minutes" --lr-cooldown 0.2 \
-        --max-steps 1000000 --seed "$seed" --save-every-minutes "$save_every" --save-every-steps 0 --keep-last 5 \
-        --valid-every 200 --valid-bleu 500 --log-every 50
+        --lr-scale 0.64 --dropout 0.1 --label-smoothing 0.1 "${budget[@]}" --lr-cooldown 0.2 --seed "$seed" \
+        --keep-last 5 --valid-every 200 --valid-bleu 500 --log-every 50
     step "average $system" mtkit average "$dir/run" --last 5 --output "$dir/averaged.pt"
     step "translate $system" mtkit translate --model "$dir/averaged.pt" --input "$dir/data/raw/test.en" \
         --output "$dir/test.de" --beam 4 --alpha 1.4 --early-stop exact
