@@ -66,6 +66,23 @@ def test_a_shortlist_of_every_piece_searches_as_the_full_layer(with_shortlist):
         assert [h.score for h in mine] == pytest.approx([h.score for h in theirs], abs=1e-5)
 
 
+def test_an_int8_model_keeps_its_int8_rows_under_a_shortlist(with_shortlist):
+    """Restricted, an int8 output layer is the same integers with the same scales (not a dequantized fp32 copy):
+    its rows' logits are the full int8 layer's, and a shortlist of every row searches as the full layer does."""
+    from mtkit.decode.step import output_rows
+
+    model = open_model(with_shortlist, "cpu", "int8").engine.model
+    torch.manual_seed(0)
+    states = torch.randn(6, model.cfg.d_model)
+    rows = torch.tensor([0, 1, 2, 3, 9, 17, 40, 41])
+    assert torch.allclose(output_rows(model, rows)(states), model.project(states)[:, rows], atol=1e-6, rtol=0)
+    src, config = torch.tensor([[7, 9, 12, 3], [5, 3, 0, 0]]), DecodeConfig(beam=3, max_len_b=6)
+    every = shortlisted_search(model, src, config, None, torch.arange(model.cfg.target_vocab_size))
+    assert [[h.tokens for h in s] for s in every.hypotheses] == [
+        [h.tokens for h in s] for s in beam_search(model, src, config).hypotheses
+    ]
+
+
 def test_the_search_emits_only_the_batch_s_rows(with_shortlist):
     translator = open_model(with_shortlist, "cpu")
     model = translator.engine.model

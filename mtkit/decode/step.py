@@ -6,10 +6,12 @@ one model (`ModelStep`), or several whose log-probabilities are combined (an ens
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
 from torch import Tensor
+from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
 from mtkit.model.transformer import Transformer
 
@@ -42,18 +44,32 @@ class Step(Protocol):
         ...
 
 
-def output_rows(model: Transformer, rows: Tensor) -> tuple[Tensor, Tensor | None]:
-    """The weight and bias of the output layer's `rows` (an int8 layer's dequantized: a shortlist's few hundred
-    rows are a small product in any precision), the Marian logits bias included."""
+def output_rows(model: Transformer, rows: Tensor) -> Callable[[Tensor], Tensor]:
+    """The output layer restricted to `rows` (the Marian logits bias included), as a function of the states.
+
+    An int8 layer (dynamic quantization, `--precision int8`) stays int8: its rows' integers with their own
+    per-row scales, repacked (a few hundred microseconds a batch), so the rows' logits are the full layer's and
+    the product keeps int8's speed; a dequantized fp32 copy measured slower than the whole int8 layer."""
     layer = model.output_proj
-    weight = layer.weight() if callable(layer.weight) else layer.weight  # a dynamic int8 Linear's is a method
-    weight = weight.dequantize() if weight.is_quantized else weight
-    bias = layer.bias() if callable(layer.bias) else layer.bias
-    bias = None if bias is None else bias.index_select(0, rows).to(weight.dtype)
-    if model.cfg.output_bias:
-        extra = model.final_logits_bias.index_select(0, rows).to(weight.dtype)
-        bias = extra if bias is None else bias + extra
-    return weight.index_select(0, rows).contiguous(), bias
+    extra = model.final_logits_bias.index_select(0, rows) if model.cfg.output_bias else None
+    if isinstance(layer, DynamicLinear):
+        weight, bias = layer.weight(), layer.bias()
+        picked = weight.dequantize().index_select(0, rows)  # requantized below with the same scales: same integers
+        if weight.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
+            scales, zeros = weight.q_per_channel_scales(), weight.q_per_channel_zero_points()
+            quantized = torch.quantize_per_channel(
+                picked, scales.index_select(0, rows), zeros.index_select(0, rows), 0, torch.qint8
+            )
+        else:
+            quantized = torch.quantize_per_tensor(picked, weight.q_scale(), weight.q_zero_point(), torch.qint8)
+        restricted = DynamicLinear(layer.in_features, rows.numel(), bias_=bias is not None, dtype=torch.qint8)
+        restricted.set_weight_bias(quantized, None if bias is None else bias.index_select(0, rows))
+        return restricted if extra is None else lambda states: restricted(states) + extra
+    bias = None if layer.bias is None else layer.bias.index_select(0, rows)
+    if extra is not None:
+        bias = extra.to(layer.weight.dtype) if bias is None else bias + extra.to(bias.dtype)
+    dense = layer.weight.index_select(0, rows).contiguous()
+    return lambda states: torch.nn.functional.linear(states.to(dense.dtype), dense, bias)
 
 
 class ModelStep:
@@ -69,19 +85,17 @@ class ModelStep:
         self.cache = model.init_cache(encoded, capacity).reorder(sentences.repeat_interleave(beams), sentences)
         self.everyone = sentences
         self.device, self.buffer = src.device, None
-        self.output: tuple[Tensor, Tensor | None] | None = None  # `restrict`'s rows of the output layer
+        self.output: Callable[[Tensor], Tensor] | None = None  # `restrict`'s rows of the output layer
+        self.restricted: int | None = None  # how many rows
 
     def restrict(self, rows: Tensor) -> None:
         """Score only the output layer's `rows` (a lexical shortlist, mtkit/decode/shortlist.py): column i of the
         log-probabilities is then token rows[i], normalised over those rows alone."""
-        self.output = output_rows(self.model, rows)
+        self.output, self.restricted = output_rows(self.model, rows), rows.numel()
 
     def project(self, states: Tensor) -> Tensor:
         """The logits of the output layer, or of the rows it was restricted to."""
-        if self.output is None:
-            return self.model.project(states)
-        weight, bias = self.output
-        return torch.nn.functional.linear(states.to(weight.dtype), weight, bias)
+        return self.model.project(states) if self.output is None else self.output(states)
 
     def log_probs(self, last: Tensor) -> Tensor:
         """Valid until the next call: the step writes into the same buffer every time.
@@ -97,7 +111,7 @@ class ModelStep:
         if torch.is_grad_enabled():  # autograd cannot follow an op written into a given tensor
             return torch.log_softmax(self.project(states), dim=-1, dtype=self.dtype)
         N = states.size(0)
-        out = self.scratch(N, self.model.cfg.target_vocab_size if self.output is None else self.output[0].size(0))
+        out = self.scratch(N, self.model.cfg.target_vocab_size if self.restricted is None else self.restricted)
         block = PROJECT_ROWS if states.device.type == "cpu" else N
         for i in range(0, N, block):
             logits = self.project(states[i : i + block])
