@@ -3,6 +3,7 @@ translating as you type) send, one at a time.
 
     python bench/serve_latency.py --model runs/small/model.pt
     python bench/serve_latency.py --model M.pt --requests 300 --batch-wait-ms 5,0 --threads 2
+    python bench/serve_latency.py --model student.pt --beam 0 --precision int8   # a student as it ships
 
 A real server is started per --batch-wait-ms value (`python -m mtkit serve --port 0`); one client sends
 --requests requests of one sentence, one after another on one keep-alive connection, alternating mtkit's own
@@ -17,6 +18,7 @@ one run, not runs).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import statistics
@@ -39,7 +41,9 @@ def percentiles(ms: list[float]) -> str:
 
 def start(args: argparse.Namespace, wait_ms: str, log: Path) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "mtkit", "serve", "-m", args.model, "--port", "0", "--device", "cpu"]
-    cmd += ["--batch-wait-ms", wait_ms, "--beam", str(args.beam), "--languages", args.languages]
+    cmd += ["--batch-wait-ms", wait_ms, "--languages", args.languages, "--precision", args.precision]
+    if args.beam:  # 0: the model's own defaults (a student greedy, its shortlist), as serve applies them
+        cmd += ["--beam", str(args.beam)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -69,29 +73,34 @@ def main() -> None:
     ap.add_argument("--languages", default="en-de", help="the pair LibreTranslate's request names")
     ap.add_argument("--requests", type=int, default=200, help="timed requests of each API")
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument("--beam", type=int, default=4, help="0: the model's own (a student: greedy, its shortlist)")
+    ap.add_argument("--precision", default="fp32", help="the server's and the baseline's (int8 for a student)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads, server and baseline (0: PyTorch's)")
     ap.add_argument("--batch-wait-ms", default="5,0", help="the server's batching windows to try, comma-separated")
     args = ap.parse_args()
     import httpx
     import torch
 
+    from mtkit.config import DecodeConfig
     from mtkit.decode.loading import load_translator
 
     source, target = args.languages.split("-", 1)
     load_before = os.getloadavg()
     print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores; load average before: {load_before[0]:.2f}")
-    print(f"sentence: {args.sentence!r}; beam {args.beam}; {args.requests} timed requests of each kind")
+    beam = "the model's own" if not args.beam else args.beam
+    print(f"sentence: {args.sentence!r}; beam {beam}; precision {args.precision}; {args.requests} timed requests each")
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    translator = load_translator(args.model, device="cpu", threads=args.threads)
+    translator = load_translator(args.model, device="cpu", precision=args.precision, threads=args.threads)
+    config = translator.with_model_defaults(DecodeConfig(), {"beam"} if args.beam else ())
+    config = dataclasses.replace(config, beam=args.beam) if args.beam else config
     for _ in range(args.warmup):
-        translator.translate([args.sentence], beam=args.beam)
+        translator.translate([args.sentence], config)
     alone = []
     for _ in range(args.requests):
         t0 = time.perf_counter()
-        out = translator.translate([args.sentence], beam=args.beam)[0]
+        out = translator.translate([args.sentence], config)[0]
         alone.append(1000 * (time.perf_counter() - t0))
     translator.close()
     print(f"translation: {out!r}; torch threads {torch.get_num_threads()}")
