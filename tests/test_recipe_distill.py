@@ -41,6 +41,22 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, preset, minu
     assert {export_teacher["quantization"], export_student["quantization"]} == {"int8"}
 
 
+def test_steps_trains_a_number_of_updates_and_the_teacher_distils_with_its_tuned_search(tmp_path: Path) -> None:
+    """--steps N: the student's budget in updates (checkpoints every N/25), whatever else the machine runs; the
+    distillation decodes with the search the Multi30k recipe picked on dev (alpha 1.4, exact stop)."""
+    parsed = [parse_mtkit(parse_line(line)[0]) for line in dry_run("multi30k-distill", "--steps", "1296", cwd=tmp_path)]
+    distill, train = parsed[0][1], parsed[1][1]
+    assert (train["max_steps"], train["max_minutes"], train["save_every_steps"], train["save_every_minutes"]) == (
+        1296,
+        0,
+        52,
+        0,
+    )
+    assert (distill["alpha"], distill["early_stop"]) == (1.4, "exact")  # with the default GNMT penalty
+    done = run_recipe("multi30k-distill", "--steps", "0", "--dry-run", cwd=tmp_path)
+    assert done.returncode == 2 and "--steps must be a positive whole number" in done.stderr
+
+
 def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
     done = run_recipe("multi30k-distill", "--preset", "small", cwd=tmp_path)
     assert done.returncode == 2 and "--preset must be student-tiny or student-fast" in done.stderr

@@ -10,7 +10,8 @@ source "$here/../lib.sh"
 
 usage() {
     cat <<EOF
-usage: run.sh [--teacher MODEL]... [--data DIR] [--preset P] [--minutes M] [--seed N] [--out DIR] [--dry-run]
+usage: run.sh [--teacher MODEL]... [--data DIR] [--preset P] [--minutes M | --steps N] [--seed N] [--out DIR]
+              [--dry-run]
 
 Distils a teacher into a student: the teacher translates Multi30k's 29,000 training sources with
 beam 4 (mtkit distill, resumable), the student trains on its translations for a wall-clock budget
@@ -27,6 +28,8 @@ without its vocabulary map), with peak memory and model sizes, into OUT/results.
   --data DIR       the teacher's data directory (default: the Multi30k recipe's out/data)
   --preset P       the student's shape: student-tiny (default) or student-fast (6+1 layers)
   --minutes M      the student's training budget in minutes (default 25, the teacher's)
+  --steps N        instead, N updates (checkpoints every N/25): the same student whatever else the
+                   machine runs, e.g. the number of updates the teacher made in its 25 minutes
   --seed N         the student's seed (default 1)
   --out DIR        everything the recipe makes (default: $here/out)
   --dry-run        print every command, one a line, and run none
@@ -38,19 +41,20 @@ die() {
     exit 2
 }
 
-teachers=() data="" preset=student-tiny minutes=25 seed=1 out=""
+teachers=() data="" preset=student-tiny minutes=25 steps="" seed=1 out=""
 DRY_RUN=0
 while (($#)); do
     case $1 in
         --dry-run) DRY_RUN=1 ;;
         -h | --help) usage; exit 0 ;;
-        --teacher | --data | --preset | --minutes | --seed | --out)
+        --teacher | --data | --preset | --minutes | --steps | --seed | --out)
             if (($# < 2)) || [[ -z $2 || $2 == --* ]]; then die "$1 needs a value"; fi
             case $1 in
                 --teacher) teachers+=("$2") ;;
                 --data) data=$2 ;;
                 --preset) preset=$2 ;;
                 --minutes) minutes=$2 ;;
+                --steps) steps=$2 ;;
                 --seed) seed=$2 ;;
                 --out) out=$2 ;;
             esac
@@ -65,6 +69,7 @@ out=${out:-$here/out}
 [[ $preset == student-tiny || $preset == student-fast ]] || die "--preset must be student-tiny or student-fast, got '$preset'"
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
 awk -v m="$minutes" 'BEGIN { exit !(m > 0) }' || die "--minutes must be above 0, got '$minutes'"
+[[ -z $steps || $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive whole number, got '$steps'"
 [[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
 if ((DRY_RUN == 0)); then  # said now, not after an hour of decoding
     for teacher in "${teachers[@]}"; do
@@ -76,6 +81,10 @@ fi
 teacher_opts=()
 for teacher in "${teachers[@]}"; do teacher_opts+=(-m "$teacher"); done
 save_every=$(awk -v m="$minutes" 'BEGIN { printf "%g", m / 25 }')
+budget=(--max-minutes "$minutes" --max-steps 1000000 --save-every-minutes "$save_every" --save-every-steps 0)
+if [[ -n $steps ]]; then  # a number of updates: the cooldown and the checkpoints follow the steps, not the clock
+    budget=(--max-minutes 0 --max-steps "$steps" --save-every-minutes 0 --save-every-steps "$(((steps + 24) / 25))")
+fi
 distilled=$out/data run=$out/run
 
 # 1. The teacher's beam-4 translations of the training sources (sequence-level distillation, Kim & Rush 2016),
@@ -86,9 +95,8 @@ step distill mtkit distill "$data" "${teacher_opts[@]}" --out "$distilled" --bea
 # 2. The student, with the settings the Multi30k recipe measured for its teacher on this data (the small
 #    preset's): the same budget, checkpoint cadence, cooldown and averaging window.
 step train mtkit train "$distilled" --out "$run" --preset "$preset" --max-tokens 2048 --warmup 400 \
-    --lr-scale 0.64 --max-minutes "$minutes" --lr-cooldown 0.2 --max-steps 1000000 --seed "$seed" \
-    --save-every-minutes "$save_every" --save-every-steps 0 --keep-last 5 --valid-every 200 --valid-bleu 500 \
-    --log-every 50
+    --lr-scale 0.64 "${budget[@]}" --lr-cooldown 0.2 --seed "$seed" --keep-last 5 --valid-every 200 \
+    --valid-bleu 500 --log-every 50
 step average mtkit average "$run" --last 5 --output "$out/averaged.pt"
 # 3. The shortlist, from the distilled pairs the student learnt from: 50 candidates a source piece and the
 #    100 most frequent pieces, carried in the student's file.
