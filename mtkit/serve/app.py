@@ -131,7 +131,7 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
 
     app = FastAPI(title="mtkit serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     guard(app, service.settings.access)
-    limits = service.settings.limits  # a request's decoding defaults are service.decode, the model's own applied
+    limits = service.settings.limits  # a request's decoding defaults are service.defaults, the model's own applied
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:
@@ -172,7 +172,9 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
         def run(lines: list[str], config: DecodeConfig, target_lang: str) -> Awaitable[list[Translation]]:
             return service.translate(lines, config, lambda: client_gone(request), target_lang)
 
-        return await lt.translate(req, service.directions, service.detector, service.decode, limits, run, service.align)
+        return await lt.translate(
+            req, service.directions, service.detector, service.defaults, limits, run, service.align
+        )
 
     async def libre_detect(request: Request, fields: dict[str, Any], is_json: bool) -> list[dict[str, Any]]:
         q = fields.get("q")
@@ -195,14 +197,14 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
             return await libre(request, libre_translate, data)
         if not key_ok(request):
             raise RequestError(401, NEEDS_KEY)
-        lines, config, target_lang = parse_translate(data, service.decode, limits)
+        lines, config, target_lang = parse_translate(data, service.defaults, limits)
         translations = await service.translate(lines, config, lambda: client_gone(request), target_lang)
         return translate_answer(translations, config.nbest, service.settings.name)
 
     @app.post("/translator/translate")
     async def translator_translate(request: Request) -> list[list[dict[str, Any]]]:
         sources = parse_opennmt(parse_json(await read_body(request, limits.max_body_bytes)), limits)
-        decode = service.decode
+        decode = service.defaults
         return opennmt_answer(
             sources, await service.translate(sources, decode, lambda: client_gone(request)), decode.nbest
         )

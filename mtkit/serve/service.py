@@ -89,7 +89,7 @@ class Service:
         self.error: str | None = None
         self.batcher: Batcher | None = None
         self.translator: Translator | None = None
-        self.decode = settings.decode  # a request's defaults: with the model's own once it is loaded (`_load`)
+        self.defaults = settings.decode  # a request's defaults: with the model's own once it is loaded (`_load`)
         self.vocab: Any = None  # the loaded translator's tokenizer: a request's target language is checked on it
         self.directions = Directions(())  # LibreTranslate's languages, known once the model is loaded
         self.detector = Detector([])
@@ -121,13 +121,13 @@ class Service:
         translator = self.translator = load_translator(s)
         translator.check_target_lang(s.target_lang)  # --target-lang the model has no token for: refused at start
         self.vocab = translator.vocab
-        self.decode = translator.with_model_defaults(s.decode, s.decode_given)  # as `mtkit translate` applies them
+        self.defaults = translator.with_model_defaults(s.decode, s.decode_given)  # as `mtkit translate` applies them
         self.info = {
             "model": s.name,
             "models": [translator.describe()],
             "device": str(translator.device),
             "precision": s.precision,
-            "decode": dataclasses.asdict(self.decode),
+            "decode": dataclasses.asdict(self.defaults),
             "target_lang": s.target_lang,
             "limits": dataclasses.asdict(s.limits),
             "max_tokens": s.max_tokens,
