@@ -40,6 +40,7 @@ def systems(out: Path, teachers: list[str]) -> list[System]:
         System("teacher, mtkit fp32, beam 4", tuple(teachers), "fp32", 4, False, teachers[0]),
         System("student, mtkit fp32, greedy", (student,), "fp32", 1, False, student),
         System("student, mtkit fp32, shortlist, greedy", (student,), "fp32", 1, True, student),
+        System("student, mtkit int8, greedy", (student,), "int8", 1, False, student),
         System("student, mtkit int8, shortlist, greedy", (student,), "int8", 1, True, student),
         System("teacher, CTranslate2 int8, beam 4", (ct2_teacher,), "int8", 4, False, f"{ct2_teacher}/model.bin"),
         System("teacher, CTranslate2 int8 + vmap, beam 4", (ct2_teacher,), "int8", 4, True, f"{ct2_teacher}/model.bin"),
