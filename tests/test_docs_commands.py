@@ -3,7 +3,8 @@
 README.md and docs/*.md are read as a user copies from them: each `mtkit ...` of a shell block or of inline
 code is parsed by mtkit's own click command (an unknown option, a wrong value or a removed command fails here,
 naming the page and line), without running it. Blocks marked `<!-- docs-check: run -->` run on the shipped
-sample corpus with a tiny model (tests/support/docblocks.py says how); blocks marked
+sample corpus with a tiny model (tests/support/docblocks.py says how), blocks marked `<!-- docs-check: run-hub -->`
+offline on a Hugging Face cache holding tiny OPUS-MT-shaped models of the Hub names they use; blocks marked
 `<!-- docs-check: skip REASON -->` are only parsed, and must say why they cannot run.
 """
 
@@ -25,12 +26,13 @@ import pytest
 import typer
 from typer._click import exceptions as click_errors  # typer carries its own click since 0.26
 
+from mtkit import hub
 from mtkit.cli import app
 from mtkit.data import corpora, prepare
 from mtkit.errors import MtkitError
 from tests.support import docblocks
 from tests.support.cli import ROOT, run_cli
-from tests.support.corpora import short_pairs
+from tests.support.corpora import full_multi30k, read_gz, short_pairs
 from tests.support.training import FAST
 
 # What a runnable block's `mtkit train` gets appended so that it takes seconds (later options win in click): the
@@ -42,6 +44,21 @@ QUICK = {
     "bpe": ["--vocab-size", "400"],
     "translate": ["--max-len-a", "0", "--max-len-b", "16"],
 }
+# Options of QUICK left out where the command's own options exclude them: `train --init MODEL` takes MODEL's
+# architecture (a --preset that disagrees is refused), `bpe --from MODEL` its vocabulary (no --vocab-size).
+QUICK_EXCLUDED = {("train", "--init"): "--preset", ("bpe", "--from"): "--vocab-size"}
+
+
+def quick(argv: list[str]) -> list[str]:
+    """What a runnable block's `mtkit` command gets appended (QUICK), less what its own options exclude."""
+    if "--score-only" in argv:
+        return []  # scoring decodes nothing
+    options = QUICK.get(argv[1], [])
+    for (command, given), dropped in QUICK_EXCLUDED.items():
+        if argv[1] == command and given in argv and dropped in options:
+            at = options.index(dropped)
+            options = options[:at] + options[at + 2 :]
+    return options
 
 
 def parse(argv: list[str], partial: bool = False) -> None:
@@ -132,7 +149,7 @@ def test_the_checker_refuses_what_mtkit_refuses():
 
 def test_every_marked_block_says_why_it_cannot_run():
     marked = [b for page in docblocks.pages() for b in docblocks.blocks(page) if b.mark]
-    assert any(b.mark == "run" for b in marked)
+    assert any(b.mark == "run" for b in marked) and any(b.mark == "run-hub" for b in marked)
     assert all(b.reason for b in marked if b.mark == "skip"), [b.where for b in marked if not b.reason]
 
 
@@ -181,11 +198,7 @@ def base_sandbox(tmp_path_factory, trained_model: Path, toy_data: Path) -> Itera
             (work / f"{name}.{lang}").write_text("".join(pair[side] + "\n" for pair in pairs), encoding="utf-8")
     for name in ("test.hyp.de", "new.de", "old.de", "mono.de"):
         shutil.copyfile(work / "test.de", work / name)
-    bin_dir = top / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "mtkit"
-    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m mtkit "$@"\n')
-    shim.chmod(0o755)
+    mtkit_on_path(top / "bin")
     sums = {
         p.name: {"sha256": hashlib.sha256(p.read_bytes()).hexdigest(), "size": p.stat().st_size}
         for p in mirror.iterdir()
@@ -194,6 +207,14 @@ def base_sandbox(tmp_path_factory, trained_model: Path, toy_data: Path) -> Itera
         patch.setattr(prepare, "default_registry", lambda: corpora.default_registry().override(sources=sums))
         patch.setattr(prepare, "shipped_copy", lambda corpus: mirror if corpus.family == "multi30k-en-de" else None)
         yield work
+
+
+def mtkit_on_path(bin_dir: Path) -> None:
+    """BIN/mtkit: this checkout's mtkit, for the lines that run through bash."""
+    bin_dir.mkdir()
+    shim = bin_dir / "mtkit"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m mtkit "$@"\n')
+    shim.chmod(0o755)
 
 
 @pytest.fixture(scope="module")
@@ -257,15 +278,16 @@ def run_server_block(block: docblocks.Block, cwd: Path) -> None:
     assert done.returncode == 0 and '"translations"' in done.stdout, f"{block.where}:\n{done.stdout}\n{done.stderr}"
 
 
-def run_line(line: str, cwd: Path, where: str) -> None:
+def run_line(line: str, cwd: Path, where: str, env: dict[str, str] | None = None) -> None:
     """A shell line as a pipeline: `mtkit` stages run in this process (seconds saved a command), other stages
-    (`printf`, `paste`) through bash; `< IN` and `> OUT` at its ends. Anything else (`&&`, `;`) through bash."""
+    (`printf`, `paste`) through bash; `< IN` and `> OUT` at its ends. Anything else (`&&`, `;`) through bash.
+    `env`: variables every stage sees (the Hub cache of a run-hub block)."""
     words = shlex.split(line, comments=True)
     if not words or words[:2] == ["pip", "install"]:
         return  # the test extra has installed every extra
     if set(words) & (docblocks.SEPARATORS - {"|"}) or words.count("<") + words.count(">") > 2:
-        env = {**os.environ, "PATH": f"{cwd.parent / 'bin'}:{os.environ['PATH']}"}
-        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+        shell = {**os.environ, **(env or {}), "PATH": f"{cwd.parent / 'bin'}:{os.environ['PATH']}"}
+        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=cwd, env=shell, timeout=300)
         assert done.returncode == 0, f"{where}: {line}\n{done.stderr}"
         return
     stages: list[list[str]] = [[]]
@@ -273,6 +295,7 @@ def run_line(line: str, cwd: Path, where: str) -> None:
         stages[-1:] = [stages[-1], []] if word == "|" else [[*stages[-1], word]]
     data: str | None = None
     out = None
+    stage_env = {**os.environ, **(env or {})}
     for stage in stages:
         if "<" in stage:
             data = (cwd / stage[stage.index("<") + 1]).read_text(encoding="utf-8")
@@ -280,14 +303,150 @@ def run_line(line: str, cwd: Path, where: str) -> None:
             out = stage[stage.index(">") + 1]
         argv = [w for i, w in enumerate(stage) if w not in ("<", ">") and (i == 0 or stage[i - 1] not in ("<", ">"))]
         if argv[0] == "mtkit":
-            quick = [] if "--score-only" in argv else QUICK.get(argv[1], [])  # scoring decodes nothing
-            done = run_cli(*argv[1:], *quick, input=data, cwd=cwd)
+            done = run_cli(*argv[1:], *quick(argv), input=data, cwd=cwd, env=env)
         else:
-            done = subprocess.run(shlex.join(argv), shell=True, input=data, capture_output=True, text=True, cwd=cwd)
+            done = subprocess.run(
+                shlex.join(argv), shell=True, input=data, capture_output=True, text=True, cwd=cwd, env=stage_env
+            )
         assert done.returncode == 0, f"{where}: {line}\n{done.stderr}"
         data = done.stdout
     if out:
         (cwd / out).write_text(data or "", encoding="utf-8")
+
+
+# ---- blocks that use OPUS-MT models from the Hugging Face Hub, offline ------------------------------------------
+
+HUB = [b for page in docblocks.pages() for b in docblocks.blocks(page) if b.mark == "run-hub"]
+# The Hub names a run-hub block may use: OPUS-MT models from English into a language Multi30k ships.
+OPUS_NAME = re.compile(r"Helsinki-NLP/opus-mt-en-(de|fr|cs)")
+# What a directory an export writes holds, by format.
+EXPORTED = {"huggingface": ("config.json", "model.safetensors"), "ctranslate2": ("model.bin",)}
+
+
+def hub_names(block: docblocks.Block) -> set[str]:
+    """The `owner/name` models a block's commands read (`-m`, `--init`, `--from`, what `info` and `export` are
+    given) that are not under a directory the block itself writes (`export runs/ft/averaged.pt` after
+    `--out runs/ft`)."""
+    argvs = [argv for line in docblocks.shell_lines(block.text) for argv in docblocks.commands(line)]
+    written = {argv[i + 1].split("/")[0] for argv in argvs for i, w in enumerate(argv[:-1]) if w in ("--out", "-o")}
+    models = [argv[i + 1] for argv in argvs for i, w in enumerate(argv[:-1]) if w in ("-m", "--init", "--from")]
+    models += [argv[2] for argv in argvs if argv[1] in ("info", "export") and len(argv) > 2]
+    return {m for m in models if hub.HUB_NAME.fullmatch(m) and m.split("/")[0] not in written}
+
+
+@pytest.fixture(scope="module")
+def hub_sandbox(tmp_path_factory) -> Path:
+    """A working directory for run-hub blocks: HUB/, a Hugging Face cache holding a tiny OPUS-MT-shaped model
+    (tests/support/opus.py) for every Hub name the blocks use, as `snapshot_download` leaves one; the shipped
+    Multi30k's first lines in train, dev and test files of English and of each model's target language (the names
+    the pages use: train.en, train.fr, dev.en, ...); and an `mtkit` on PATH that is this checkout's."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("ctranslate2")  # the walk-through exports to CTranslate2; the test extra installs it
+    from tests.support.opus import hub_cache, make_opus_dir
+
+    multi30k = full_multi30k()
+    if multi30k is None:
+        pytest.skip("the Multi30k copy that ships with mtkit is not here")
+    top = tmp_path_factory.mktemp("docs-hub")
+    work = top / "work"
+    work.mkdir()
+    mtkit_on_path(top / "bin")
+    names = sorted(set().union(*map(hub_names, HUB)))
+    for name in names:
+        model = make_opus_dir(top / "models" / name, tgt_lang=name[-2:])
+        hub_cache(top / "hub", name, model)
+    for split, source, count in (("train", "train", 300), ("dev", "val", 40), ("test", "test_2016_flickr", 6)):
+        for lang in sorted({"en", *(name[-2:] for name in names)}):
+            lines = read_gz(multi30k / f"{source}.{lang}.gz", count)
+            (work / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return work
+
+
+@pytest.fixture(scope="module")
+def hub_page_sandboxes() -> dict[Path, Path]:
+    """A copy of `hub_sandbox` for each page, shared by its run-hub blocks in order."""
+    return {}
+
+
+def promised_outputs(block: docblocks.Block) -> list[tuple[str, str]]:
+    """(line, path) of what a block's commands say they write: each `--out`/`-o` target, each path a comment names
+    (`# runs/ft/averaged.pt, as for any run`), and inside an export's directory the files of its format."""
+    promised = []
+    for line in docblocks.shell_lines(block.text):
+        comment = line.partition("  #")[2]
+        promised += [(line, path) for path in re.findall(r"\b(?:[\w.-]+/)+[\w-]+\.(?:pt|json|bin|model)\b", comment)]
+        for argv in docblocks.commands(line):
+            value = {w: argv[i + 1] for i, w in enumerate(argv[:-1]) if w.startswith("-")}
+            out = value.get("--out", value.get("-o"))
+            if out:
+                promised.append((line, out))
+                promised += [(line, f"{out}/{name}") for name in EXPORTED.get(value.get("--format", ""), ())]
+    return promised
+
+
+def test_every_run_hub_block_names_models_the_offline_cache_holds():
+    """A run-hub block reads Hub names, and only names `hub_sandbox` builds (another would fail offline as 'not in
+    the Hugging Face cache', which would not say what to change here)."""
+    assert HUB, "no block is marked run-hub"
+    for block in HUB:
+        names = hub_names(block)
+        assert names, f"{block.where}: a run-hub block that reads no Hub model"
+        assert all(OPUS_NAME.fullmatch(name) for name in names), f"{block.where}: {names}"
+
+
+def test_a_run_hub_block_that_installs_mtkit_installs_the_extras_its_commands_need():
+    """The test extra has every extra, so a run cannot see a missing one: a Hub name needs `hf`, a CTranslate2
+    export `ct2` (each says so in one sentence when missing)."""
+    for block in HUB:
+        lines = docblocks.shell_lines(block.text)
+        installed = {x for line in lines if line.startswith("pip install") for x in re.findall(r"\.\[([\w,]+)\]", line)}
+        if not installed:
+            continue  # a later block of a page that installed them above
+        given = set(",".join(installed).split(","))
+        formats = {
+            argv[i + 1]
+            for line in lines
+            for argv in docblocks.commands(line)
+            for i, w in enumerate(argv[:-1])
+            if w == "--format"
+        }
+        needed = {"hf"} | ({"ct2"} if "ctranslate2" in formats else set())
+        assert needed <= given, f"{block.where}: installs .[{','.join(sorted(given))}], its commands need {needed}"
+
+
+def test_what_a_block_reads_and_writes_is_found():
+    text = (
+        "mtkit train data/d --init Helsinki-NLP/opus-mt-en-fr --out runs/ft\n"
+        "mtkit average runs/ft --last 5   # runs/ft/averaged.pt, as for any run\n"
+        "mtkit export runs/ft/averaged.pt --format ctranslate2 -o runs/ft/ct2\n"
+    )
+    block = docblocks.Block(ROOT / "docs" / "adapt.md", 1, "bash", text, "run-hub", "")
+    assert hub_names(block) == {"Helsinki-NLP/opus-mt-en-fr"}
+    assert [path for _, path in promised_outputs(block)] == [
+        "runs/ft",
+        "runs/ft/averaged.pt",
+        "runs/ft/ct2",
+        "runs/ft/ct2/model.bin",
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", HUB, ids=[b.where for b in HUB])
+def test_run_hub_block_runs_offline(
+    block: docblocks.Block, hub_sandbox: Path, hub_page_sandboxes: dict[Path, Path], tmp_path_factory
+) -> None:
+    """Every command of the block exits 0, its Hub names read from the offline cache (`HF_HUB_OFFLINE=1`: nothing
+    is fetched), and what the block says it writes is there."""
+    if block.page not in hub_page_sandboxes:
+        top = tmp_path_factory.getbasetemp() / f"{block.page.stem}-hub"
+        shutil.copytree(hub_sandbox.parent, top, symlinks=True)
+        hub_page_sandboxes[block.page] = top / "work"
+    sandbox = hub_page_sandboxes[block.page]
+    env = {"HF_HUB_CACHE": str(sandbox.parent / "hub"), "HF_HUB_OFFLINE": "1"}
+    for line in docblocks.shell_lines(block.text):
+        run_line(line, sandbox, block.where, env=env)
+    missing = [f"{line}\n    {path}" for line, path in promised_outputs(block) if not (sandbox / path).exists()]
+    assert not missing, f"{block.where}: not written:\n" + "\n".join(missing)
 
 
 def test_every_code_block_is_marked_run_or_skip_with_its_reason():
@@ -297,7 +456,7 @@ def test_every_code_block_is_marked_run_or_skip_with_its_reason():
         for b in docblocks.blocks(page)
         if (b.lang in docblocks.SHELL or b.lang == "python") and b.mark is None
     ]
-    assert not unmarked, f"blocks without <!-- docs-check: run|skip REASON|dry-run -->: {unmarked}"
+    assert not unmarked, f"blocks without <!-- docs-check: run|run-hub|skip REASON|dry-run -->: {unmarked}"
 
 
 DRY = [b for page in docblocks.pages() for b in docblocks.blocks(page) if b.mark == "dry-run"]

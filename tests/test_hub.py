@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from tests.support.cli import error_line
+from tests.support.opus import hub_cache
 
 pytest.importorskip("huggingface_hub")
 
 REPO = "Helsinki-NLP/opus-mt-en-de"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def cache_with(tmp_path, opus_dir, revision="main"):
-    """HF_HUB_CACHE/models--OWNER--NAME/{refs/REVISION, snapshots/COMMIT/...} as snapshot_download leaves it."""
-    cache = tmp_path / "hub"
-    repo = cache / ("models--" + REPO.replace("/", "--"))
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / revision).write_text(COMMIT)
-    shutil.copytree(opus_dir, repo / "snapshots" / COMMIT)
-    return cache
+    """HF_HUB_CACHE holding REPO at `revision` (tests/support/opus.py)."""
+    return hub_cache(tmp_path / "hub", REPO, opus_dir, revision)
 
 
 def test_a_cached_hub_name_translates_offline_as_its_directory(cli, opus_dir, tmp_path):

@@ -4,11 +4,16 @@
 A block's mark is an HTML comment on the line above its fence (invisible on the site and on GitHub):
 
     <!-- docs-check: run -->            the block runs in tests/test_docs_commands.py (sample corpus, tiny model)
+    <!-- docs-check: run-hub -->        the same, for a block that names OPUS-MT models on the Hugging Face Hub: it
+                                        runs offline on a Hub cache holding tiny OPUS-MT-shaped models of those
+                                        names, with English-French Multi30k lines in test/train/dev.{en,fr}
     <!-- docs-check: skip REASON -->    the block cannot run here; REASON says why (a GPU, the internet, hours)
     <!-- docs-check: dry-run -->        recipe lines: run with --dry-run, compared with what the page says
 
 A runnable block's `pip install` lines are passed over (the test extra has every extra installed), and its
-`mtkit train`, `bpe` and `translate` get options appended that make them take seconds (QUICK in the test).
+`mtkit train`, `bpe` and `translate` get options appended that make them take seconds (QUICK in the test), less
+those the command's own options exclude (`train --init MODEL` keeps MODEL's architecture: no `--preset tiny`;
+`bpe --from MODEL` its vocabulary: no `--vocab-size`).
 
 Every shell and Python block has a mark (a test checks), and every `mtkit` command of every block and of inline
 code must parse.
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from tests.support.cli import ROOT
 
-MARK = re.compile(r"<!--\s*docs-check:\s*(run|skip|dry-run)\b\s*(.*?)\s*-->")
+MARK = re.compile(r"<!--\s*docs-check:\s*(run-hub|run|skip|dry-run)\b\s*(.*?)\s*-->")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)\s*$")
 SHELL = {"bash", "sh", "shell", "console", ""}
 # Words that end one command and start the next on a shell line.
@@ -37,7 +42,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     lang: str
     text: str
-    mark: str | None  # "run", "skip" or None
+    mark: str | None  # "run", "run-hub", "skip", "dry-run" or None
     reason: str
 
     @property

@@ -5,18 +5,35 @@ source side, `target.spm` on the target side, each with SentencePiece's default 
 in Marian's id order (`</s>` 0, `<unk>` 1, the pieces, `<pad>` last), and a `MarianMTModel` with swish
 feed-forward layers, a `final_logits_bias`, 512 positions and `<pad>` as the decoder's start. Weights are
 random and tiny; the embeddings are drawn wide so that the outputs are peaked and far from ties.
+
+`hub_cache` puts such a directory where huggingface_hub's `snapshot_download` finds a Hub name offline
+(`HF_HUB_CACHE` with `HF_HUB_OFFLINE=1`): the Hub itself cannot be reached from the tests.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import sentencepiece as spm
 
+from mtkit.data.corpora import SHIPPED_MULTI30K
+from tests.support.corpora import read_gz
+
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
 LANGUAGE_CODES = (">>fra<<", ">>deu<<", ">>ces<<")
+# The commit a cached snapshot is filed under (any 40 hex digits: nothing checks it against the Hub).
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def training_lines(lang: str) -> list[str]:
+    """Text an spm model of `lang` is learned on: the sample's 500 training lines (en, de), else the first 500 of
+    the Multi30k copy that ships with mtkit (fr, cs: the same sentences, translated)."""
+    if (SAMPLE / f"train.{lang}").is_file():
+        return (SAMPLE / f"train.{lang}").read_text(encoding="utf-8").splitlines()
+    return read_gz(SHIPPED_MULTI30K / f"train.{lang}.gz", 500)
 
 
 def _spm(lines: list[str], vocab_size: int) -> bytes:
@@ -50,15 +67,15 @@ def make_opus_dir(
     spm_size: int = 200,
     seed: int = 0,
     eos_bias: float = 3.0,
+    tgt_lang: str = "de",
 ) -> Path:
-    """An OPUS-MT-shaped directory (En->De; `multilingual`: `>>xxx<<` target tokens in the vocabulary) at `path`."""
+    """An OPUS-MT-shaped directory (En->`tgt_lang`; `multilingual`: `>>xxx<<` target tokens in the vocabulary) at
+    `path`."""
     import torch
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
     path.mkdir(parents=True, exist_ok=True)
-    src_lines = (SAMPLE / "train.en").read_text(encoding="utf-8").splitlines()
-    tgt_lines = (SAMPLE / "train.de").read_text(encoding="utf-8").splitlines()
-    src_spm, tgt_spm = _spm(src_lines, spm_size), _spm(tgt_lines, spm_size)
+    src_spm, tgt_spm = _spm(training_lines("en"), spm_size), _spm(training_lines(tgt_lang), spm_size)
     pieces = list(dict.fromkeys(_pieces(src_spm) + _pieces(tgt_spm)))
     vocab = ["</s>", "<unk>", *(LANGUAGE_CODES if multilingual else ()), *pieces, "<pad>"]
     scratch = path / "_files"
@@ -71,7 +88,7 @@ def make_opus_dir(
         str(scratch / "target.spm"),
         str(scratch / "vocab.json"),
         source_lang="en",
-        target_lang="de",
+        target_lang=tgt_lang,
     )
     tokenizer.save_pretrained(path)
     for f in scratch.iterdir():
@@ -107,3 +124,13 @@ def make_opus_dir(
         model.final_logits_bias[0, 0] += eos_bias  # </s>: outputs end before the length limit
     model.save_pretrained(path)
     return path
+
+
+def hub_cache(cache: Path, repo: str, opus_dir: Path, revision: str = "main") -> Path:
+    """CACHE/models--OWNER--NAME/{refs/REVISION, snapshots/COMMIT/...} holding `opus_dir`, as `snapshot_download`
+    leaves a download of `repo`; several repos may share one CACHE. Returns CACHE."""
+    entry = cache / ("models--" + repo.replace("/", "--"))
+    (entry / "refs").mkdir(parents=True, exist_ok=True)
+    (entry / "refs" / revision).write_text(COMMIT)
+    shutil.copytree(opus_dir, entry / "snapshots" / COMMIT, dirs_exist_ok=True)
+    return cache
