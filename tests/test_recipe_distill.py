@@ -77,3 +77,22 @@ def test_the_results_table_puts_every_system_against_the_teacher() -> None:
     assert table[3] == "| student | 37.50 | 100.0% | 500.0 | 6,000 | 5.00 | 1,000.0 | 12,000 | 6.00 | 250 | 9.0 |"
     names = [s.name for s in results.systems(Path("out"), ["t.pt"])]
     assert results.REFERENCE in names and len(names) == len(set(names)) == 9
+
+
+def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, tmp_path: Path) -> None:
+    """results.py's child opens the model as `mtkit translate` does, translates, and reports its time and peak
+    memory (the dry run never runs it: the measuring step once called the loader with an old signature)."""
+    import json
+    import subprocess
+    import sys
+
+    src = tmp_path / "test.en"
+    src.write_text("a man rides a bike .\ntwo dogs play .\n", encoding="utf-8")
+    spec = {"name": "m", "models": [str(cli_model)], "precision": "int8", "beam": 1, "shortlist": False,
+            "size_of": str(cli_model), "threads": 1, "src": str(src), "output": str(tmp_path / "out.de")}  # fmt: skip
+    script = ROOT / "recipes" / "multi30k-distill" / "results.py"
+    done = subprocess.run([sys.executable, str(script), "--child", json.dumps(spec)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout.splitlines()[-1])
+    assert figures["seconds"] > 0 and figures["peak_kib"] > 0
+    assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 2

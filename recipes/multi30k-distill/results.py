@@ -63,7 +63,7 @@ def child(spec: dict[str, Any]) -> None:
     engine = find(paths).engine()
     # The CTranslate2 engine's own length penalty (|Y|^alpha), as `mtkit translate -m DIR` runs it.
     config = engine.adapt(DecodeConfig(beam=spec["beam"], shortlist=spec["shortlist"]), {"beam", "shortlist"})
-    translator = find(paths).open(paths, "cpu", spec["precision"], 1, spec["threads"])
+    translator = find(paths).open("cpu", spec["precision"], 1, spec["threads"])
     lines = Path(spec["src"]).read_text(encoding="utf-8").splitlines()
     translator.translate(lines[:WARMUP_LINES], config)
     start = time.perf_counter()
