@@ -17,7 +17,7 @@ from typing import Any
 from mtkit.config import PRESETS, DecodeConfig, ModelConfig, Preset, SamplingConfig, TrainConfig
 from mtkit.errors import MtkitError
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _LAZY = {
     "build_model": "mtkit.model",
