@@ -81,6 +81,19 @@ step_run() {
 
 is_count() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 
+# training_budget MINUTES [STEPS]: a Multi30k recipe's budget options, into the array BUDGET. MINUTES of training
+# with a checkpoint every 1/25 of them; or, given STEPS, that many updates with a checkpoint every STEPS/25 (the
+# cooldown then follows the updates, not the clock: the same model whatever else the machine runs).
+training_budget() {
+    local minutes=$1 steps=${2:-}
+    if [[ -n $steps ]]; then
+        BUDGET=(--max-minutes 0 --max-steps "$steps" --save-every-minutes 0 --save-every-steps "$(((steps + 24) / 25))")
+    else
+        BUDGET=(--max-minutes "$minutes" --max-steps 1000000 --save-every-steps 0
+            --save-every-minutes "$(awk -v m="$minutes" 'BEGIN { printf "%g", m / 25 }')")
+    fi
+}
+
 wmt14_main() {
     local here=$1
     shift

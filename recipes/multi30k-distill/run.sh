@@ -69,7 +69,7 @@ out=${out:-$here/out}
 [[ $preset == student-tiny || $preset == student-fast ]] || die "--preset must be student-tiny or student-fast, got '$preset'"
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
 awk -v m="$minutes" 'BEGIN { exit !(m > 0) }' || die "--minutes must be above 0, got '$minutes'"
-[[ -z $steps || $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive whole number, got '$steps'"
+[[ -z $steps ]] || is_count "$steps" || die "--steps must be a positive whole number, got '$steps'"
 [[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
 if ((DRY_RUN == 0)); then  # said now, not after an hour of decoding
     for teacher in "${teachers[@]}"; do
@@ -80,11 +80,7 @@ if ((DRY_RUN == 0)); then  # said now, not after an hour of decoding
 fi
 teacher_opts=()
 for teacher in "${teachers[@]}"; do teacher_opts+=(-m "$teacher"); done
-save_every=$(awk -v m="$minutes" 'BEGIN { printf "%g", m / 25 }')
-budget=(--max-minutes "$minutes" --max-steps 1000000 --save-every-minutes "$save_every" --save-every-steps 0)
-if [[ -n $steps ]]; then  # a number of updates: the cooldown and the checkpoints follow the steps, not the clock
-    budget=(--max-minutes 0 --max-steps "$steps" --save-every-minutes 0 --save-every-steps "$(((steps + 24) / 25))")
-fi
+training_budget "$minutes" "$steps"  # BUDGET: the options of either budget (../lib.sh)
 distilled=$out/data run=$out/run
 
 # 1. The teacher's beam-4 translations of the training sources (sequence-level distillation, Kim & Rush 2016),
@@ -95,7 +91,7 @@ step distill mtkit distill "$data" "${teacher_opts[@]}" --out "$distilled" --bea
 # 2. The student, with the settings the Multi30k recipe measured for its teacher on this data (the small
 #    preset's): the same budget, checkpoint cadence, cooldown and averaging window.
 step train mtkit train "$distilled" --out "$run" --preset "$preset" --max-tokens 2048 --warmup 400 \
-    --lr-scale 0.64 "${budget[@]}" --lr-cooldown 0.2 --seed "$seed" --keep-last 5 --valid-every 200 \
+    --lr-scale 0.64 "${BUDGET[@]}" --lr-cooldown 0.2 --seed "$seed" --keep-last 5 --valid-every 200 \
     --valid-bleu 500 --log-every 50
 step average mtkit average "$run" --last 5 --output "$out/averaged.pt"
 # 3. The shortlist, from the distilled pairs the student learnt from: 50 candidates a source piece and the

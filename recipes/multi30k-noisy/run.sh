@@ -59,7 +59,7 @@ done
 [[ -n $data ]] || die "give --data DIR, the directory holding multi30k-en-de/ and multi30k-fr-cs/"
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
 [[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
-[[ -z $steps || $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive whole number, got '$steps'"
+[[ -z $steps ]] || is_count "$steps" || die "--steps must be a positive whole number, got '$steps'"
 read -ra chosen <<<"$systems"
 ((${#chosen[@]})) || die "--systems names none of clean, noisy and cleaned"
 for system in "${chosen[@]}"; do
@@ -68,11 +68,7 @@ for system in "${chosen[@]}"; do
 done
 out=${out:-$here/out}
 # recipes/multi30k-en-de/run.sh's cadence: a checkpoint every 1/25 of the budget, the last 5 averaged.
-save_every=$(awk -v m="$minutes" 'BEGIN { printf "%g", m / 25 }')
-budget=(--max-minutes "$minutes" --max-steps 1000000 --save-every-minutes "$save_every" --save-every-steps 0)
-if [[ -n $steps ]]; then  # a number of updates: the cooldown and the checkpoints follow the steps, not the clock
-    budget=(--max-minutes 0 --max-steps "$steps" --save-every-minutes 0 --save-every-steps "$(((steps + 24) / 25))")
-fi
+training_budget "$minutes" "$steps"  # BUDGET: the options of either budget (../lib.sh)
 m30k=$data/multi30k-en-de
 
 step "build noisy" python "$root/bench/multi30k_noisy.py" build --data "$data" --out "$out/noisy" --seed "$seed"
@@ -93,7 +89,7 @@ for system in "${chosen[@]}"; do
     step "bpe $system" mtkit bpe "$dir/data" --vocab-size 8000
     # recipes/multi30k-en-de/run.sh's training, averaging, decoding and scoring, unchanged.
     step "train $system" mtkit train "$dir/data" --out "$dir/run" --preset small --max-tokens 2048 --warmup 400 \
-        --lr-scale 0.64 --dropout 0.1 --label-smoothing 0.1 "${budget[@]}" --lr-cooldown 0.2 --seed "$seed" \
+        --lr-scale 0.64 --dropout 0.1 --label-smoothing 0.1 "${BUDGET[@]}" --lr-cooldown 0.2 --seed "$seed" \
         --keep-last 5 --valid-every 200 --valid-bleu 500 --log-every 50
     step "average $system" mtkit average "$dir/run" --last 5 --output "$dir/averaged.pt"
     step "translate $system" mtkit translate --model "$dir/averaged.pt" --input "$dir/data/raw/test.en" \
