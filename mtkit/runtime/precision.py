@@ -86,9 +86,10 @@ def resolve_precision(
     auto = bf16 only where the device has bf16 instructions (a CUDA GPU that supports bf16; a CPU with
     AVX512-BF16 or AMX: without them bf16 is emulated, and slower) AND bf16 measures faster there: a training
     pass of `model` (with `loss`, fp32 through `matmul`; on a GPU of `tokens` a side, the run's batch where
-    known, else GPU_TOKENS; on a CPU of CPU_TOKENS) when given (training; by
-    MIN_PASS_SPEEDUP), else a matrix product of width d_model (translation; by MIN_PRODUCT_SPEEDUP), measured
-    again near the bar (`measured_choice`); fp32 everywhere else.
+    known, else GPU_TOKENS; on a CPU of CPU_TOKENS) when given (training; by MIN_PASS_SPEEDUP), else a matrix
+    product of width d_model (translation on a CPU; by MIN_PRODUCT_SPEEDUP), measured again near the bar
+    (`measured_choice`); fp32 everywhere else, translation on a GPU included (a whole search measured slower in
+    bf16 there although a product of its width measured 2.28x faster: GPU_DECODING_WHY).
     """
     check_precision(precision, PRECISION_CHOICES)
     if precision == "fp16" and device.type != "cuda":
@@ -102,6 +103,8 @@ def resolve_precision(
         gpu = f"this GPU ({torch.cuda.get_device_name(device)})"
         if not torch.cuda.is_bf16_supported():
             return "fp32", f"{gpu} has no bf16"
+        if model is None:  # translation: a product's speed-up does not carry over to a whole search there
+            return "fp32", GPU_DECODING_WHY
         native, tokens = f"{gpu} has native bf16", tokens or GPU_TOKENS
     elif device.type == "cpu":
         instructions = bf16_instructions()
@@ -138,9 +141,8 @@ def check_trainable(precision: str, device: torch.device) -> None:
 
 
 def resolve_decoding_precision(precision: str, device: torch.device) -> tuple[str, str]:
-    """(fp32 | bf16 | fp16 | int8, why) for translation: training's rule (`resolve_precision`), plus int8 on the CPU,
-    except that auto is fp32 on a GPU: there a whole search measured slower in bf16 (GPU_DECODING_WHY) although a
-    product of its width measured 2.28x faster, so the product is no measure of it."""
+    """(fp32 | bf16 | fp16 | int8, why) for translation: training's rule (`resolve_precision`, whose auto is fp32
+    for translation on a GPU), plus int8 on the CPU."""
     check_precision(precision)
     if precision == "int8":
         if device.type != "cpu":
@@ -149,10 +151,7 @@ def resolve_decoding_precision(precision: str, device: torch.device) -> tuple[st
         if refusal:
             raise MtkitError(refusal)
         return "int8", "asked for"
-    if precision == "auto" and device.type == "cuda" and os.environ.get(AUTO_ENV) not in ("fp32", "bf16"):
-        name, reason = "fp32", GPU_DECODING_WHY  # a product's speed-up does not carry over to a search there
-    else:
-        name, reason = resolve_precision(precision, device)
+    name, reason = resolve_precision(precision, device)
     if precision == "auto":
         logger.info("precision auto -> %s: %s", name, reason)
     return name, reason
