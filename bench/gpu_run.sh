@@ -95,10 +95,11 @@ part train-auto 75 "${eager[@]}" --max-tokens auto
 # mode reduce-overhead (CUDA graphs, one recording per batch shape): it died after ~140 s with no Python error,
 # so this part compiles without CUDA graphs unless COMPILE_MODE says otherwise; the bench names how a failed
 # configuration ended (exit status or signal).
-compiled=("${bench[@]}" --preset "${presets[0]}")
-for setting in "${compiles[@]}"; do [[ $setting == off ]] || compiled+=(--compile "$setting"); done
-if ((${#compiled[@]} > ${#bench[@]} + 2)); then
-    part compile 150 env MTKIT_COMPILE_MODE="${COMPILE_MODE:-default}" "${compiled[@]}" --max-tokens auto
+settings=()
+for setting in "${compiles[@]}"; do [[ $setting == off ]] || settings+=(--compile "$setting"); done
+if ((${#settings[@]})); then
+    part compile 150 env MTKIT_COMPILE_MODE="${COMPILE_MODE:-default}" "${bench[@]}" --preset "${presets[0]}" \
+        "${settings[@]}" --max-tokens auto
 fi
 
 recipe=$(mktemp -d)/multi30k

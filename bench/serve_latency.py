@@ -18,7 +18,6 @@ one run, not runs).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import re
 import statistics
@@ -93,8 +92,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     translator = load_translator(args.model, device="cpu", precision=args.precision, threads=args.threads)
-    config = translator.with_model_defaults(DecodeConfig(), {"beam"} if args.beam else ())
-    config = dataclasses.replace(config, beam=args.beam) if args.beam else config
+    given = DecodeConfig(beam=args.beam) if args.beam else DecodeConfig()  # beam 0: the model's own, as serve does
+    config = translator.with_model_defaults(given, {"beam"} if args.beam else ())
     for _ in range(args.warmup):
         translator.translate([args.sentence], config)
     alone = []
