@@ -40,7 +40,9 @@ def _row(name: str, value: Any) -> str:
     return f"  {name:<17}{value}"
 
 
-def _provenance_rows(record: dict[str, Any] | None) -> list[str]:
+def _provenance_rows(record: dict[str, Any] | None, source: str | None = None) -> list[str]:
+    if not record and source:  # a directory mtkit reads, not a file it wrote
+        return [_row("provenance", f"none recorded: a {source} carries no run record (its README.md may say more)")]
     if not record:
         return [_row("provenance", "none recorded (a file from before run.json, or not made by `mtkit train`)")]
     v, git = record.get("versions") or {}, record.get("git")
@@ -128,8 +130,10 @@ def render(info: dict[str, Any]) -> str:
     if info.get("export") == "ctranslate2":
         return _export_text(info)
     if "run" not in info:
-        head = f"{info['path']}: mtkit {info['kind']} (format {info['format_version']}), {_size(info['bytes'])}"
-        return "\n".join([head, *_file_rows(info), *_provenance_rows(info.get("provenance"))]) + "\n"
+        source = info.get("source")
+        what = f"{source}, read as an mtkit {info['kind']}" if source else f"mtkit {info['kind']}"
+        head = f"{info['path']}: {what} (format {info['format_version']}), {_size(info['bytes'])}"
+        return "\n".join([head, *_file_rows(info), *_provenance_rows(info.get("provenance"), source)]) + "\n"
     lines = [f"{info['run']}: mtkit run directory"]
     metrics = info.get("metrics") or {}
     if metrics:

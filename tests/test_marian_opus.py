@@ -174,6 +174,9 @@ def test_info_describes_the_directory(cli, opus_dir):
     done = cli("info", opus_dir)
     assert done.returncode == 0, done.stderr
     assert "swish" in done.stdout
+    head = done.stdout.splitlines()[0]
+    assert "Hugging Face Marian directory, read as an mtkit model" in head, head
+    assert "a Hugging Face Marian directory carries no run record" in done.stdout
 
 
 def copy_with(tmp_path, opus_dir, name, **changes):

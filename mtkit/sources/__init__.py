@@ -69,7 +69,7 @@ class MarianDirectory:
         return {"format": FORMAT, "version": VERSION, **load_hf_dir(self.path)}
 
     def describe(self) -> dict[str, Any]:
-        return describe_file(self.path, self.checkpoint())
+        return {**describe_file(self.path, self.checkpoint()), "source": self.kind}
 
 
 class CT2Export:
