@@ -115,7 +115,7 @@ def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -
             f"{sorted(unexpected)}); this Transformers version is not supported by this mtkit."
         )
     model.generation_config = GenerationConfig(**generation_settings(cfg))
-    model.to(DTYPES[config.quantization]).save_pretrained(tmp)
+    export_opus.save_quietly(model.to(DTYPES[config.quantization]), tmp)
     del model
     vocab = Vocab.from_bytes(ckpt["vocab"])
     languages = card.languages(ckpt.get("provenance"))

@@ -24,6 +24,20 @@ from mtkit.marian.vocab import MarianVocab
 logger = logging.getLogger(__name__)
 
 
+def save_quietly(model: Any, directory: Path) -> None:
+    """`model.save_pretrained(directory)` without Transformers' "Writing model shards" progress bar on stderr: the
+    export logs its own lines, and a bar over one shard says nothing."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(directory)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
 def write(
     ckpt: dict[str, Any], vocab: MarianVocab, tmp: Path, config: ExportConfig, dtype: Any, search: dict[str, Any]
 ) -> None:
@@ -50,7 +64,7 @@ def write(
         forced_eos_token_id=ids.eos,
         bad_words_ids=[[ids.pad]],
     )
-    model.to(dtype).save_pretrained(tmp)
+    save_quietly(model.to(dtype), tmp)
     (tmp / "source.spm").write_bytes(vocab.source_proto)
     (tmp / "target.spm").write_bytes(vocab.target_proto)
     (tmp / "vocab.json").write_text(

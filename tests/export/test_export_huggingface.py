@@ -220,3 +220,9 @@ def test_int8_is_refused_and_float16_is_written(trained_model, tmp_path):
     out = export(trained_model, tmp_path / "b", ExportConfig(format="huggingface", quantization="float16"))
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(out), dtype=torch.float16)
     assert next(model.parameters()).dtype == torch.float16
+
+
+def test_the_export_prints_no_progress_bar_of_transformers(trained_model, tmp_path):
+    done = run_cli("export", trained_model, "--format", "huggingface", "-o", tmp_path / "hf")
+    assert done.returncode == 0, done.stderr
+    assert "Writing model shards" not in done.stderr and "it/s" not in done.stderr, done.stderr
