@@ -16,8 +16,12 @@ peer_arch small
 # shellcheck disable=SC1091
 source "$PEERS/venv/bin/activate"
 export OMP_NUM_THREADS=${THREADS:-2} MKL_NUM_THREADS=${THREADS:-2}
+# fairseq 0.12 pickles an argparse.Namespace into its checkpoints, which torch.load's default since PyTorch 2.6
+# (weights_only=True) refuses; the checkpoints read here are the ones this script trains, so plain pickle is safe.
+export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
 work=$PEERS/multi30k
 run=$PEERS/results/multi30k_budget_seed$seed
+rm -rf "$run"  # a fresh run every time: fairseq-train would resume from a checkpoint_last.pt left there
 mkdir -p "$run"
 hours=$(python -c "print($minutes / 60)")
 fairseq-train "$work/bin" "${ARCH[@]}" --share-all-embeddings --cpu --seed "$seed" \

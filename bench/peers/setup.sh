@@ -2,6 +2,7 @@
 # The peers' virtual environment, $PEERS/venv (default /tmp/peers/venv), from the package registries: PyTorch's CPU
 # build first (Linux: PyTorch's CPU index, so that no CUDA packages come), then fairseq 0.12 and CTranslate2.
 #   bash bench/peers/setup.sh
+#   TORCH_INDEX_URL= bash bench/peers/setup.sh     # torch from pip's configured index instead of PyTorch's CPU index
 set -euo pipefail
 PEERS=${PEERS:-/tmp/peers}
 venv=$PEERS/venv
@@ -10,8 +11,11 @@ mkdir -p "$PEERS"
 # shellcheck disable=SC1091
 source "$venv/bin/activate"
 python -m pip install --quiet --upgrade pip setuptools wheel
-if [[ $(uname -s) == Linux ]]; then
-    python -m pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+# TORCH_INDEX_URL overrides that index: empty means pip's configured index, for a machine that serves CPU wheels
+# of its own (a mirror, or a wheel directory) and cannot reach PyTorch's.
+torch_index=${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}
+if [[ $(uname -s) == Linux && -n $torch_index ]]; then
+    python -m pip install --quiet torch==2.13.0 --index-url "$torch_index"
 else
     python -m pip install --quiet torch==2.13.0
 fi
