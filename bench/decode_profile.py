@@ -2,14 +2,15 @@
 
     python bench/decode_profile.py --model M.pt --limit 100             # eager
     python bench/decode_profile.py --model M.pt --limit 100 --compile   # bench/compiled_step.py (compiles first)
+    python bench/decode_profile.py --model student.pt --beam 1 --precision int8   # a student's greedy search
 
-Translates --limit lines of the input (beam 4, fairseq length normalisation 0.6, batches of 4,096 source tokens, as
-bench/translate_speed.py does) once untimed (warm-up, and the compilation with --compile), then once under the
-profiler, and prints: the decoder steps, the operations a step runs (PyTorch operations called from Python, nested
-ones not counted again; inside the decoder step and in the search around it), the share of the time in the decoder
-step and in its products (matrix products and linear layers, oneDNN's or not), and the operations that took the
-most time. The profiler adds a few microseconds an operation, so the shares of a step of many small operations
-lean towards overhead; the counts are exact. The last line printed is one JSON object with every figure.
+Translates --limit lines of the input (beam 4 unless --beam, fairseq length normalisation 0.6, batches of 4,096
+source tokens, as bench/translate_speed.py does) once untimed (warm-up, and the compilation with --compile), then
+once under the profiler, and prints: the decoder steps, the operations a step runs (PyTorch operations called from
+Python, nested ones not counted again; inside the decoder step and in the search around it), the share of the time
+in the decoder step and in its products (matrix products and linear layers, oneDNN's or not), and the operations
+that took the most time. The profiler adds a few microseconds an operation, so the shares of a step of many small
+operations lean towards overhead; the counts are exact. The last line printed is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -43,13 +44,13 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
     from mtkit.decode.loading import open_model
 
     torch.set_num_threads(args.threads)
-    translator = open_model(args.model, device="cpu", precision="fp32", threads=args.threads)
+    translator = open_model(args.model, device="cpu", precision=args.precision, threads=args.threads)
     if args.compile:
         from compiled_step import CompiledStep, compile_model
 
         engine = translator.engine
         engine.steps = compile_model(engine.model)  # type: ignore[attr-defined]  # handed to the search
-    config = DecodeConfig(beam=4, alpha=0.6, lenpen="fairseq", max_len_a=1.0, max_len_b=50)
+    config = DecodeConfig(beam=args.beam, alpha=0.6, lenpen="fairseq", max_len_a=1.0, max_len_b=50)
     lines = read_lines(args.input, args.limit)
     start = time.perf_counter()
     list(translator.translate_stream(lines, config, 4096))
@@ -86,6 +87,8 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
         "model": args.model,
         "sentences": len(lines),
         "compiled": args.compile,
+        "beam": args.beam,
+        "precision": args.precision,
         "warmup_s": round(warmup, 1),
         "profiled_s": round(seconds, 2),
         "decoder_steps": steps[0],
@@ -106,6 +109,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=100, help="translate the first N lines")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--compile", action="store_true", help="the compiled decoder step (bench/compiled_step.py)")
+    parser.add_argument("--beam", type=int, default=4, help="beam size (1: greedy search)")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "int8"])
     result = profile(parser.parse_args())
     for key, value in result.items():
         if key != "top_self_ms":

@@ -184,9 +184,16 @@ def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     CTranslate2's rule: usually fewer steps, and a later, better ending can be missed). Beam 1 is greedy:
     with no alternatives kept, its first ending ends it. `prefix` (B, P): see `beam_search`.
     """
-    B, k, K, device = src.size(0), config.beam, config.nbest, src.device
-    if B == 0:
+    if src.size(0) == 0:
         return SearchResult([], [])
+    if config.beam == 1:
+        return greedy(step, src, config, prefix)
+    return beams(step, src, config, prefix)
+
+
+def beams(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None) -> SearchResult:
+    """`search`'s general loop: any beam (beam 1 too, as the reference `greedy` is tested against)."""
+    B, k, K, device = src.size(0), config.beam, config.nbest, src.device
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
     steps = int(limit.max()) + 1
     dtype = step.dtype
@@ -261,6 +268,67 @@ def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
         step.reorder(rows.reshape(-1), sentences)
         last = token.reshape(-1)
     return SearchResult(finished.hypotheses(), done_at)
+
+
+def greedy(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None) -> SearchResult:
+    """Beam 1, the same outputs, scores and steps as `search`'s general loop, with less work around each step.
+
+    Why a loop of its own: with one row per sentence there are no beams to rank, gather or keep in their
+    slots, so a step is the model's step, an argmax and one check for endings. The tokens go into one
+    (B, limit) tensor instead of being gathered and concatenated every step; the rows at their length limit
+    are looked at only once the shortest limit is reached; the step is reordered only when a sentence
+    leaves (a `Step` keeps its rows as they are when not told otherwise). The general loop spends most of a
+    small student's greedy step on that bookkeeping.
+    """
+    B, device, dtype = src.size(0), src.device, step.dtype
+    limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
+    steps = int(limit.max()) + 1
+    out = src.new_zeros(B, steps)  # out[b, t]: sentence b's token t
+    alive = torch.arange(B, device=device)  # (n,) the sentences still searching, in the step's order
+    live_limit, soonest = limit, int(limit.min())  # the alive sentences' limits, and the smallest of them
+    logp = torch.zeros(B, dtype=dtype, device=device)  # (n,) log P of each live output so far
+    last = src.new_full((B,), BOS)
+    never = torch.tensor([PAD, BOS], device=device)  # tokens no hypothesis may emit
+    scores = [NEG_INF] * B  # each sentence's length-penalised score, -inf for one that ended without an output
+    done_at = [0] * B
+    for t in range(steps):  # t tokens emitted so far
+        n = alive.numel()
+        lprobs = step.log_probs(last)
+        if lprobs.size(0) != n:  # a step made with r copies of each sentence: only the first counts
+            r = lprobs.size(0) // n
+            lprobs = lprobs.view(n, r, -1)[:, 0]
+            step.reorder(torch.arange(n, device=device) * r)
+        lprobs = lprobs.index_fill_(1, never, NEG_INF)  # (n, V)
+        if t >= soonest:  # some sentence is at its length limit: it may only end
+            at_limit = live_limit <= t
+            lprobs[at_limit, :EOS] = NEG_INF
+            lprobs[at_limit, EOS + 1 :] = NEG_INF
+            if step.forced_eos:
+                lprobs[at_limit, EOS] = 0.0
+        if prefix is not None:
+            lprobs = force_prefix(lprobs, prefix[alive], t)
+        top, token = lprobs.max(dim=1)  # (n,) each
+        logp = logp + top
+        out[alive, t] = token
+        ended = token.eq(EOS) | ~torch.isfinite(logp)
+        if not bool(ended.any()):
+            last = token
+            continue
+        # Sentences that end leave the batch (those with a finite score keep their output); the last ones take
+        # their places, as in `search`.
+        penalty = length_penalty(t + 1.0, config.alpha, config.lenpen)
+        for b, score in zip(alive[ended].tolist(), (logp[ended] / penalty).tolist()):
+            done_at[b], scores[b] = t + 1, score
+        keep = ~ended
+        if not bool(keep.any()):
+            break
+        sentences = keep_places(keep)
+        alive, logp, last, live_limit = alive[sentences], logp[sentences], token[sentences], live_limit[sentences]
+        soonest = int(live_limit.min())
+        step.reorder(sentences, sentences)
+    tokens = out.tolist()  # a sentence's output: the tokens before its EOS, t = done_at - 1 of them
+    hypotheses = [[Hypothesis(tokens[b][: done_at[b] - 1], scores[b])] if scores[b] > NEG_INF else [] for b in range(B)]
+    return SearchResult(hypotheses, done_at)
 
 
 def stop(config: DecodeConfig, finished: _Finished, alive: Tensor, logp: Tensor, limit: Tensor, t: int) -> Tensor:

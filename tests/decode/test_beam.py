@@ -170,6 +170,41 @@ def test_beam_one_is_greedy(alpha, make_model):
         assert hypotheses[0].tokens == greedy(model, sentence, len(sentence) + 12)
 
 
+@pytest.mark.parametrize(
+    "seed,overrides,config",
+    [
+        (14, {"share_embeddings": "none"}, DecodeConfig(beam=1, alpha=2.0, max_len_b=12)),  # ends early
+        (3, {}, DecodeConfig(beam=1, max_len_a=0.0, max_len_b=7)),  # noise: every sentence runs to its limit
+        (3, {"forced_eos": True}, DecodeConfig(beam=1, max_len_a=1.0, max_len_b=2, lenpen="fairseq", alpha=1.0)),
+        (14, {"share_embeddings": "none"}, DecodeConfig(beam=1, lenpen="none", max_len_b=9)),
+    ],
+)
+@pytest.mark.parametrize("with_prefix", [False, True])
+def test_the_greedy_loop_equals_the_general_loop_at_beam_one(seed, overrides, config, with_prefix, make_model):
+    """Tokens, scores (bitwise) and steps of `greedy` are those of the general loop run with beam 1."""
+    V = 24
+    model = make_model(V, seed=seed, **overrides)
+    ids = sources(13, V, seed=5)
+    src = batch(ids)
+    prefix = None
+    if with_prefix:
+        from mtkit.decode.prefix import prefix_tensor
+
+        prefix = prefix_tensor([[5, 6][: i % 3] for i in range(len(ids))], torch.device("cpu"))
+    capacity = src.size(1) * 2 + 8
+
+    def run(loop):
+        return loop(make_step(model, src, 1, capacity), src, config, prefix)
+
+    with torch.inference_mode():
+        lean, general = run(beam_module.greedy), run(beam_module.beams)
+    assert lean.steps == general.steps
+    assert [[(h.tokens, h.score) for h in hs] for hs in lean.hypotheses] == [
+        [(h.tokens, h.score) for h in hs] for hs in general.hypotheses
+    ]
+    assert len({len(hs[0].tokens) for hs in lean.hypotheses}) > 1 or config.max_len_a == 0.0
+
+
 @pytest.mark.parametrize("beam,nbest", [(4, 1), (5, 3)])
 def test_a_batch_gives_what_each_sentence_gives_alone(beam, nbest, make_model):
     V = 30
