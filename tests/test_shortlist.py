@@ -83,6 +83,41 @@ def test_an_int8_model_keeps_its_int8_rows_under_a_shortlist(with_shortlist):
     ]
 
 
+@pytest.mark.parametrize("per_row", [True, False])
+def test_an_int8_layer_is_unpacked_once_and_its_rows_keep_their_integers(per_row, monkeypatch):
+    """fbgemm keeps the weight packed; the rows of a shortlist come from one unpacked copy per layer (unpacking cost
+    milliseconds a batch), with the layer's own integers, scales and bias, for both quantization schemes."""
+    import warnings
+
+    from torch import nn
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    from mtkit.decode.step import Int8Rows
+
+    torch.manual_seed(3)
+    qconfig = (
+        torch.ao.quantization.per_channel_dynamic_qconfig if per_row else torch.ao.quantization.default_dynamic_qconfig
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        layer = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(16, 40)), {nn.Linear: qconfig})[0]
+    rows = torch.tensor([0, 2, 3, 17, 39])
+    picked = Int8Rows.of(layer).layer(rows)
+    full, mine = layer.weight(), picked.weight()
+    assert torch.equal(mine.int_repr(), full.int_repr()[rows])
+    if per_row:
+        assert torch.equal(mine.q_per_channel_scales(), full.q_per_channel_scales()[rows])
+    else:
+        assert mine.q_scale() == full.q_scale()
+    assert torch.equal(picked.bias(), layer.bias()[rows])
+    states = torch.randn(4, 16)
+    assert torch.allclose(picked(states), layer(states)[:, rows], atol=1e-6, rtol=0)
+    unpacked = []
+    monkeypatch.setattr(DynamicLinear, "weight", lambda self: unpacked.append(self) or full)
+    Int8Rows.of(layer).layer(torch.tensor([1, 5]))
+    assert unpacked == []  # the layer's copy was kept, not unpacked again
+
+
 def test_the_search_emits_only_the_batch_s_rows(with_shortlist):
     translator = open_model(with_shortlist, "cpu")
     model = translator.engine.model
