@@ -277,8 +277,8 @@ def greedy(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     slots, so a step is the model's step, an argmax and one check for endings. The tokens go into one
     (B, limit) tensor instead of being gathered and concatenated every step; the rows at their length limit
     are looked at only once the shortest limit is reached; the step is reordered only when a sentence
-    leaves (a `Step` keeps its rows as they are when not told otherwise). The general loop spends most of a
-    small student's greedy step on that bookkeeping.
+    leaves (a `Step` keeps its rows as they are when not told otherwise). Measured: about half the operations
+    around each decoder step, 1.03x on a 6+2 student's int8 test-set decode (2-core Zen 4 EPYC).
     """
     B, device, dtype = src.size(0), src.device, step.dtype
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
