@@ -8,7 +8,8 @@ translating as you type) send, one at a time.
 A real server is started per --batch-wait-ms value (`python -m mtkit serve --port 0`); one client sends
 --requests requests of one sentence, one after another on one keep-alive connection, alternating mtkit's own
 `POST /translate` ({"text": [...]}) and LibreTranslate's ({"q": ..., "source", "target"}), after --warmup
-requests of each; the time is the client's, from sending to the parsed answer. Beside them, the same
+requests of each, and a `GET /health` after each pair (what the HTTP layer costs with nothing to decode); the
+time is the client's, from sending to the parsed answer. Beside them, the same
 sentence translated in this process (`Translator.translate`, the model alone, same threads), so that what
 the HTTP layer and the batching window add can be read off. Reported: p50, p90, p99 and mean in ms, the CPU,
 the threads, and the load average before and after (a busy machine inflates every figure: compare rows of
@@ -111,12 +112,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             proc, url = start(args, wait_ms, Path(tmp) / "serve.log")
             try:
-                times: dict[str, list[float]] = {"mtkit": [], "libre": []}
+                times: dict[str, list[float]] = {"mtkit": [], "libre": [], "health": []}
                 with httpx.Client(base_url=url, timeout=120) as http:
                     for k in range(args.warmup + args.requests):
-                        for name, body in (("mtkit", native), ("libre", libre)):
+                        for name, body in (("mtkit", native), ("libre", libre), ("health", None)):
                             t0 = time.perf_counter()
-                            answer = http.post("/translate", json=body)
+                            answer = http.post("/translate", json=body) if body else http.get("/health")
                             answer.json()
                             if answer.status_code != 200:
                                 raise SystemExit(f"{name}: {answer.status_code} {answer.text}")
@@ -128,6 +129,7 @@ def main() -> None:
         row = f"serve --batch-wait-ms {wait_ms}, POST /translate"
         print(f"{row + ' {text}':44s} {percentiles(times['mtkit'])}")
         print(f"{row + ' {q} (Libre)':44s} {percentiles(times['libre'])}")
+        print(f"{'serve, GET /health (nothing decoded)':44s} {percentiles(times['health'])}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
