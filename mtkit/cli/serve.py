@@ -89,7 +89,12 @@ def serve(
         min=1,
         help="Source tokens decoded together at most (requests batched dynamically).",
     ),
-    batch_wait_ms: float = typer.Option(5.0, min=0.0, help="How long a batch waits for more requests to join it."),
+    batch_wait_ms: float = typer.Option(
+        5.0,
+        min=0.0,
+        help="How long a batch waits for more requests to join it, while requests come within this of each other; "
+        "a request that comes alone is decoded at once.",
+    ),
     queue_size: int = typer.Option(64, min=1, help="Requests waiting at most; past it, 503 with Retry-After."),
     max_lines: int = typer.Option(64, min=1, help="Sentences in one request at most (413 past it)."),
     max_chars: int = typer.Option(16384, min=1, help="Characters in one request at most (413 past it)."),

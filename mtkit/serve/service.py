@@ -104,7 +104,8 @@ class Service:
         return self.batcher is not None
 
     def start_loading(self, on_failure: Callable[[], None]) -> None:
-        """Load in a thread, so the server answers /health ("loading") while the weights are read."""
+        """Load in a thread, so the server answers /health ("loading") while the weights are read; that thread
+        then decodes: one thread runs the model, the fastest way on a CPU (mtkit/serve/batcher.py)."""
 
         def load() -> None:
             try:
@@ -112,8 +113,11 @@ class Service:
             except Exception as exc:  # noqa: BLE001 - said once, then the server stops
                 self.error = str(exc) if isinstance(exc, MtkitError) else f"loading the model failed: {exc!r}"
                 on_failure()
+                return
+            if self.batcher is not None and not self.batcher.started:  # (a test's batcher may have its own thread)
+                self.batcher.work()
 
-        self._loader = threading.Thread(target=load, name="mtkit-serve-loader", daemon=True)
+        self._loader = threading.Thread(target=load, name="mtkit-serve-decoder", daemon=True)
         self._loader.start()
 
     def _load(self) -> None:
@@ -153,6 +157,7 @@ class Service:
             max_tokens=s.max_tokens,
             wait_s=s.batch_wait_ms / 1000,
             queue_size=s.queue_size,
+            start=False,  # this thread decodes once loaded (start_loading)
         )
         logger.info(
             "model %s loaded (%d parameters) on %s; ready.",
@@ -270,10 +275,16 @@ class Service:
         raise RequestError(504, f"decoding this request took longer than {limit}.")
 
     async def align(self, pairs: list[tuple[list[str], list[str]]], target_lang: str) -> list[list[int | None]] | None:
-        """Each translation word's source word (markup's projection): one teacher-forced pass, off the event loop."""
-        if self.translator is None:
+        """Each translation word's source word (markup's projection): one teacher-forced pass, in the decoder
+        thread (the thread that runs the model: mtkit/serve/batcher.py)."""
+        if self.translator is None or self.batcher is None:
             return None
-        return await asyncio.to_thread(self.translator.align, pairs, target_lang)
+        translator = self.translator
+        try:
+            future = self.batcher.call(lambda: translator.align(pairs, target_lang))
+        except Closed:
+            raise RequestError(503, "the server is shutting down; retry.", retry_after=RETRY_AFTER_S) from None
+        return await asyncio.wrap_future(future)
 
     def begin_drain(self) -> None:
         """Shutdown starts (SIGTERM): requests have `drain_timeout_s` to be answered, then are failed with 503."""

@@ -13,6 +13,7 @@ import threading
 
 from mtkit.config import DecodeConfig
 from mtkit.serve.service import ServeSettings, Service
+from tests.support.serve import wait_until
 
 HOOK_MODULE = "tests_faults_planted_hook"
 
@@ -28,8 +29,7 @@ def test_a_decode_hook_in_the_environment_is_never_imported(cli_model, tmp_path,
     service = Service(ServeSettings(models=(str(cli_model),), device="cpu"))
     failed = threading.Event()
     service.start_loading(failed.set)
-    assert service._loader is not None
-    service._loader.join(120)
+    wait_until(lambda: service.ready or failed.is_set(), 120, "the model to load")
     assert service.ready and not failed.is_set(), service.error
     (translation,) = asyncio.run(service.translate(["green dog"], DecodeConfig(beam=1)))
     assert isinstance(translation.text, str)

@@ -82,11 +82,22 @@ def test_settings_and_max_tokens_split_batches():
 def test_the_window_gathers_requests_that_arrive_later():
     decoder = FakeDecoder()
     batcher = make(decoder, wait_s=30, max_tokens=2)  # closes when full, long before 30 s
-    a = batcher.submit(["a"], DecodeConfig())
-    wait_until(lambda: batcher.queued == 0, 30, "the worker to take the first request")
-    b = batcher.submit(["b"], DecodeConfig())  # arrives while the first one's window is open
+    lone = batcher.submit(["lone"], DecodeConfig())  # the first request: nothing came before it
+    assert texts(lone) == ["LONE/4"]
+    a = batcher.submit(["a"], DecodeConfig())  # within 30 s of the one before: the window opens
+    wait_until(lambda: batcher.queued == 0, 30, "the worker to take the request")
+    b = batcher.submit(["b"], DecodeConfig())  # arrives while its window is open
     assert texts(a) == ["A/4"] and texts(b) == ["B/4"]
-    assert decoder.batches == [["a", "b"]]
+    assert decoder.batches == [["lone"], ["a", "b"]]
+    batcher.close()
+
+
+def test_a_request_that_comes_alone_does_not_wait_for_company():
+    decoder = FakeDecoder()
+    batcher = make(decoder, wait_s=600)
+    assert texts(batcher.submit(["first"], DecodeConfig())) == ["FIRST/4"]  # within 30 s, not 600
+    batcher._last_arrival -= 601  # the next request comes more than a window after this one
+    assert texts(batcher.submit(["later"], DecodeConfig())) == ["LATER/4"]
     batcher.close()
 
 
@@ -151,3 +162,50 @@ def test_a_cancelled_request_is_not_decoded():
     assert texts(kept) == ["KEPT/4"]
     batcher.close()
     assert ["gone"] not in decoder.batches
+
+
+def test_calls_run_in_the_decoder_thread_between_batches():
+    decoder, where = FakeDecoder(hold=True), []
+    batcher = make(decoder)
+    first = occupy(decoder, batcher)
+    queued = batcher.submit(["a"], DecodeConfig())
+    called = batcher.call(lambda: where.append(threading.current_thread()) or "done")
+    failed = batcher.call(lambda: 1 / 0)
+    decoder.release.set()
+    assert called.result(30) == "done" and texts(first) == ["FIRST/4"] and texts(queued) == ["A/4"]
+    with pytest.raises(ZeroDivisionError):
+        failed.result(30)
+    assert where == [batcher._thread] and where[0] is not threading.current_thread()
+    batcher.close()
+
+
+def test_a_batcher_can_decode_in_the_thread_that_loaded_the_model():
+    """start=False, then work() in the caller's thread: every use of the model stays in that one thread."""
+    seen: list[threading.Thread] = []
+
+    def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
+        seen.append(threading.current_thread())
+        return [Translation(1, [(line, 0.0)]) for line in lines]
+
+    batcher = Batcher(decode, words, max_tokens=100, wait_s=0.0, queue_size=8, start=False)
+    assert not batcher.started
+    loader = threading.Thread(target=batcher.work)  # in a server: the thread that has just loaded the model
+    loader.start()
+    wait_until(lambda: batcher.started, 30, "the loading thread to begin decoding")
+    assert texts(batcher.submit(["x"], DecodeConfig())) == ["x"]
+    assert batcher.call(threading.current_thread).result(30) is loader
+    with pytest.raises(RuntimeError, match="decoder thread already"):
+        batcher.work()  # a second loop would decode in a second thread
+    assert batcher.close(30) and not loader.is_alive()
+    assert seen == [loader]
+
+
+def test_abandon_fails_the_calls_not_yet_run():
+    decoder = FakeDecoder(hold=True)
+    batcher = make(decoder)
+    occupy(decoder, batcher)
+    pending = batcher.call(lambda: "never")
+    assert batcher.abandon() == 2  # the running batch and the call
+    with pytest.raises(Closed):
+        pending.result(30)
+    decoder.release.set()
