@@ -18,6 +18,7 @@ recipes/multi30k-noisy/run.sh trains on the clean, the noisy and the cleaned dat
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import random
@@ -113,6 +114,25 @@ def report(noisy: Path, config: WebCleanConfig, scorer=None) -> dict:
     return table
 
 
+def dual_xent_scorer(args: argparse.Namespace, config: WebCleanConfig) -> tuple:
+    """Every noisy pair's dual cross-entropy, computed once in batches (report cleans pair by pair), and the
+    threshold: --dual-xent-max, or the one `mtkit clean --dual-xent-drop` estimates (the same function)."""
+    from mtkit.data.webclean import estimate_threshold
+    from mtkit.decode.dual_xent import ForcedDecoder, dual_scores
+
+    forward, backward = (ForcedDecoder(path) for path in args.dual_xent)
+    # split("\n"), not splitlines(): a caption may hold U+2028 or a form feed, which is not a line end
+    paths = [args.noisy / f"train.{lang}" for lang in ("en", "de")]
+    lines = [path.read_text(encoding="utf-8").split("\n")[:-1] for path in paths]
+    scores = dict(zip(zip(*lines), dual_scores(forward, backward, *lines).tolist()))
+    scorer = lambda src, tgt: [scores[pair] for pair in zip(src, tgt)]  # noqa: E731
+    threshold = args.dual_xent_max
+    if args.dual_xent_drop:
+        threshold, _ = estimate_threshold(*paths, "en", "de", config, scorer, len(lines[0]))
+        print(f"--dual-xent-drop {args.dual_xent_drop:g}: the threshold is {threshold:.3f}")
+    return scorer, threshold
+
+
 def _print(table: dict, rules: tuple[str, ...]) -> None:
     print("| noise | pairs | " + " | ".join(rules) + " | kept |")
     print("|---|---:|" + "---:|" * (len(rules) + 1))
@@ -142,6 +162,7 @@ def main() -> None:
     r.add_argument("--max-char-ratio", type=float, default=0.0)
     r.add_argument("--dual-xent", nargs=2, type=Path, metavar=("FORWARD", "BACKWARD"), help="En->De, De->En models")
     r.add_argument("--dual-xent-max", type=float, default=0.0)
+    r.add_argument("--dual-xent-drop", type=float, default=0.0, help="instead of --dual-xent-max, as mtkit clean's")
     args = parser.parse_args()
     if args.command == "build":
         counts = build(args.data, args.out, args.seed)
@@ -163,15 +184,15 @@ def main() -> None:
         on("near_dedup"),
         on("langid"),
         args.dual_xent_max,
+        args.dual_xent_drop,
     )
     scorer = None
     if args.dual_xent:
-        from mtkit.decode.dual_xent import dual_xent_filter
-
-        scorer = dual_xent_filter(*args.dual_xent)
+        scorer, threshold = dual_xent_scorer(args, config)
+        config = dataclasses.replace(config, dual_xent_max=threshold)
     table = report(args.noisy, config, scorer)
     _print(table, config.active()[1:])  # invalid_utf8 cannot happen: build writes UTF-8
-    print(json.dumps({"config": vars(args) | {"noisy": str(args.noisy)}, "table": table}))
+    print(json.dumps({"config": vars(args), "table": table}, default=str))
 
 
 if __name__ == "__main__":

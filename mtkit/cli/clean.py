@@ -51,6 +51,14 @@ def clean(
     dual_xent_max: float = typer.Option(
         0.0, "--dual-xent-max", min=0, help="With --dual-xent: drop pairs scoring above this (nats a token)."
     ),
+    dual_xent_drop: float = typer.Option(
+        0.0,
+        "--dual-xent-drop",
+        min=0,
+        max=0.99,
+        help="With --dual-xent, instead of --dual-xent-max: drop this share of the pairs the other rules keep, the "
+        "worst scored (the threshold is estimated on a sample of 20,000 pairs before cleaning). Example: 0.05",
+    ),
     device: str = typer.Option("cpu", "--device", help="Device of the --dual-xent models."),
     max_chars: int = typer.Option(
         0, "--max-chars", min=0, help="Drop pairs with a side longer than this many characters; 0: no limit."
@@ -93,9 +101,14 @@ def clean(
         near_dedup=near_dedup or all_rules,
         langid=langid or all_rules,
         dual_xent_max=dual_xent_max,
+        dual_xent_drop=dual_xent_drop,
     )
-    if dual_xent and not dual_xent_max:
-        raise MtkitError("--dual-xent needs a threshold: --dual-xent-max X (nats a token; 0 keeps every pair).")
+    if dual_xent_max and dual_xent_drop:
+        raise MtkitError("give --dual-xent-max or --dual-xent-drop, not both.")
+    if dual_xent and not (dual_xent_max or dual_xent_drop):
+        raise MtkitError(
+            "--dual-xent needs a threshold: --dual-xent-max X (nats a token) or --dual-xent-drop SHARE (e.g. 0.05)."
+        )
     scorer, about = None, ""
     if dual_xent and dual_xent[0] is not None:
         from mtkit.decode.dual_xent import dual_xent_filter
@@ -116,6 +129,9 @@ def clean(
             src, tgt, langs[0], langs[1], out, config, progress=progress, scorer=scorer, scorer_about=about
         )
     dropped = ", ".join(f"{rule} {n}" for rule, n in record["dropped"].items())
+    if dual_xent_drop:
+        threshold = record["settings"]["dual_xent_max"]
+        err.print(f"--dual-xent-drop {dual_xent_drop:g}: dropped pairs scoring above {threshold:.3f} (from a sample)")
     err.print(
         f"[green]cleaned[/] {escape(str(out))}.{{{langs[0]},{langs[1]}}}: kept {record['kept']} of "
         f"{record['pairs_in']} pairs (dropped: {escape(dropped)}); counts in {escape(str(out))}.clean.json"

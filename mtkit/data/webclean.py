@@ -18,6 +18,10 @@ in this order (cheap before dear):
 - `dual_xent` (--dual-xent FORWARD BACKWARD --dual-xent-max X): the pair's dual conditional cross-entropy
   under two translation models, one each way (mtkit.decode.dual_xent), is above X: what rules cannot see,
   a misaligned pair of two well-formed sentences. The scorer is passed in (this layer has no models).
+  With --dual-xent-drop SHARE instead, X is the score above which SHARE of the pairs the other rules keep
+  lie (the paper's "keep the best-scored share"), estimated before cleaning on a sample of up to
+  DUAL_XENT_SAMPLE pairs drawn evenly from the whole input (a corpus is often sorted by source or domain, so
+  its first lines would be no sample); the sample's scores are reused, not computed twice.
 
 Memory stays bounded: text streams through in chunks; the seen pairs are 64-bit hashes (8 bytes a kept
 pair a rule) in sorted numpy runs merged like a binary counter (`HashSet`), 80 MB a rule for 10 million pairs.
@@ -34,8 +38,9 @@ import itertools
 import json
 import os
 import time
+import typing
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +72,7 @@ MARKUP = regex.compile(
 Scorer = Callable[[list[str], list[str]], list[float]]
 NOT_LETTERS = regex.compile(r"[\p{P}\p{S}\p{Z}\p{N}\s]+")
 STATE_FORMAT = 1
+DUAL_XENT_SAMPLE = 20_000
 
 
 @dataclass(frozen=True)
@@ -80,11 +86,12 @@ class WebCleanConfig:
     near_dedup: bool = False
     langid: bool = False
     dual_xent_max: float = 0.0  # 0: off
+    dual_xent_drop: float = 0.0  # 0: off; else dual_xent_max is estimated from a sample (see the docstring)
 
     def active(self) -> tuple[str, ...]:
         on = {"control": self.control, "markup": self.markup, "copy": self.copies, "too_long_chars": self.max_chars}
         on.update(char_ratio=self.max_char_ratio, duplicate=self.dedup, near_duplicate=self.near_dedup)
-        on.update(langid=self.langid, dual_xent=self.dual_xent_max)
+        on.update(langid=self.langid, dual_xent=self.dual_xent_max or self.dual_xent_drop)
         return tuple(rule for rule in RULES if bool(on.get(rule, True)))
 
 
@@ -154,8 +161,8 @@ class WebCleaner:
         hashes: tuple[np.ndarray, np.ndarray],
         scorer: Scorer | None = None,
     ):
-        if config.dual_xent_max and scorer is None:
-            raise MtkitError("--dual-xent-max needs the two models: --dual-xent FORWARD BACKWARD.")
+        if (config.dual_xent_max or config.dual_xent_drop) and scorer is None:
+            raise MtkitError("--dual-xent-max and --dual-xent-drop need the two models: --dual-xent FORWARD BACKWARD.")
         self.langs, self.config, self.scorer = (_base(src_lang), _base(tgt_lang)), config, scorer
         self.exact, self.near = HashSet(hashes[0]), HashSet(hashes[1])
         self.stats = WebCleanStats()
@@ -261,6 +268,13 @@ def clean_files(
     }
     state = _resume_state(state_path, settings, parts, logs)
     done = state.get("pairs_done", 0)
+    if config.dual_xent_drop and scorer is not None:
+        if "dual_xent_max" in state:  # a resumed run keeps the threshold it began with
+            threshold = float(state["dual_xent_max"])
+        else:
+            threshold, scorer = estimate_threshold(src, tgt, src_lang, tgt_lang, config, scorer, total)
+        config = replace(config, dual_xent_max=threshold)
+        settings["dual_xent_max"] = config.dual_xent_max
     hashes = tuple(_read_hashes(log, n) for log, n in zip(logs, state.get("hashes", [0, 0])))
     cleaner = WebCleaner(src_lang, tgt_lang, config, hashes, scorer)  # type: ignore[arg-type]
     if state:
@@ -304,6 +318,49 @@ def clean_files(
     for path in (*logs, state_path):
         path.unlink(missing_ok=True)
     return record
+
+
+def estimate_threshold(
+    src: Path, tgt: Path, src_lang: str, tgt_lang: str, config: WebCleanConfig, scorer: Scorer, total: int
+) -> tuple[float, Scorer]:
+    """The score above which `config.dual_xent_drop` of a sample's pairs lie, and a scorer that reuses the
+    sample's scores. The sample is every k-th pair the other rules keep, k chosen so that it holds up to
+    DUAL_XENT_SAMPLE pairs (deterministic: the estimate is the same on every run). The duplicate rules must see
+    the whole input (a sample holds a repeated pair without the pair it repeats), so this reads it all once with
+    every rule but the dear ones, language identification (run on the sample only) and the score itself."""
+    every = max(1, -(-total // DUAL_XENT_SAMPLE))
+    off = replace(config, langid=False, dual_xent_max=0.0, dual_xent_drop=0.0)
+    none = np.zeros(0, np.uint64)
+    rules = WebCleaner(src_lang, tgt_lang, off, (none, none))
+    sample: tuple[list[bytes], list[bytes]] = ([], [])
+    with open_binary(src) as fs, open_binary(tgt) as ft:
+        while chunk := list(itertools.islice(zip(fs, ft), 10_000)):
+            kept_src, kept_tgt, _ = rules.chunk([s for s, _ in chunk], [t for _, t in chunk])
+            start = -(rules.stats.kept - len(kept_src)) % every  # every k-th kept pair, counted over the input
+            sample[0].extend(kept_src[start::every])
+            sample[1].extend(kept_tgt[start::every])
+    if config.langid:
+        only_langid = WebCleanConfig(langid=True)
+        kept_src, kept_tgt, _ = WebCleaner(src_lang, tgt_lang, only_langid, (none, none)).chunk(*sample)
+        sample = (kept_src, kept_tgt)
+    kept_src, kept_tgt = sample
+    texts = [[line.decode("utf-8").rstrip("\r\n") for line in side] for side in (kept_src, kept_tgt)]
+    if not texts[0]:  # the rules drop the whole sample: nothing to estimate from; 0 keeps what is left
+        return 0.0, scorer
+    scores = scorer(texts[0], texts[1])
+    threshold = float(np.quantile(scores, 1.0 - config.dual_xent_drop))
+    known: dict[tuple[str, str], float] = dict(zip(zip(texts[0], texts[1]), scores))
+
+    def reusing(sources: list[str], targets: list[str]) -> list[float]:
+        pairs = list(zip(sources, targets))
+        out = [known.pop(pair, None) for pair in pairs]  # popped: the cache only shrinks
+        todo = [i for i, score in enumerate(out) if score is None]
+        if todo:
+            for i, score in zip(todo, scorer([sources[i] for i in todo], [targets[i] for i in todo])):
+                out[i] = score
+        return typing.cast("list[float]", out)
+
+    return threshold, reusing
 
 
 def _checkpoint(path: Path, settings: dict[str, Any], files: list, done: int, cleaner: WebCleaner) -> None:

@@ -139,3 +139,25 @@ def test_the_command_reports_every_rule(cli, tmp_path):
 
 def test_letters_is_the_normal_form_of_copies():
     assert webclean.letters("Two men, 2 dogs!") == webclean.letters("two MEN 3 dogs") == "twomendogs"
+
+
+def test_the_dual_xent_sample_is_drawn_from_what_the_duplicate_rules_keep_in_the_whole_input(tmp_path, monkeypatch):
+    """--dual-xent-drop's sample: every k-th pair the other rules keep. A near duplicate of a pair outside the sample
+    is no new pair; sampling the raw input would keep it (its original unseen) and skew the threshold."""
+    monkeypatch.setattr(webclean, "DUAL_XENT_SAMPLE", 40)
+    names = [chr(97 + n // 26) + chr(97 + n % 26) for n in range(40)]  # letters: the near-dedup form drops digits
+    pairs = [(f"A dog named {name} runs.", f"Ein Hund namens {name} rennt.") for name in names]
+    repeats = [(s.lower(), t.lower()) for s, t in pairs[1::2]]  # near duplicates of the odd pairs, after them all
+    src, tgt = _files(tmp_path, pairs + repeats)
+    scored: list[tuple[str, str]] = []
+
+    def scorer(sources: list[str], targets: list[str]) -> list[float]:
+        scored.extend(zip(sources, targets))
+        return [float(len(s)) for s in sources]
+
+    config = WebCleanConfig(dedup=True, near_dedup=True, dual_xent_drop=0.1)
+    threshold, reusing = webclean.estimate_threshold(src, tgt, "en", "de", config, scorer, len(pairs + repeats))
+    assert scored == pairs[::2]  # 60 pairs, every 2nd of the 40 kept: the even ones, no repeat
+    assert threshold == pytest.approx(np.quantile([len(s) for s, _ in pairs[::2]], 0.9))
+    assert reusing([pairs[0][0], pairs[1][0]], [pairs[0][1], pairs[1][1]]) == [len(pairs[0][0]), len(pairs[1][0])]
+    assert scored[-1] == pairs[1]  # the sampled pair's score was reused; only the other one was scored again

@@ -3,6 +3,7 @@ below misaligned ones, and `mtkit clean --dual-xent` drops the misaligned pairs 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -90,3 +91,73 @@ def test_the_command_scores_with_two_models(models, cli, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert "dual_xent" in r.stderr
+
+
+def _half_misaligned(tmp_path: Path) -> tuple[list[str], list[str], list[str]]:
+    src, tgt, shifted = _held_out()
+    half = len(src) // 2
+    targets = tgt[:half] + shifted[half:]
+    (tmp_path / "in.en").write_text("".join(s + "\n" for s in src), encoding="utf-8")
+    (tmp_path / "in.de").write_text("".join(t + "\n" for t in targets), encoding="utf-8")
+    return src, tgt[:half], shifted[half:]
+
+
+def test_a_share_to_drop_finds_its_threshold_and_scores_each_pair_once(models, tmp_path):
+    src, aligned, misaligned = _half_misaligned(tmp_path)
+    scorer, scored = dual_xent_filter(*models), []
+
+    def counting(s: list[str], t: list[str]) -> list[float]:
+        scored.extend(zip(s, t))
+        return scorer(s, t)
+
+    config = WebCleanConfig(dual_xent_drop=0.5)
+    record = clean_files(
+        tmp_path / "in.en", tmp_path / "in.de", "en", "de", tmp_path / "c", config, scorer=counting, scorer_about="fb"
+    )
+    kept = (tmp_path / "c.de").read_text(encoding="utf-8").splitlines()
+    assert record["dropped"]["dual_xent"] == len(src) // 2  # the sample is the whole input: the share is exact
+    assert record["settings"]["dual_xent_drop"] == 0.5 and record["settings"]["dual_xent_max"] > 0
+    assert sum(t in aligned for t in kept) >= 0.8 * len(aligned)
+    assert len(scored) == len(src)  # the sample's scores were reused, not computed again
+
+
+def test_a_resumed_run_keeps_the_threshold_it_began_with(models, tmp_path):
+    _half_misaligned(tmp_path)
+    scorer = dual_xent_filter(*models)
+    config = WebCleanConfig(dual_xent_drop=0.25)
+
+    def stop(done: int, total: int) -> None:  # after the second chunk: the first one's state is on disk
+        if done > 20:
+            raise KeyboardInterrupt
+
+    args = (tmp_path / "in.en", tmp_path / "in.de", "en", "de", tmp_path / "c", config)
+    with pytest.raises(KeyboardInterrupt):
+        clean_files(*args, chunk_pairs=20, checkpoint_s=0, progress=stop, scorer=scorer, scorer_about="fb")
+    first = json.loads((tmp_path / "c.clean-state.json").read_text())["dual_xent_max"]
+    # Scores shifted by one would move a new estimate by one; the resumed run keeps the first threshold.
+    record = clean_files(*args, scorer=lambda s, t: [x + 1.0 for x in scorer(s, t)], scorer_about="fb")
+    assert record["settings"]["dual_xent_max"] == first
+
+
+def test_the_command_drops_a_share(models, cli, tmp_path):
+    _half_misaligned(tmp_path)
+    out = tmp_path / "c"
+    r = cli(
+        "clean", tmp_path / "in.en", tmp_path / "in.de", "--out", out, "--dual-xent", *models, "--dual-xent-drop", "0.5"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "--dual-xent-drop 0.5: dropped pairs scoring above" in r.stderr
+    both = cli(
+        "clean",
+        tmp_path / "in.en",
+        tmp_path / "in.de",
+        "--out",
+        out,
+        "--dual-xent",
+        *models,
+        "--dual-xent-drop",
+        "0.5",
+        "--dual-xent-max",
+        "2",
+    )
+    assert both.returncode != 0 and "not both" in both.stderr and "Traceback" not in both.stderr
