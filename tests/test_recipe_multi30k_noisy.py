@@ -88,7 +88,33 @@ def test_systems_and_steps_pick_what_to_train_and_how_long(tmp_path):
         for _, p in steps
     )
     done = run_recipe("multi30k-noisy", "--data", str(tmp_path), "--systems", "clean dirty", "--dry-run", cwd=tmp_path)
-    assert done.returncode == 2 and "--systems takes clean, noisy and cleaned, got 'dirty'" in done.stderr
+    assert done.returncode == 2 and "--systems takes clean, noisy, cleaned and dual, got 'dirty'" in done.stderr
+
+
+def test_the_dual_system_scores_with_a_model_each_way_and_drops_a_share(tmp_path):
+    """dual: a De->En model trained alike on the cleaned set, the cleaned system's En->De model beside it, mtkit clean
+    --dual-xent-drop, then the same training on what is left; without the cleaned model it is refused."""
+    lines = dry_run("multi30k-noisy", "--data", str(tmp_path), "--systems", "cleaned dual", cwd=tmp_path)
+    steps = [parse_mtkit(parse_line(line)[0]) for line in lines if line.startswith("mtkit ")]
+    trains = {params["out"].parent.name: params for name, params in steps if name == "train"}
+    assert list(trains) == ["cleaned", "backward", "dual"]
+    same = [{k: v for k, v in p.items() if k not in ("data", "out")} for p in trains.values()]
+    assert same[0] == same[1] == same[2]
+    out = ROOT / "recipes/multi30k-noisy/out"
+    backward = next(p for name, p in steps if name == "prepare" and p["out"] == out / "backward" / "data")
+    assert (
+        backward["train_src"] == out / "cleaned" / "train.de" and backward["train_tgt"] == out / "cleaned" / "train.en"
+    )
+    dual = [p for name, p in steps if name == "clean"][1]
+    assert dual["dual_xent"] == (out / "cleaned" / "averaged.pt", out / "backward" / "averaged.pt")
+    assert dual["dual_xent_drop"] == 0.04 and dual["all_rules"] and dual["out"] == out / "dual" / "train"
+    assert any("report-dual.md" in line and "--dual-xent-drop 0.04" in line for line in lines)
+    done = run_recipe("multi30k-noisy", "--data", str(tmp_path), "--systems", "dual", "--dual-xent-drop", "4",
+                      "--dry-run", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "--dual-xent-drop must be a share between 0 and 1" in done.stderr
+    done = run_recipe("multi30k-noisy", "--data", str(tmp_path), "--systems", "dual", "--out", str(tmp_path / "o"),
+                      cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "needs the cleaned system's model" in done.stderr
 
 
 def test_the_recipe_needs_its_data(tmp_path):
