@@ -45,8 +45,9 @@ def clean(
         None,
         "--dual-xent",
         show_default="none",
-        help="Two mtkit models trained on clean data, SRC->TGT and TGT->SRC: score each pair by its dual "
-        "conditional cross-entropy (Junczys-Dowmunt 2018). Example: --dual-xent fwd.pt bwd.pt --dual-xent-max 4",
+        help="Two mtkit models, SRC->TGT and TGT->SRC (trained on clean data, or on this corpus after the other "
+        "rules): score each pair by its dual conditional cross-entropy (Junczys-Dowmunt 2018). "
+        "Example: --dual-xent fwd.pt bwd.pt --dual-xent-drop 0.04",
     ),
     dual_xent_max: float = typer.Option(
         0.0, "--dual-xent-max", min=0, help="With --dual-xent: drop pairs scoring above this (nats a token)."
