@@ -6,7 +6,8 @@ batch; others with the same decoding settings join it for up to `wait_s` or unti
 batch holds `max_tokens` source tokens. The window opens only while requests come close
 together: a request that arrives more than `wait_s` after the one before it (a lone client, a
 quiet server) is decoded at once, since nothing says company is coming, and waiting would
-only add `wait_s` to its latency.
+only add `wait_s` to its latency. The window counts from the first request's arrival, so a
+request that waited out a busy decoder goes with whatever came meanwhile, without a new wait.
 
 Each request carries a `concurrent.futures.Future` that gets its own translations (in its own
 order) or the batch's error. The batcher counts the batches that failed in a row, for /health;
@@ -57,6 +58,7 @@ class Job:
     tokens: int
     future: Future = field(default_factory=Future)
     company: bool = False  # it came within the window of the request before it: more may follow
+    arrived: float = 0.0  # time.monotonic() at submit
 
 
 class Batcher:
@@ -114,7 +116,7 @@ class Batcher:
             if len(self._queue) >= self.queue_size:
                 raise QueueFull()
             now = time.monotonic()
-            job.company, self._last_arrival = now - self._last_arrival <= self.wait_s, now
+            job.company, job.arrived, self._last_arrival = now - self._last_arrival <= self.wait_s, now, now
             self._queue.append(job)
             self._cond.notify()
         return job.future
@@ -195,7 +197,7 @@ class Batcher:
             if not self._queue:
                 return [] if not self._closed else None
             batch = [self._queue.popleft()]
-            deadline = time.monotonic() + (self.wait_s if batch[0].company else 0.0)
+            deadline = batch[0].arrived + (self.wait_s if batch[0].company else 0.0)
             while True:
                 self._gather(batch)
                 left = deadline - time.monotonic()

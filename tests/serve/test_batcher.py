@@ -164,6 +164,19 @@ def test_a_cancelled_request_is_not_decoded():
     assert ["gone"] not in decoder.batches
 
 
+def test_the_window_counts_from_the_first_requests_arrival():
+    """A request that waited out a busy decoder longer than the window is decoded at once when its turn comes."""
+    decoder = FakeDecoder(hold=True)
+    batcher = make(decoder, wait_s=600)
+    first = occupy(decoder, batcher)  # came alone: decoded at once, and held
+    waiting = batcher.submit(["a"], DecodeConfig())  # within 600 s of the first: it opens a window
+    with batcher._cond:
+        batcher._queue[0].arrived -= 601  # as if it had waited in the queue longer than its window
+    decoder.release.set()
+    assert texts(first) == ["FIRST/4"] and texts(waiting) == ["A/4"]  # within 30 s, not 600
+    batcher.close()
+
+
 def test_calls_run_in_the_decoder_thread_between_batches():
     decoder, where = FakeDecoder(hold=True), []
     batcher = make(decoder)
