@@ -18,10 +18,8 @@ in this order (cheap before dear):
 - `dual_xent` (--dual-xent FORWARD BACKWARD --dual-xent-max X): the pair's dual conditional cross-entropy
   under two translation models, one each way (mtkit.decode.dual_xent), is above X: what rules cannot see,
   a misaligned pair of two well-formed sentences. The scorer is passed in (this layer has no models).
-  With --dual-xent-drop SHARE instead, X is the score above which SHARE of the pairs the other rules keep
-  lie (the paper's "keep the best-scored share"), estimated before cleaning on a sample of up to
-  DUAL_XENT_SAMPLE pairs drawn evenly from the whole input (a corpus is often sorted by source or domain, so
-  its first lines would be no sample); the sample's scores are reused, not computed twice.
+  --dual-xent-drop SHARE sets X to the score SHARE of the kept pairs lie above (the paper's "keep the
+  best-scored share"), estimated first on an even sample of the input (`estimate_threshold`).
 
 Memory stays bounded: text streams through in chunks; the seen pairs are 64-bit hashes (8 bytes a kept
 pair a rule) in sorted numpy runs merged like a binary counter (`HashSet`), 80 MB a rule for 10 million pairs.
@@ -324,13 +322,12 @@ def estimate_threshold(
     src: Path, tgt: Path, src_lang: str, tgt_lang: str, config: WebCleanConfig, scorer: Scorer, total: int
 ) -> tuple[float, Scorer]:
     """The score above which `config.dual_xent_drop` of a sample's pairs lie, and a scorer that reuses the
-    sample's scores. The sample is every k-th pair the other rules keep, k chosen so that it holds up to
-    DUAL_XENT_SAMPLE pairs (deterministic: the estimate is the same on every run). The duplicate rules must see
+    sample's scores. The sample is every k-th pair the other rules keep (not the first ones: corpora come sorted),
+    k such that it holds up to DUAL_XENT_SAMPLE pairs (the estimate is the same on every run). The duplicate rules see
     the whole input (a sample holds a repeated pair without the pair it repeats), so this reads it all once with
     every rule but the dear ones, language identification (run on the sample only) and the score itself."""
-    every = max(1, -(-total // DUAL_XENT_SAMPLE))
+    every, none = max(1, -(-total // DUAL_XENT_SAMPLE)), np.zeros(0, np.uint64)
     off = replace(config, langid=False, dual_xent_max=0.0, dual_xent_drop=0.0)
-    none = np.zeros(0, np.uint64)
     rules = WebCleaner(src_lang, tgt_lang, off, (none, none))
     sample: tuple[list[bytes], list[bytes]] = ([], [])
     with open_binary(src) as fs, open_binary(tgt) as ft:
