@@ -19,6 +19,7 @@ from tests.support.cli import run_cli
 from tests.support.corpora import build_data_dir, full_multi30k, sample_multi30k, short_pairs, synthetic_pairs
 from tests.support.models import TOY_STEPS, random_model, save_run, train_toy
 from tests.support.spm import BYTE_PIECES, pieces, train_spm
+from tests.support.training import STARTED
 
 # Tests are small; two intra-op threads match the CI machine and keep timings stable.
 torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -35,6 +36,17 @@ os.environ.setdefault("MTKIT_CPU_MATMUL", "onednn")
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(autouse=True)
+def _no_training_left_running():
+    """A training a test started and left running (the test failed first) is killed when the test ends."""
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 @pytest.fixture(scope="session")

@@ -37,13 +37,20 @@ def start_training(
 ) -> subprocess.Popen:
     """The real CLI (or `script`, a Python program that ends in mtkit's main) in the background."""
     command = [sys.executable, "-c", script] if script else [sys.executable, "-m", "mtkit"]
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [*command, "train", str(data), "--out", str(run), *FAST, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )
+    STARTED.append(process)
+    return process
+
+
+# Every training a test started: tests/conftest.py kills what is still running when the test ends, so that a test
+# that failed while its training ran (a lost stop signal, a timeout) leaves no run behind to slow the others down.
+STARTED: list[subprocess.Popen] = []
 
 
 def wait_for_event(run: Path, event: str, process: subprocess.Popen, limit_s: float = 300) -> dict:
