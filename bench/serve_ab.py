@@ -21,38 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from procstat import cpu_name  # bench/ is a script's sys.path[0]
-
-
-def start(code: Path, serve: list[str], log: Path) -> tuple[subprocess.Popen, str]:
-    """`mtkit serve` of the checkout `code` on an ephemeral port; returns once /health says ready."""
-    import httpx
-
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    env.pop("MTKIT_SERVE_API_KEY", None)
-    cmd = [sys.executable, "-m", "mtkit", "serve", "--port", "0", "--device", "cpu", *serve]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env, cwd=code)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if m := re.search(r"listening on (http://\S+?:\d+)", log.read_text(errors="replace")):
-            try:
-                if httpx.get(m.group(1) + "/health", timeout=5).status_code == 200:
-                    return proc, m.group(1)
-            except httpx.TransportError:
-                pass
-        if proc.poll() is not None:
-            raise SystemExit(f"mtkit serve ({code}) exited: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"mtkit serve ({code}) did not become ready in 300 s")
+from serve_latency import start_server
 
 
 def main() -> None:
@@ -69,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
     import httpx
 
-    common = ["-m", args.model, "--precision", args.precision]
+    common = ["-m", str(Path(args.model).resolve()), "--precision", args.precision]
     common += ["--beam", str(args.beam)] if args.beam else []
     common += ["--threads", str(args.threads)] if args.threads else []
     variants: list[tuple[str, Path, list[str]]] = []
@@ -85,7 +61,9 @@ def main() -> None:
         try:
             for i, (_, code, options) in enumerate(variants):
                 servers.append(
-                    start(code, common + [o for opt in options for o in opt.split("=", 1)], Path(tmp) / f"{i}.log")
+                    start_server(
+                        code, common + [o for opt in options for o in opt.split("=", 1)], Path(tmp) / f"{i}.log"
+                    )
                 )
             with httpx.Client(timeout=120) as http:
                 for k in range(args.warmup + args.requests):

@@ -39,19 +39,16 @@ def percentiles(ms: list[float]) -> str:
     return f"p50 {q[49]:6.1f}  p90 {q[89]:6.1f}  p99 {q[98]:6.1f}  mean {statistics.fmean(ms):6.1f} ms"
 
 
-def start(args: argparse.Namespace, wait_ms: str, log: Path) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "mtkit", "serve", "-m", args.model, "--port", "0", "--device", "cpu"]
-    cmd += ["--batch-wait-ms", wait_ms, "--languages", args.languages, "--precision", args.precision]
-    if args.beam:  # 0: the model's own defaults (a student greedy, its shortlist), as serve applies them
-        cmd += ["--beam", str(args.beam)]
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("MTKIT_SERVE_API_KEY", None)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env)
-    deadline = time.monotonic() + 300
+def start_server(code: Path, serve: list[str], log: Path) -> tuple[subprocess.Popen, str]:
+    """`mtkit serve SERVE...` of the checkout `code` on an ephemeral port; returns once /health says ready. It runs
+    in `code`, so `python -m mtkit` imports that checkout's mtkit, not the caller's: give it absolute paths."""
     import httpx
 
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    env.pop("MTKIT_SERVE_API_KEY", None)
+    cmd = [sys.executable, "-m", "mtkit", "serve", "--port", "0", "--device", "cpu", *serve]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env, cwd=code)
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if m := re.search(r"listening on (http://\S+?:\d+)", log.read_text(errors="replace")):
             try:
@@ -60,10 +57,20 @@ def start(args: argparse.Namespace, wait_ms: str, log: Path) -> tuple[subprocess
             except httpx.TransportError:
                 pass
         if proc.poll() is not None:
-            raise SystemExit(f"mtkit serve exited: {log.read_text(errors='replace')[-2000:]}")
+            raise SystemExit(f"mtkit serve ({code}) exited: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.2)
     proc.kill()
-    raise SystemExit("mtkit serve did not become ready in 300 s")
+    raise SystemExit(f"mtkit serve ({code}) did not become ready in 300 s")
+
+
+def start(args: argparse.Namespace, wait_ms: str, log: Path) -> tuple[subprocess.Popen, str]:
+    serve = ["-m", str(Path(args.model).resolve()), "--batch-wait-ms", wait_ms, "--languages", args.languages]
+    serve += ["--precision", args.precision]
+    if args.beam:  # 0: the model's own defaults (a student greedy, its shortlist), as serve applies them
+        serve += ["--beam", str(args.beam)]
+    if args.threads:
+        serve += ["--threads", str(args.threads)]
+    return start_server(ROOT, serve, log)
 
 
 def main() -> None:
