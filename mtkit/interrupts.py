@@ -8,6 +8,12 @@ temporaries behind); `mtkit` then exits 128 + the signal's number, as a shell re
 (mkstemp's return, a lock and its directory), SIGINT, SIGTERM and SIGHUP wait, and one that came
 meanwhile is raised as the block ends. `train` handles them its own way (a checkpoint, then exit
 143 or 129: mtkit/train/signals.py), `serve` too (a drain).
+
+An exception a handler raises can be lost: Python runs the handler at the next bytecode, which may be
+inside Python code that C code called and whose error that C code clears (measured: a Cython module's
+initialisation, importing `numpy.random`, calls `ABCMeta.__subclasscheck__` and drops what it raised).
+So the handler also records the signal, and `raise_if_terminated` raises it again at a point of our
+choosing: train calls it where its own handlers take over, so a lost SIGTERM cannot let a run go on.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ from collections.abc import Iterator
 
 # The signals that end a command as Ctrl-C does: a scheduler's or `kill`'s, and a closed terminal's.
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+# The terminating signal `terminate_as_interrupt`'s handler saw (0: none yet), and how many blocks are open.
+_received = 0
+_depth = 0
 
 
 class Terminated(KeyboardInterrupt):
@@ -38,19 +48,36 @@ def terminate_as_interrupt() -> Iterator[None]:
     Python's default for SIGTERM is to die at once, leaving temporary files behind. Only the
     main thread can set a handler; elsewhere the block runs unchanged.
     """
+    global _received, _depth
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum: int, frame: object) -> None:
+        global _received
+        _received = _received or signum  # kept in case C code clears the exception below (`raise_if_terminated`)
         raise Terminated(signum)
 
+    if _depth == 0:
+        _received = 0  # a new command (tests run several in one process)
+    _depth += 1
     previous = {signum: signal.signal(signum, interrupt) for signum in TERMINATING}
     try:
         yield
     finally:
+        _depth -= 1
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def raise_if_terminated() -> None:
+    """Raise `Terminated` again for a SIGTERM or SIGHUP the handler saw, in case its exception was lost on the way.
+
+    The handler's exception can be cleared by C code it was raised under (the module's docstring): call this
+    where a command hands the signals to handlers of its own, or before work that must not start after a stop.
+    """
+    if _received:
+        raise Terminated(_received)
 
 
 _HELD_SIGNALS = (signal.SIGINT, *TERMINATING)

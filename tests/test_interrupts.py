@@ -1,10 +1,14 @@
-"""Signals held back over the lines that make a file: delivered afterwards, to the handler that was there."""
+"""Signals held back over the lines that make a file: delivered afterwards, to the handler that was there; and a stop
+whose exception was lost on the way raised again."""
 
 import os
 import signal
 import time
 
-from mtkit.interrupts import signals_held
+import pytest
+
+from mtkit.interrupts import Terminated, raise_if_terminated, signals_held, terminate_as_interrupt
+from mtkit.train.signals import StopRequests
 from tests.support.signals import another_thread
 
 
@@ -21,3 +25,30 @@ def test_a_held_signal_reaches_the_commands_own_handler_once_the_block_ends():
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _swallowed(signum: int) -> None:
+    """The signal delivered, and the exception its handler raised dropped, as C code that clears errors does."""
+    try:
+        os.kill(os.getpid(), signum)
+        time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass
+
+
+def test_a_stop_whose_exception_was_swallowed_is_raised_again_where_train_takes_the_signals_over():
+    with terminate_as_interrupt():
+        _swallowed(signal.SIGHUP)
+        with pytest.raises(Terminated) as raised, StopRequests():
+            pass
+    assert raised.value.signum == signal.SIGHUP
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # train's handlers were never put in
+
+
+def test_a_new_command_does_not_inherit_the_last_ones_stop():
+    with terminate_as_interrupt():
+        _swallowed(signal.SIGTERM)
+    with terminate_as_interrupt():
+        raise_if_terminated()  # nothing: this command was not signalled
+        with StopRequests() as requests:
+            assert requests.received == ""

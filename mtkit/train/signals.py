@@ -22,6 +22,8 @@ import threading
 from collections.abc import Sequence
 from types import FrameType, TracebackType
 
+from mtkit.interrupts import raise_if_terminated
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Their names: the stop reasons that save at once, without a last validation; a rank that got several says the first.
 SIGNAL_STOPS = ("SIGTERM", "SIGINT", "SIGHUP")
@@ -53,6 +55,8 @@ class StopRequests:
             self.received = signal.Signals(signum).name
 
     def __enter__(self) -> StopRequests:
+        # A SIGTERM/SIGHUP before now (while the run was set up) whose exception C code swallowed: stop as if raised.
+        raise_if_terminated()
         if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
             for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
