@@ -67,14 +67,18 @@ def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
 def test_the_results_table_puts_every_system_against_the_teacher() -> None:
     results = load_script("recipes/multi30k-distill/results.py")
     rows = [
-        {"name": "teacher", "bleu": 37.9, "identical": 0.5, "seconds": {1: 10.0, 2: 6.0}, "peak_kib": 512_000,
-         "bytes": 30_870_976},
-        {"name": "student", "bleu": 37.5, "identical": 1.0, "seconds": {1: 2.0, 2: 1.0}, "peak_kib": 256_000,
-         "bytes": 9_000_000},
+        {"name": "teacher", "bleu": 37.9, "identical": 0.5, "peak_kib": 512_000, "bytes": 30_870_976,
+         "seconds": {"1 thread": 10.0, "2 threads": 6.0, "2 workers x 1 thread": 5.0}},
+        {"name": "student", "bleu": 37.5, "identical": 1.0, "peak_kib": 256_000, "bytes": 9_000_000,
+         "seconds": {"1 thread": 2.0, "2 threads": 1.0, "2 workers x 1 thread": 0.8}},
     ]  # fmt: skip
     table = results.table(rows, sentences=1000, words=12_000).splitlines()
     assert table[0].startswith("| system | BLEU |") and len(table) == 4
-    assert table[3] == "| student | 37.50 | 100.0% | 500.0 | 6,000 | 5.00 | 1,000.0 | 12,000 | 6.00 | 250 | 9.0 |"
+    assert table[0].count("x teacher") == 3
+    assert table[3] == (
+        "| student | 37.50 | 100.0% | 500.0 | 6,000 | 5.00 | 1,000.0 | 12,000 | 6.00 "
+        "| 1,250.0 | 15,000 | 6.25 | 250 | 9.0 |"
+    )
     names = [s.name for s in results.systems(Path("out"), ["t.pt"])]
     assert results.REFERENCE in names and len(names) == len(set(names)) == 9
 
@@ -89,10 +93,15 @@ def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, tmp_pat
     src = tmp_path / "test.en"
     src.write_text("a man rides a bike .\ntwo dogs play .\n", encoding="utf-8")
     spec = {"name": "m", "models": [str(cli_model)], "precision": "int8", "beam": 1, "shortlist": False,
-            "size_of": str(cli_model), "threads": 1, "src": str(src), "output": str(tmp_path / "out.de")}  # fmt: skip
+            "size_of": str(cli_model), "workers": 2, "threads": 1, "src": str(src),
+            "output": str(tmp_path / "out.de")}  # fmt: skip
     script = ROOT / "recipes" / "multi30k-distill" / "results.py"
     done = subprocess.run([sys.executable, str(script), "--child", json.dumps(spec)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout.splitlines()[-1])
     assert figures["seconds"] > 0 and figures["peak_kib"] > 0
+    alone = subprocess.run(  # two workers: their own peaks are added to the parent's
+        [sys.executable, str(script), "--child", json.dumps(spec | {"workers": 1})], capture_output=True, text=True
+    )
+    assert figures["peak_kib"] > 1.5 * json.loads(alone.stdout.splitlines()[-1])["peak_kib"]
     assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 2

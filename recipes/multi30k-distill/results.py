@@ -3,11 +3,14 @@
 usage: python results.py OUT DATA TEACHER...
 
 Each system translates DATA/raw/test.en (test_2016_flickr) in a child process of its own, one after the other,
-at 1 and then 2 threads: one untimed pass over the first 8 lines, then the timed pass over all of them. The child
-reports its seconds and its peak resident memory (VmHWM, read from /proc/self/status: its own, not the
-parent's). The parent scores each output with sacreBLEU against DATA/raw/test.de, counts how many lines are
-identical to the student's mtkit int8 output (each hop's change: shortlist, int8, CTranslate2), and prints the
-table. Nothing else may run meanwhile: the figures are only comparable within one run on one idle machine.
+at 1 thread, at 2 threads, and as 2 workers of 1 thread each (`--workers 2 --threads 1`: mtkit's forked worker
+processes, CTranslate2's inter_threads; on 2 cores the faster use of them for a small model, whose steps are too
+short for two threads to share): one untimed pass over the first 8 lines, then the timed pass over all of them.
+The child reports its seconds and its peak resident memory (VmHWM, read from /proc: its own, plus its worker
+processes' own, so the weights the workers share with it are counted once for each). The parent scores each
+output with sacreBLEU against DATA/raw/test.de, counts how many lines are identical to the student's mtkit int8
+output (each hop's change: shortlist, int8, CTranslate2), and prints the table. Nothing else may run meanwhile:
+the figures are only comparable within one run on one idle machine.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-THREADS = (1, 2)
+# How each system uses the CPU: (workers, threads per worker), and the table's name for it.
+SETTINGS = {(1, 1): "1 thread", (1, 2): "2 threads", (2, 1): "2 workers x 1 thread"}
 WARMUP_LINES = 8
 
 
@@ -63,44 +67,63 @@ def child(spec: dict[str, Any]) -> None:
     engine = find(paths).engine()
     # The CTranslate2 engine's own length penalty (|Y|^alpha), as `mtkit translate -m DIR` runs it.
     config = engine.adapt(DecodeConfig(beam=spec["beam"], shortlist=spec["shortlist"]), {"beam", "shortlist"})
-    translator = find(paths).open("cpu", spec["precision"], 1, spec["threads"])
+    translator = find(paths).open("cpu", spec["precision"], spec["workers"], spec["threads"])
     lines = Path(spec["src"]).read_text(encoding="utf-8").splitlines()
     translator.translate(lines[:WARMUP_LINES], config)
     start = time.perf_counter()
     output = translator.translate(lines, config)
     seconds = time.perf_counter() - start
     Path(spec["output"]).write_text("".join(line + "\n" for line in output), encoding="utf-8")
-    status = Path("/proc/self/status").read_text()
-    peak = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+    peak = sum(peak_kib(pid) for pid in ["self", *worker_pids()])
     print(json.dumps({"seconds": seconds, "peak_kib": peak}))
 
 
-def measure(system: System, threads: int, src: Path, output: Path) -> dict[str, Any]:
-    spec = {**system._asdict(), "threads": threads, "src": str(src), "output": str(output)}
+def worker_pids() -> list[str]:
+    """This process's children (mtkit's worker processes), from /proc."""
+    import glob
+
+    found: list[str] = []
+    for path in glob.glob("/proc/self/task/*/children"):
+        found += Path(path).read_text().split()
+    return found
+
+
+def peak_kib(pid: str) -> int:
+    """A process's high-water mark of resident memory (VmHWM), in KiB; 0 for one that ended meanwhile."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+
+
+def measure(system: System, setting: tuple[int, int], src: Path, output: Path) -> dict[str, Any]:
+    workers, threads = setting
+    spec = {**system._asdict(), "workers": workers, "threads": threads, "src": str(src), "output": str(output)}
     done = subprocess.run(
         [sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        sys.exit(f"results.py: {system.name} at {threads} thread(s) failed:\n{done.stderr}")
+        sys.exit(f"results.py: {system.name} at {SETTINGS[setting]} failed:\n{done.stderr}")
     return dict(json.loads(done.stdout.splitlines()[-1]))
 
 
 def table(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
-    """The markdown table: one row a system, its BLEU, identical lines, speed at each thread count, memory, size."""
+    """The markdown table: one row a system, its BLEU, identical lines, speed in each setting, memory, size."""
     head = ["system", "BLEU", f"same as {REFERENCE}"]
-    for t in THREADS:
-        head += [f"sent/s {t}t", f"words/s {t}t", f"x teacher {t}t"]
+    for name in SETTINGS.values():
+        head += [f"sent/s, {name}", "words/s", "x teacher"]
     head += ["peak MiB", "model MB"]
     teacher = rows[0]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["name"], f"{row['bleu']:.2f}", f"{row['identical']:.1%}"]
-        for t in THREADS:
-            seconds = row["seconds"][t]
+        for setting in SETTINGS.values():
+            seconds = row["seconds"][setting]
             cells += [
                 f"{sentences / seconds:,.1f}",
                 f"{words / seconds:,.0f}",
-                f"{teacher['seconds'][t] / seconds:.2f}",
+                f"{teacher['seconds'][setting] / seconds:.2f}",
             ]
         cells += [f"{row['peak_kib'] / 1024:,.0f}", f"{row['bytes'] / 1e6:,.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -118,13 +141,15 @@ def main(out: Path, data: Path, teachers: list[str]) -> None:
     words = sum(len(line.split()) for line in sources)
     rows, outputs = [], {}
     for k, system in enumerate(systems(out, teachers)):
-        measured = {t: measure(system, t, src, out / f"test.system{k}.{t}t.de") for t in THREADS}
-        outputs[system.name] = (out / f"test.system{k}.{THREADS[-1]}t.de").read_text(encoding="utf-8").splitlines()
+        measured = {
+            name: measure(system, (w, t), src, out / f"test.system{k}.{w}w{t}t.de") for (w, t), name in SETTINGS.items()
+        }
+        outputs[system.name] = (out / f"test.system{k}.1w2t.de").read_text(encoding="utf-8").splitlines()
         rows.append(
             {
                 "name": system.name,
                 "bleu": sacrebleu.corpus_bleu(outputs[system.name], [refs]).score,
-                "seconds": {t: m["seconds"] for t, m in measured.items()},
+                "seconds": {setting: m["seconds"] for setting, m in measured.items()},
                 "peak_kib": max(m["peak_kib"] for m in measured.values()),
                 "bytes": Path(system.size_of).stat().st_size,
             }
