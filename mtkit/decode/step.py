@@ -16,6 +16,7 @@ from torch import Tensor
 from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
 from mtkit.model.transformer import Transformer
+from mtkit.runtime.int8 import Int8Linear
 
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs). On a 2-core
 # Zen 4 EPYC, 2,000 rows x 256 -> 8,000 with its log-softmax: 69 ms in one product, 56 ms in
@@ -87,7 +88,7 @@ class Int8Rows:
         else:
             values = ((ints - zeros) * scales).float()
             quantized = torch.quantize_per_tensor(values, float(scales), int(zeros), torch.qint8)
-        restricted = DynamicLinear(ints.size(1), rows.numel(), bias_=self.bias is not None, dtype=torch.qint8)
+        restricted = Int8Linear(ints.size(1), rows.numel(), bias_=self.bias is not None, dtype=torch.qint8)
         restricted.set_weight_bias(quantized, None if self.bias is None else self.bias.index_select(0, rows))
         return restricted
 

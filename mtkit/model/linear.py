@@ -23,6 +23,7 @@ class Linear(nn.Linear):
 
     onednn: bool = False
     packed: PackedWeight | None = None
+    fuses_relu = True  # `forward(x, relu=True)` is max(0, x W^T + b) in one product (`linear_relu`)
 
     def forward(self, x: Tensor, relu: bool = False) -> Tensor:
         return linear(x, self.weight, self.bias, self.onednn, self.packed, relu)
@@ -61,7 +62,7 @@ class TiedOutput(Linear):
 
 
 def linear_relu(layer: nn.Module, x: Tensor) -> Tensor:
-    """max(0, layer(x)), Eq. (2)'s inner half: fused as `linear` fuses it where `layer` is a Linear, a
-    separate F.relu for other layers (the int8 ones of mtkit.runtime.int8)."""
-    out: Tensor = layer(x, relu=True) if isinstance(layer, Linear) else F.relu(layer(x))
+    """max(0, layer(x)), Eq. (2)'s inner half: fused into the product where the layer can (a Linear, whose
+    `linear` fuses it, and mtkit.runtime.int8's layers), a separate F.relu for other layers."""
+    out: Tensor = layer(x, relu=True) if getattr(layer, "fuses_relu", False) else F.relu(layer(x))
     return out

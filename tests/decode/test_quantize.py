@@ -52,3 +52,22 @@ def test_int8_is_refused_in_one_sentence_where_the_api_is_gone(monkeypatch):
     monkeypatch.delattr(torch.ao.quantization, "quantize_dynamic")
     with pytest.raises(MtkitError, match="no longer has"):
         resolve_dtype("int8", torch.device("cpu"))
+
+
+def test_mtkits_int8_layers_compute_exactly_what_torch_aos_do(make_model):
+    """Int8Linear calls the int8 product straight (and fuses the ReLU): the same tensors as torch.ao's layer."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    from mtkit.model.linear import linear_relu
+
+    model = quantize_int8(make_model(50, seed=3))
+    layers = [m for m in model.modules() if isinstance(m, DynamicLinear)]
+    assert layers and all(type(m) is int8.Int8Linear for m in layers)
+    torch.manual_seed(0)
+    for layer in (model.decoder[0].ffn.w_1, model.output_proj):
+        x = torch.randn(3, 4, layer.in_features)
+        want = DynamicLinear.forward(layer, x)  # torch.ao's own forward, on the same packed weight
+        assert torch.equal(layer(x), want)
+        assert torch.equal(linear_relu(layer, x), torch.relu(want))
+    one = x[:1, :1]  # one row, as the step of a one-sentence request has
+    assert torch.equal(layer(one), DynamicLinear.forward(layer, one))
