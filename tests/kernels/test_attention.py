@@ -3,6 +3,7 @@ softmax equals torch's, and CUDA's fused path runs without cuDNN's kernel."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -96,13 +97,14 @@ def test_the_math_path_is_taken_where_it_measured_faster():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_short_row_softmax_equals_torchs(dtype):
     g = torch.Generator().manual_seed(0)
-    for length in (1, 2, 7, 15, 16, 33):  # below 16 computed by mtkit, from 16 on by torch.softmax
-        scores = (4 * torch.randn(3, 2, 5, length, generator=g)).to(dtype)
+    # Rows below 16 long computed by mtkit, from 16 on by torch.softmax; a few rows (up to 1,024 scores) by torch too.
+    for rows, length in itertools.product((5, 200), (1, 2, 7, 15, 16, 33)):
+        scores = (4 * torch.randn(3, 2, rows, length, generator=g)).to(dtype)
         scores[0, 0, 0, : length // 2] = -math.inf  # masked positions
         got = softmax(scores)
         assert got.dtype == torch.float32 and got.shape == scores.shape
         assert torch.allclose(got, scores.float().softmax(-1), atol=1e-6)
-        assert torch.allclose(got.sum(-1), torch.ones(3, 2, 5))
+        assert torch.allclose(got.sum(-1), torch.ones(3, 2, rows))
 
 
 class OnCuda:
