@@ -19,7 +19,7 @@ with a deep encoder and a shallow decoder (--preset, default student-tiny: 6+2 l
 its last 5 checkpoints are averaged, it gets a lexical shortlist learnt from the distilled data
 (mtkit shortlist), and both models are exported to CTranslate2 int8 (the student with its
 vocabulary map). Then results.py measures, one system at a time: BLEU on test_2016_flickr and
-sentences/s and source words/s at 1 and 2 threads of the teacher (mtkit fp32, beam 4), the
+sentences/s and source words/s at 1 and 2 threads (and 2 workers of 1 thread) of the teacher (mtkit fp32, beam 4), the
 student (mtkit int8, shortlist, greedy) and CTranslate2 int8 running each (the student with and
 without its vocabulary map), with peak memory and model sizes, into OUT/results.md.
 
@@ -106,7 +106,7 @@ step "export teacher" mtkit export "$out/teacher-shortlist.pt" --format ctransla
 step "export student" mtkit export "$out/student.pt" --format ctranslate2 --quantization int8 -o "$out/ct2-student"
 ((DRY_RUN == 0)) || exit 0
 
-# 5. One system at a time, nothing else running: BLEU, speed at 1 and 2 threads, peak memory, sizes.
+# 5. One system at a time, nothing else running: BLEU, speed at 1 and 2 threads and as 2 workers, peak memory, sizes.
 python "$here/results.py" "$out" "$data" "${teachers[@]}" >"$out/results.md.tmp"
 mv -f "$out/results.md.tmp" "$out/results.md"
 printf 'wrote %s\n' "$out/results.md" >&2
