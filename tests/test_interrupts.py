@@ -37,12 +37,13 @@ def _swallowed(signum: int) -> None:
 
 
 def test_a_stop_whose_exception_was_swallowed_is_raised_again_where_train_takes_the_signals_over():
+    before = signal.getsignal(signal.SIGHUP)  # SIG_DFL, or SIG_IGN under nohup
     with terminate_as_interrupt():
         _swallowed(signal.SIGHUP)
         with pytest.raises(Terminated) as raised, StopRequests():
             pass
     assert raised.value.signum == signal.SIGHUP
-    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # train's handlers were never put in
+    assert signal.getsignal(signal.SIGHUP) is before  # train's handlers were never put in
 
 
 def test_a_new_command_does_not_inherit_the_last_ones_stop():
