@@ -68,6 +68,8 @@ def terminate_as_interrupt() -> Iterator[None]:
         _depth -= 1
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if _depth == 0:
+            _received = 0  # outside every block the signal is no longer this module's to raise
 
 
 def raise_if_terminated() -> None:

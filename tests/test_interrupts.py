@@ -49,6 +49,9 @@ def test_a_stop_whose_exception_was_swallowed_is_raised_again_where_train_takes_
 def test_a_new_command_does_not_inherit_the_last_ones_stop():
     with terminate_as_interrupt():
         _swallowed(signal.SIGTERM)
+    raise_if_terminated()  # nothing: outside the command's block (the Python API's train) it is not raised
+    with StopRequests():
+        pass
     with terminate_as_interrupt():
         raise_if_terminated()  # nothing: this command was not signalled
         with StopRequests() as requests:
