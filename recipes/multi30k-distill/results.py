@@ -7,7 +7,8 @@ at 1 thread, at 2 threads, and as 2 workers of 1 thread each (`--workers 2 --thr
 processes, CTranslate2's inter_threads; on 2 cores the faster use of them for a small model, whose steps are too
 short for two threads to share): one untimed pass over the first 8 lines, then the timed pass over all of them.
 The child reports its seconds and its peak resident memory (VmHWM, read from /proc: its own, plus its worker
-processes' own, so the weights the workers share with it are counted once for each). The parent scores each
+processes' own, so the weights the workers share with it are counted once for each; the table's peak memory is
+that of one process, the larger of the 1- and 2-thread runs). The parent scores each
 output with sacreBLEU against DATA/raw/test.de, counts how many lines are identical to the student's mtkit int8
 output (each hop's change: shortlist, int8, CTranslate2), and prints the table. Nothing else may run meanwhile:
 the figures are only comparable within one run on one idle machine.
@@ -150,7 +151,8 @@ def main(out: Path, data: Path, teachers: list[str]) -> None:
                 "name": system.name,
                 "bleu": sacrebleu.corpus_bleu(outputs[system.name], [refs]).score,
                 "seconds": {setting: m["seconds"] for setting, m in measured.items()},
-                "peak_kib": max(m["peak_kib"] for m in measured.values()),
+                # One process's: the workers' added VmHWM counts the pages they share with it twice.
+                "peak_kib": max(m["peak_kib"] for (w, _), m in zip(SETTINGS, measured.values()) if w == 1),
                 "bytes": Path(system.size_of).stat().st_size,
             }
         )
