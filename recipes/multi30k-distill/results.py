@@ -142,17 +142,15 @@ def main(out: Path, data: Path, teachers: list[str]) -> None:
     words = sum(len(line.split()) for line in sources)
     rows, outputs = [], {}
     for k, system in enumerate(systems(out, teachers)):
-        measured = {
-            name: measure(system, (w, t), src, out / f"test.system{k}.{w}w{t}t.de") for (w, t), name in SETTINGS.items()
-        }
+        measured = {(w, t): measure(system, (w, t), src, out / f"test.system{k}.{w}w{t}t.de") for w, t in SETTINGS}
         outputs[system.name] = (out / f"test.system{k}.1w2t.de").read_text(encoding="utf-8").splitlines()
         rows.append(
             {
                 "name": system.name,
                 "bleu": sacrebleu.corpus_bleu(outputs[system.name], [refs]).score,
-                "seconds": {setting: m["seconds"] for setting, m in measured.items()},
+                "seconds": {SETTINGS[setting]: m["seconds"] for setting, m in measured.items()},
                 # One process's: the workers' added VmHWM counts the pages they share with it twice.
-                "peak_kib": max(m["peak_kib"] for (w, _), m in zip(SETTINGS, measured.values()) if w == 1),
+                "peak_kib": max(m["peak_kib"] for (workers, _), m in measured.items() if workers == 1),
                 "bytes": Path(system.size_of).stat().st_size,
             }
         )

@@ -19,9 +19,9 @@ with a deep encoder and a shallow decoder (--preset, default student-tiny: 6+2 l
 its last 5 checkpoints are averaged, it gets a lexical shortlist learnt from the distilled data
 (mtkit shortlist), and both models are exported to CTranslate2 int8 (the student with its
 vocabulary map). Then results.py measures, one system at a time: BLEU on test_2016_flickr and
-sentences/s and source words/s at 1 and 2 threads (and 2 workers of 1 thread) of the teacher (mtkit fp32, beam 4), the
-student (mtkit int8, shortlist, greedy) and CTranslate2 int8 running each (the student with and
-without its vocabulary map), with peak memory and model sizes, into OUT/results.md.
+sentences/s and source words/s at 1 and 2 threads (and as 2 workers of 1 thread) of the teacher
+(mtkit fp32, beam 4), the student (mtkit int8, shortlist, greedy) and CTranslate2 int8 running each
+(the student with and without its vocabulary map), with peak memory and model sizes, into OUT/results.md.
 
   --teacher MODEL  the teacher (repeat for an ensemble); default: the Multi30k recipe's model,
                    $here/../multi30k-en-de/out/model.pt
