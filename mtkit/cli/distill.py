@@ -55,7 +55,7 @@ def distill(
     Example: mtkit distill data/multi30k-en-de -m runs/small/averaged.pt --out data/multi30k-distilled
 
     The new directory keeps DATA's vocabulary (spm.model, the same ids) and its valid/test splits, so
-    `mtkit train data/multi30k-distilled --preset student-tiny` trains the student. Rerun the same command to
+    `mtkit train data/multi30k-distilled --preset student-fast` trains the student. Rerun the same command to
     resume an interrupted one; --nbest 2 keeps the two best translations of each line.
     """
     import logging
@@ -87,7 +87,7 @@ def distill(
         f"mtkit: {escape(str(out))}: {pairs['distilled']} distilled pairs"
         + (f" + {pairs['references']} original" if pairs["references"] else "")
         + ("; it was already done" if record.get("reused") else "")
-        + f". Next: mtkit train {escape(str(out))} --preset student-tiny"
+        + f". Next: mtkit train {escape(str(out))} --preset student-fast"
     )
 
 

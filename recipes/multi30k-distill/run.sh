@@ -15,7 +15,7 @@ usage: run.sh [--teacher MODEL]... [--data DIR] [--preset P] [--minutes M | --st
 
 Distils a teacher into a student: the teacher translates Multi30k's 29,000 training sources with
 beam 4 (mtkit distill, resumable), the student trains on its translations for a wall-clock budget
-with a deep encoder and a shallow decoder (--preset, default student-tiny: 6+2 layers, 256 wide),
+with a deep encoder and a shallow decoder (--preset, default student-fast: 6+1 layers, 256 wide),
 its last 5 checkpoints are averaged, it gets a lexical shortlist learnt from the distilled data
 (mtkit shortlist), and both models are exported to CTranslate2 int8 (the student with its
 vocabulary map). Then results.py measures, one system at a time: BLEU on test_2016_flickr and
@@ -26,7 +26,7 @@ sentences/s and source words/s at 1 and 2 threads (and as 2 workers of 1 thread)
   --teacher MODEL  the teacher (repeat for an ensemble); default: the Multi30k recipe's model,
                    $here/../multi30k-en-de/out/model.pt
   --data DIR       the teacher's data directory (default: the Multi30k recipe's out/data)
-  --preset P       the student's shape: student-tiny (default) or student-fast (6+1 layers)
+  --preset P       the student's shape: student-fast (default, 6+1 layers) or student-tiny (6+2)
   --minutes M      the student's training budget in minutes (default 25, the teacher's)
   --steps N        instead, N updates (checkpoints every N/25): the same student whatever else the
                    machine runs, e.g. the number of updates the teacher made in its 25 minutes
@@ -41,7 +41,7 @@ die() {
     exit 2
 }
 
-teachers=() data="" preset=student-tiny minutes=25 steps="" seed=1 out=""
+teachers=() data="" preset=student-fast minutes=25 steps="" seed=1 out=""
 DRY_RUN=0
 while (($#)); do
     case $1 in
@@ -66,7 +66,7 @@ done
 ((${#teachers[@]})) || teachers=("$here/../multi30k-en-de/out/model.pt")
 data=${data:-$here/../multi30k-en-de/out/data}
 out=${out:-$here/out}
-[[ $preset == student-tiny || $preset == student-fast ]] || die "--preset must be student-tiny or student-fast, got '$preset'"
+[[ $preset == student-tiny || $preset == student-fast ]] || die "--preset must be student-fast or student-tiny, got '$preset'"
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
 awk -v m="$minutes" 'BEGIN { exit !(m > 0) }' || die "--minutes must be above 0, got '$minutes'"
 [[ -z $steps ]] || is_count "$steps" || die "--steps must be a positive whole number, got '$steps'"
