@@ -207,3 +207,14 @@ def test_shortlist_checks_comparison_counts_identical_lines_and_the_bleu_change(
     figures = compare(["a man rides a red bike .", "two dogs play ."], refs, refs)
     assert figures["identical_lines"] == 0.5 and figures["bleu_full"] == 100.0
     assert figures["bleu_change"] == pytest.approx(figures["bleu_shortlist"] - 100.0) and figures["bleu_change"] < 0
+
+
+def test_one_sentence_times_each_variant_per_sentence_and_compares_outputs(cli_model: Path) -> None:
+    """bench/one_sentence.py on a tiny model: every sentence timed in every round, the first variant's outputs
+    the reference (fp32 equals itself; int8 decodes too)."""
+    bench = load_script("bench/one_sentence.py")
+    lines = ["a b c", "d e", "f g h i"]
+    results = bench.measure(str(cli_model), lines, ["fp32", "int8"], rounds=2, threads=1)
+    assert set(results) == {"fp32", "int8"}
+    assert all(len(r["ms"]) == 2 * len(lines) and len(r["outputs"]) == len(lines) for r in results.values())
+    assert all(ms > 0 for r in results.values() for ms in r["ms"])
