@@ -13,7 +13,9 @@ An exception a handler raises can be lost: Python runs the handler at the next b
 inside Python code that C code called and whose error that C code clears (measured: a Cython module's
 initialisation, importing `numpy.random`, calls `ABCMeta.__subclasscheck__` and drops what it raised).
 So the handler also records the signal, and `raise_if_terminated` raises it again at a point of our
-choosing: train calls it where its own handlers take over, so a lost SIGTERM cannot let a run go on.
+choosing: train calls it where its own handlers take over, so a lost SIGTERM cannot let a run go on. Where C code
+raises an error of its own instead (a Cython module's import: an ImportError), `mtkit`'s entry point asks
+`stop_received` and ends the command as the stop it was, in one sentence.
 """
 
 from __future__ import annotations
@@ -70,6 +72,12 @@ def terminate_as_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
         if _depth == 0:
             _received = 0  # outside every block the signal is no longer this module's to raise
+
+
+def stop_received() -> int:
+    """The SIGTERM or SIGHUP the handler saw within the current command (0: none): what an error that C code
+    raised in place of its exception meant (a Cython module's import turns it into an ImportError)."""
+    return _received
 
 
 def raise_if_terminated() -> None:

@@ -1,6 +1,7 @@
 """Signals held back over the lines that make a file: delivered afterwards, to the handler that was there; and a stop
 whose exception was lost on the way raised again."""
 
+import importlib
 import os
 import signal
 import time
@@ -56,3 +57,26 @@ def test_a_new_command_does_not_inherit_the_last_ones_stop():
         raise_if_terminated()  # nothing: this command was not signalled
         with StopRequests() as requests:
             assert requests.received == ""
+
+
+def test_a_stop_that_c_code_turned_into_another_error_ends_as_the_stop(monkeypatch, capsys):
+    """Importing a Cython module under a SIGHUP can raise an ImportError in place of the handler's exception: the
+    command ends as stopped by SIGHUP (exit 129, one sentence), not with a traceback; without a signal the error
+    is the command's own and goes on up."""
+    cli = importlib.import_module("mtkit.cli.app")  # the module: mtkit.cli's `app` is the typer app
+
+    def signalled_then_import_error(**kwargs):
+        _swallowed(signal.SIGHUP)
+        raise ImportError("initialization failed")
+
+    monkeypatch.setattr(cli, "app", signalled_then_import_error)
+    with terminate_as_interrupt():
+        assert cli._run() == 128 + signal.SIGHUP
+    assert "mtkit: stopped by SIGHUP." in capsys.readouterr().err
+
+    def import_error(**kwargs):
+        raise ImportError("a real one")
+
+    monkeypatch.setattr(cli, "app", import_error)
+    with terminate_as_interrupt(), pytest.raises(ImportError, match="a real one"):
+        cli._run()

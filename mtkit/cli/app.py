@@ -20,7 +20,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from mtkit import __version__
 from mtkit.errors import MtkitError
-from mtkit.interrupts import Terminated, terminate_as_interrupt
+from mtkit.interrupts import Terminated, stop_received, terminate_as_interrupt
 from mtkit.textio import STDOUT
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -220,6 +220,14 @@ def _run() -> int:
         sentence = _stdout_sentence(exc) if exc.filename == STDOUT else os_error_sentence(exc)
         err.print(f"[bold red]mtkit: error:[/] {escape(sentence)}")
         return 1
+    except Exception:
+        # A stop whose exception C code replaced with an error of its own (importing a Cython module turns it into
+        # an ImportError): the user asked to stop, so it ends as a stop, not as a traceback.
+        if signum := stop_received():
+            stopped = Terminated(signum)
+            err.print(f"mtkit: stopped by {stopped.signal_name}.")
+            return 128 + stopped.signum
+        raise
     return code if isinstance(code, int) else 0
 
 
