@@ -74,3 +74,20 @@ def test_a_page_with_an_older_figure_fails() -> None:
     }
     found = stated(texts)
     assert ("12-25", "README.md") in found["quick"] and ("38.5", "docs/index.md") in found["multi30k"]
+
+
+def test_the_results_tables_are_what_their_json_gives() -> None:
+    pages = gen_figures.table_pages()
+    assert ROOT / "docs" / "distill.md" in pages and ROOT / "recipes" / "multi30k-distill" / "README.md" in pages
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert gen_figures.render_tables(text) == text, f"run `python docs/gen_figures.py` ({page.relative_to(ROOT)})"
+
+
+def test_a_results_table_edited_by_hand_is_rewritten_and_an_unknown_one_refused() -> None:
+    page = (ROOT / "docs" / "distill.md").read_text(encoding="utf-8")
+    edited = page.replace("| 7,332 |", "| 9,999 |", 1)
+    assert edited != page and gen_figures.render_tables(edited) == page
+    region = f"{gen_figures.table_begin('no-such-run')}\n| x |\n<!-- table:no-such-run end -->"
+    with pytest.raises(SystemExit, match="no-such-run"):
+        gen_figures.render_tables(region)
