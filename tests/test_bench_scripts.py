@@ -218,3 +218,27 @@ def test_one_sentence_times_each_variant_per_sentence_and_compares_outputs(cli_m
     assert set(results) == {"fp32", "int8"}
     assert all(len(r["ms"]) == 2 * len(lines) and len(r["outputs"]) == len(lines) for r in results.values())
     assert all(ms > 0 for r in results.values() for ms in r["ms"])
+
+
+def test_cpu_split_sorts_perf_samples_into_classes() -> None:
+    """bench/cpu_split.py: products wherever they run (generated code, MKL's, PyTorch's small bmm), waiting in
+    OpenMP, Python, memory (libc and the kernel) and every other kernel, from perf's report lines."""
+    split = load_script("bench/cpu_split.py").split
+    report = "\n".join(
+        [
+            "# Overhead  Samples  Shared Object  Symbol",
+            "    40.00%      400  [JIT] tid 123         [.] 0x00007f476d1632a5",
+            "    10.00%      100  libtorch_cpu.so       [.] mkl_blas_def_sgemm_scopy_down16_bdz",
+            "     5.00%       50  libtorch_cpu.so       [.] at::native::bmm_out_or_baddbmm_",
+            "     9.00%       90  libtorch_cpu.so       [.] at::native::serial_vec_log_softmax_lastdim_range",
+            "     8.00%       80  libgomp.so.1          [.] 0x000000000001de62",
+            "     7.00%       70  libpython3.11.so.1.0  [.] _PyEval_EvalFrameDefault",
+            "     6.00%       60  libc.so.6             [.] __memmove_avx512_unaligned_erms",
+            "     5.00%       50  [kernel.kallsyms]     [k] clear_page_erms",
+            "     4.00%       40  libctranslate2.so.4   [.] ctranslate2::ops::TopK::compute",
+            "     1.00%       10  libfoo.so             [.] bar",
+        ]
+    )
+    assert split(report) == {
+        "products": 550, "kernels": 130, "python": 70, "memory": 110, "waiting": 80, "other": 10,
+    }  # fmt: skip
