@@ -100,7 +100,11 @@ def results_table(name: str) -> str:
 
 
 def render_tables(text: str) -> str:
-    """`text` with every results-table region replaced by what its docs/results/NAME.json gives."""
+    """`text` with every results-table region replaced by what its docs/results/NAME.json gives; a begin marker
+    without its well-formed region (a misspelt marker, a missing end) is an error, not a table left as it was."""
+    regions, begins, ends = (len(re.findall(p, text)) for p in (TABLE, r"<!-- table:\S+ begin", r"<!-- table:\S+ end"))
+    if not regions == begins == ends:
+        raise SystemExit("a results-table marker has no well-formed region: see table_begin() and its end marker")
     return TABLE.sub(
         lambda m: f"{table_begin(m['name'])}\n{results_table(m['name'])}\n<!-- table:{m['name']} end -->", text
     )

@@ -91,3 +91,7 @@ def test_a_results_table_edited_by_hand_is_rewritten_and_an_unknown_one_refused(
     region = f"{gen_figures.table_begin('no-such-run')}\n| x |\n<!-- table:no-such-run end -->"
     with pytest.raises(SystemExit, match="no-such-run"):
         gen_figures.render_tables(region)
+    with pytest.raises(SystemExit, match="well-formed"):
+        gen_figures.render_tables(region.replace("end -->", "ends -->"))
+    with pytest.raises(SystemExit, match="well-formed"):
+        gen_figures.render_tables(region.rsplit("\n", 1)[0])  # no end marker
