@@ -4,8 +4,9 @@ sorted into products, other kernels, Python and dispatch, memory, and threads wa
     python bench/cpu_split.py --model M.pt                      # mtkit fp32 and CTranslate2 fp32, 1 thread
     python bench/cpu_split.py --model M.pt --threads 2 --limit 1000 --passes 3
 
-Each system runs alone in a child process under `perf record` (Linux perf 5.10 or later; `perf_event_paranoid` at
-2 or lower lets a user profile their own processes), started with its recording off: the child loads the model,
+Each system runs alone in a child process under `perf record` (Linux perf 5.10 or later; as root, or as a user with
+`perf_event_paranoid` at 2, which samples user code only, so the kernel's page faults then go unseen), started
+with its recording off: the child loads the model,
 translates the lines once untimed, then switches the recording on (perf's control FIFO) for --passes timed passes
 and off again. Settings as in bench/translate_speed.py: beam 4, fairseq's length normalisation 0.6, batches of
 --batch-tokens source tokens, longest output = source + 50 (CTranslate2: the longest source + 50).
