@@ -211,8 +211,7 @@ def _run() -> int:
         _discard_stdout()
         return 0
     except (Terminated, _Stopped) as exc:
-        err.print(f"mtkit: stopped by {exc.signal_name}.")
-        return 128 + exc.signum
+        return _say_stopped(exc.signal_name, exc.signum)
     except (typer.Abort, KeyboardInterrupt):
         err.print("mtkit: interrupted.")
         return 130
@@ -224,11 +223,15 @@ def _run() -> int:
         # A stop whose exception C code replaced with an error of its own (importing a Cython module turns it into
         # an ImportError): the user asked to stop, so it ends as a stop, not as a traceback.
         if signum := stop_received():
-            stopped = Terminated(signum)
-            err.print(f"mtkit: stopped by {stopped.signal_name}.")
-            return 128 + stopped.signum
+            return _say_stopped(Terminated(signum).signal_name, signum)
         raise
     return code if isinstance(code, int) else 0
+
+
+def _say_stopped(signal_name: str, signum: int) -> int:
+    """A command that SIGTERM or SIGHUP stopped: its one sentence, and its exit code 128 + the signal's number."""
+    err.print(f"mtkit: stopped by {signal_name}.")
+    return 128 + signum
 
 
 class _NamedStdout:
