@@ -40,7 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from procstat import cpu_name  # bench/ is a script's sys.path[0]
-from translate_speed import DATA, ROOT, export_model, read_lines
+from translate_speed import (
+    DATA,
+    ROOT,
+    ct2_translate,
+    decode_config,
+    export_model,
+    parse_args,
+    read_lines,
+    search_settings,
+)
 
 SYSTEMS = ("mtkit-fp32", "ct2-fp32")
 CLASSES = ("products", "kernels", "python", "memory", "waiting", "other")
@@ -77,40 +86,27 @@ def split(report: str) -> dict[str, int]:
 
 def child(system: str, job: dict[str, Any]) -> None:
     """Load, translate once untimed, then time --passes passes with perf's recording on."""
-    lines, threads = job["lines"], job["threads"]
+    lines = job["lines"]
     if system == "mtkit-fp32":
         sys.path.insert(0, str(ROOT))
         import torch
 
-        from mtkit.config import DecodeConfig
         from mtkit.decode.loading import load_translator
 
-        torch.set_num_threads(threads)
-        translator = load_translator(job["model"], device="cpu", precision="fp32", threads=threads)
-        config = DecodeConfig(beam=4, alpha=0.6, lenpen="fairseq", max_len_a=1.0, max_len_b=50)
+        torch.set_num_threads(job["threads"])
+        translator = load_translator(
+            job["model"], device=job["device"], precision="fp32", workers=job["workers"], threads=job["threads"]
+        )
+        config = decode_config(job)
 
         def translate() -> None:
             list(translator.translate_stream(lines, config, job["batch_tokens"]))
 
     else:
-        import ctranslate2
-        import sentencepiece as spm
-
-        sp = spm.SentencePieceProcessor(model_file=str(Path(job["ct2_dir"]) / "spm.model"))
-        ct2 = ctranslate2.Translator(job["ct2_dir"], device="cpu", compute_type="float32", intra_threads=threads)
+        ct2, _ = ct2_translate(job, "float32")
 
         def translate() -> None:
-            pieces = sp.encode(lines, out_type=str)
-            results = ct2.translate_batch(
-                pieces,
-                max_batch_size=job["batch_tokens"],
-                batch_type="tokens",
-                beam_size=4,
-                length_penalty=0.6,
-                max_decoding_length=max(map(len, pieces)) + 51,
-                min_decoding_length=0,
-            )
-            sp.decode([r.hypotheses[0] for r in results])
+            ct2(lines)
 
     translate()
     with open(job["ctl"], "w", encoding="ascii") as ctl, open(job["ack"], encoding="ascii") as ack:
@@ -178,12 +174,15 @@ def main() -> None:
         sys.exit(f"unknown systems {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
+        # translate_speed's defaults for everything else (beam 4, alpha 0.6, +50, patience, one worker, the CPU)
+        same = parse_args(
+            ["--model", args.model, "--threads", str(args.threads), "--batch-tokens", str(args.batch_tokens)]
+        )
         job = {
             "model": args.model,
             "lines": read_lines(args.input, args.limit),
-            "threads": args.threads,
+            **search_settings(same),
             "passes": args.passes,
-            "batch_tokens": args.batch_tokens,
             "ct2_dir": export_model(args.model, tmp) if "ct2-fp32" in systems else None,
         }
         rows = {system: measure(system, job, tmp) for system in systems}

@@ -62,6 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,12 +96,26 @@ def warmup_lines(job: dict[str, Any]) -> list[str]:
     return job["lines"] if on_gpu(job) or job.get("compiled") else job["lines"][:WARMUP]
 
 
+def decode_config(job: dict[str, Any]) -> Any:
+    """mtkit's DecodeConfig for the job's search: beam, fairseq's length normalisation, longest output, stop rule."""
+    sys.path.insert(0, str(ROOT))
+    from mtkit.config import DecodeConfig
+
+    return DecodeConfig(
+        beam=job["beam"],
+        alpha=job["alpha"],
+        lenpen="fairseq",
+        max_len_a=1.0,
+        max_len_b=job["max_len_b"],
+        early_stop=job["early_stop"],
+    )
+
+
 def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None, float | None]:
     """(outputs, target tokens, seconds, the workers' peak RSS in MiB, peak GPU MiB, peak PSS MiB) of mtkit's
     Translator (over the CTranslate2 export for mtkit-ct2-*); the PSS only with forked workers, from a second,
     untimed pass (`PeakPss`)."""
     sys.path.insert(0, str(ROOT))
-    from mtkit.config import DecodeConfig
     from mtkit.decode.loading import load_translator
 
     ct2, compiled = precision.startswith("ct2-"), precision == "compiled"
@@ -114,14 +129,7 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     translator = load_translator(
         model, device=job["device"], precision=precision, workers=job["workers"], threads=job["threads"]
     )
-    config = DecodeConfig(
-        beam=job["beam"],
-        alpha=job["alpha"],
-        lenpen="fairseq",
-        max_len_a=1.0,
-        max_len_b=job["max_len_b"],
-        early_stop=job["early_stop"],
-    )
+    config = decode_config(job)
     if compiled:
         from compiled_step import compile_model  # bench/ is a script's sys.path[0]
 
@@ -143,8 +151,9 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
     return outputs, tokens, seconds, workers_peak_rss_mib(), gpu, pss
 
 
-def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, float]:
-    """(outputs, target tokens, seconds) of ctranslate2.Translator on the exported directory."""
+def ct2_translate(job: dict[str, Any], compute_type: str) -> tuple[Callable[[list[str]], list[str]], Any]:
+    """(translate, its SentencePiece model): text to text with ctranslate2.Translator on the exported directory and
+    the job's search settings, encoding and decoding the pieces included, as mtkit's child times them."""
     import ctranslate2
     import sentencepiece as spm
 
@@ -158,7 +167,6 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
     )
 
     def translate(lines: list[str]) -> list[str]:
-        """Text to text, as mtkit's child times it: encoding and decoding the pieces included."""
         pieces = sp.encode(lines, out_type=str)
         limit = max(map(len, pieces), default=0) + 1 + job["max_len_b"]  # + 1: CTranslate2 counts EOS
         results = translator.translate_batch(
@@ -172,6 +180,12 @@ def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, flo
         )
         return [sp.decode(r.hypotheses[0]) for r in results]
 
+    return translate, sp
+
+
+def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, float]:
+    """(outputs, target tokens, seconds) of ctranslate2.Translator on the exported directory."""
+    translate, sp = ct2_translate(job, compute_type)
     translate(warmup_lines(job))
     start = time.perf_counter()
     outputs = translate(job["lines"])
@@ -278,7 +292,7 @@ def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
                 row[f"paired_vs_{anchor}"] = round(median, 3)
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="a trained mtkit model or checkpoint (required)")
     parser.add_argument("--input", default=str(DATA / "test_2016_flickr.en.gz"), help="source text (.gz is fine)")
@@ -316,7 +330,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not args.child and not args.model:
         parser.error("--model is required: the figures mean something only for a trained model")
     if args.rounds < 1:
@@ -326,6 +340,12 @@ def parse_args() -> argparse.Namespace:
     if args.threads is None:
         args.threads = max(1, 2 // args.workers)
     return args
+
+
+def search_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What a child needs of the command line to search as every other system does (bench/cpu_split.py too)."""
+    keys = ("beam", "alpha", "max_len_b", "batch_tokens", "threads", "workers", "device", "early_stop")
+    return {key: getattr(args, key) for key in keys}
 
 
 def main() -> None:
@@ -345,14 +365,7 @@ def main() -> None:
         job = {
             "model": args.model,
             "lines": lines,
-            "beam": args.beam,
-            "alpha": args.alpha,
-            "max_len_b": args.max_len_b,
-            "batch_tokens": args.batch_tokens,
-            "threads": args.threads,
-            "workers": args.workers,
-            "device": args.device,
-            "early_stop": args.early_stop,
+            **search_settings(args),
             "ct2_dir": export_model(args.model, tmp) if any("ct2" in s and s not in notes for s in systems) else None,
         }
         job_path = tmp / "job.json"
