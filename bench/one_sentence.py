@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from procstat import cpu_name  # noqa: E402  # bench/ is a script's sys.path[0]
+from rounds import latency  # noqa: E402
 
 VARIANTS = ("fp32", "int8", "compiled")
 
@@ -89,11 +89,11 @@ def main() -> None:
     summary = {}
     for variant in variants:
         ms, outputs = results[variant]["ms"], results[variant]["outputs"]
-        q = statistics.quantiles(ms, n=100, method="inclusive")
+        q = latency(ms)
         same = sum(a == b for a, b in zip(outputs, first))
-        summary[variant] = {"p50": q[49], "p90": q[89], "mean": statistics.fmean(ms), "same": same}
+        summary[variant] = {"p50": q["p50"], "p90": q["p90"], "mean": q["mean"], "same": same}
         print(
-            f"{variant:9s} p50 {q[49]:6.2f}  p90 {q[89]:6.2f}  mean {statistics.fmean(ms):6.2f} ms"
+            f"{variant:9s} p50 {q['p50']:6.2f}  p90 {q['p90']:6.2f}  mean {q['mean']:6.2f} ms"
             f"  same output as {variants[0]}: {same}/{len(lines)}"
         )
     print(json.dumps(summary))

@@ -1,6 +1,7 @@
-"""What the benches make of repeated rounds on a shared machine: the paired ratio of two systems.
+"""What the benches make of repeated rounds on a shared machine: the paired ratio of two systems, and the
+percentiles of many timed requests.
 
-from rounds import keep_best, paired_ratio   # bench/ is a script's sys.path[0]
+from rounds import keep_best, latency, paired_ratio   # bench/ is a script's sys.path[0]
 
 Two systems measured back to back in one round see nearly the same machine, so the median over
 rounds of their within-round ratio is steadier than best round over best round: on a shared 2-core VM
@@ -22,6 +23,12 @@ def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> 
         raise ValueError("a paired ratio needs the same number (at least one) of rounds on both sides")
     ratios = [a / b for a, b in zip(numerators, denominators)]
     return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def latency(ms: Sequence[float]) -> dict[str, float]:
+    """p50, p90, p99 and the mean of per-request times (inclusive percentiles, as every latency bench gives them)."""
+    q = statistics.quantiles(ms, n=100, method="inclusive")
+    return {"p50": q[49], "p90": q[89], "p99": q[98], "mean": statistics.fmean(ms)}
 
 
 def keep_best(best: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any]:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from procstat import cpu_name  # bench/ is a script's sys.path[0]
+from rounds import latency, paired_ratio
 from serve_latency import start_server
 
 
@@ -87,11 +87,11 @@ def main() -> None:
     result = {}
     for name, _, options in variants:
         ms = times[name]
-        q = statistics.quantiles(ms, n=100, method="inclusive")
-        paired = statistics.median(a / b for a, b in zip(ms, times[first]))
-        result[name] = {"p50": q[49], "p90": q[89], "p99": q[98], "mean": statistics.fmean(ms), "paired": paired}
+        q = latency(ms)
+        paired = paired_ratio(ms, times[first])[0]
+        result[name] = {**q, "paired": paired}
         print(
-            f"{name:24s} p50 {q[49]:6.1f}  p90 {q[89]:6.1f}  p99 {q[98]:6.1f}  mean {statistics.fmean(ms):6.1f} ms"
+            f"{name:24s} p50 {q['p50']:6.1f}  p90 {q['p90']:6.1f}  p99 {q['p99']:6.1f}  mean {q['mean']:6.1f} ms"
             f"  paired vs {first}: {paired:.3f}x  {' '.join(options)}"
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")

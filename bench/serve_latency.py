@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,11 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from procstat import cpu_name  # noqa: E402  # bench/ is a script's sys.path[0]
+from rounds import latency  # noqa: E402
 
 
 def percentiles(ms: list[float]) -> str:
-    q = statistics.quantiles(ms, n=100, method="inclusive")
-    return f"p50 {q[49]:6.1f}  p90 {q[89]:6.1f}  p99 {q[98]:6.1f}  mean {statistics.fmean(ms):6.1f} ms"
+    q = latency(ms)
+    return f"p50 {q['p50']:6.1f}  p90 {q['p90']:6.1f}  p99 {q['p99']:6.1f}  mean {q['mean']:6.1f} ms"
 
 
 def start_server(code: Path, serve: list[str], log: Path) -> tuple[subprocess.Popen, str]:
