@@ -7,9 +7,9 @@ sorted into products, other kernels, Python and dispatch, memory, and threads wa
 Each system runs alone in a child process under `perf record` (Linux perf 5.10 or later; as root, or as a user with
 `perf_event_paranoid` at 2, which samples user code only, so the kernel's page faults then go unseen), started
 with its recording off: the child loads the model, translates the lines once untimed, then switches the recording
-on (perf's control FIFO) for --passes timed passes and off again. Settings as in bench/translate_speed.py: beam 4,
-fairseq's length normalisation 0.6, batches of --batch-tokens source tokens, longest output = source + 50
-(CTranslate2: the longest source + 50).
+on (perf's control FIFO) for --passes timed passes and off again. The search is bench/translate_speed.py's
+(bench/searches.py, its defaults): beam 4, fairseq's length normalisation 0.6, batches of --batch-tokens source
+tokens, longest output = source + 50 (CTranslate2: the longest source + 50).
 
 A sample is put in one class by the function it fell in:
 - products: matrix products, wherever they run (oneDNN's and CTranslate2's generated code, which perf sees as
@@ -40,16 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from procstat import cpu_name  # bench/ is a script's sys.path[0]
-from translate_speed import (
-    DATA,
-    ROOT,
-    ct2_translate,
-    decode_config,
-    export_model,
-    parse_args,
-    read_lines,
-    search_settings,
-)
+from searches import ct2_translate, decode_config, search_settings
+from translate_speed import DATA, ROOT, export_model, parse_args, read_lines
 
 SYSTEMS = ("mtkit-fp32", "ct2-fp32")
 CLASSES = ("products", "kernels", "python", "memory", "waiting", "other")

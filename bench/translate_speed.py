@@ -62,12 +62,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from procstat import PeakPss, cpu_name, peak_rss_mib, workers_peak_rss_mib  # bench/ is a script's sys.path[0]
 from rounds import keep_best, paired_ratio
+from searches import ct2_translate, decode_config, on_gpu, search_settings
 from speed_table import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,30 +85,11 @@ def read_lines(path: str, limit: int | None) -> list[str]:
 
 
 # --------------------------------------------------------------------------- children
-def on_gpu(job: dict[str, Any]) -> bool:
-    return str(job["device"]).startswith("cuda")
-
-
 def warmup_lines(job: dict[str, Any]) -> list[str]:
     """What a child translates before the clock starts: the first WARMUP lines; on a GPU all of them, as every
     new shape costs a kernel choice there the first time (an H200: 1.1-1.4 s for a first pass over the 1,000
     test sentences, 0.6-0.8 s for the next ones) and a deployed translator has met them."""
     return job["lines"] if on_gpu(job) or job.get("compiled") else job["lines"][:WARMUP]
-
-
-def decode_config(job: dict[str, Any]) -> Any:
-    """mtkit's DecodeConfig for the job's search: beam, fairseq's length normalisation, longest output, stop rule."""
-    sys.path.insert(0, str(ROOT))
-    from mtkit.config import DecodeConfig
-
-    return DecodeConfig(
-        beam=job["beam"],
-        alpha=job["alpha"],
-        lenpen="fairseq",
-        max_len_a=1.0,
-        max_len_b=job["max_len_b"],
-        early_stop=job["early_stop"],
-    )
 
 
 def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None, float | None]:
@@ -149,38 +130,6 @@ def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, floa
             list(translator.translate_stream(lines, config, job["batch_tokens"]))
         pss = peak.peak
     return outputs, tokens, seconds, workers_peak_rss_mib(), gpu, pss
-
-
-def ct2_translate(job: dict[str, Any], compute_type: str) -> tuple[Callable[[list[str]], list[str]], Any]:
-    """(translate, its SentencePiece model): text to text with ctranslate2.Translator on the exported directory and
-    the job's search settings, encoding and decoding the pieces included, as mtkit's child times them."""
-    import ctranslate2
-    import sentencepiece as spm
-
-    sp = spm.SentencePieceProcessor(model_file=str(Path(job["ct2_dir"]) / "spm.model"))
-    translator = ctranslate2.Translator(
-        job["ct2_dir"],
-        device="cuda" if on_gpu(job) else "cpu",
-        compute_type=compute_type,
-        intra_threads=job["threads"],
-        inter_threads=job["workers"],
-    )
-
-    def translate(lines: list[str]) -> list[str]:
-        pieces = sp.encode(lines, out_type=str)
-        limit = max(map(len, pieces), default=0) + 1 + job["max_len_b"]  # + 1: CTranslate2 counts EOS
-        results = translator.translate_batch(
-            pieces,
-            max_batch_size=job["batch_tokens"],
-            batch_type="tokens",
-            beam_size=job["beam"],
-            length_penalty=job["alpha"],
-            max_decoding_length=limit,
-            min_decoding_length=0,
-        )
-        return [sp.decode(r.hypotheses[0]) for r in results]
-
-    return translate, sp
 
 
 def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, float]:
@@ -340,12 +289,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.threads is None:
         args.threads = max(1, 2 // args.workers)
     return args
-
-
-def search_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """What a child needs of the command line to search as every other system does (bench/cpu_split.py too)."""
-    keys = ("beam", "alpha", "max_len_b", "batch_tokens", "threads", "workers", "device", "early_stop")
-    return {key: getattr(args, key) for key in keys}
 
 
 def main() -> None:
