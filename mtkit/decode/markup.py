@@ -1,21 +1,21 @@
 """Markup kept intact: HTML taken apart into text to translate, and its tags put back around the words they belonged to.
 
-`parse(html)` reads a fragment with Python's own `html.parser` (the standard library's tolerant
-tokenizer: entities decoded, any input accepted, nothing to install; a full HTML5 tree builder such
-as html5lib would re-parent elements and add <html>/<body>, changing the tags a client sent). It
-builds a tree where every element is closed: an end tag with no open element is dropped, and an
-element left open is closed where its parent ends. The text is cut into units at block elements
-(p, div, li, br, ...): each unit is one line to translate, its inline elements (a, b, em, span,
-img, ...) spans of its words. `Unit.render(target, links)` writes the translation back with each
-inline element around the target words aligned to its source words (`links[j]`: the source word
+The source is read as a browser reads it and written back escaped (mtkit/decode/htmltree.py). The
+text is cut into units at block elements (p, div, li, br, ...): each unit is one line to translate,
+its inline elements (a, b, em, span, img, ...) spans of its words; the text of script, style and
+textarea is copied, never translated. `Unit.render(target, links)` writes the translation back with
+each inline element around the target words aligned to its source words (`links[j]`: the source word
 target word j is aligned to, from the model's cross-attention: mtkit/decode/alignment.py), so the
-output is always well-formed and holds the source's start tags, attributes as written.
+output holds the source's elements and attributes, well-formed.
+
+`Markup(fragments)` is the algorithm, written once for every caller: its `texts` to translate, then
+`pairs(found)` to align, then `render(found, links)`; `translate_fragments` runs it on a Translator,
+the server (mtkit/serve/libretranslate.py) on its batcher.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,93 +24,12 @@ from typing import TYPE_CHECKING
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig
 from mtkit.decode.batches import chunks
+from mtkit.decode.htmltree import VOID, Element, check_reads_back, escape_text, parse
 
 if TYPE_CHECKING:
     from mtkit.decode.translator import Translator
 
-# HTML's void elements: no end tag, no content.
-VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
-# Phrasing elements: their words belong to the sentence around them. Any other element ends a unit
-# (a paragraph, a list item, a table cell), as a void one other than img/wbr does (br, hr).
-INLINE = frozenset(
-    "a abbr b bdi bdo cite code data del dfn em font i ins kbd mark q s samp small span strong sub sup time tt u var"
-    " img wbr".split()
-)
-# Their text is not prose: copied as it is, never translated.
-RAW = frozenset("script style textarea".split())
 WORD = re.compile(r"\S+")
-
-
-@dataclass(eq=False)
-class Element:
-    """One element: its start tag as written, its children (text or elements), and whether it is void."""
-
-    name: str
-    start: str
-    children: list[Element | str] = field(default_factory=list)
-    void: bool = False
-
-    @property
-    def end(self) -> str:
-        return "" if self.void else f"</{self.name}>"
-
-    @property
-    def inline(self) -> bool:
-        return self.name in INLINE and all(isinstance(c, str) or c.inline for c in self.children)
-
-    def html(self) -> str:
-        inner = "".join(c.html() if isinstance(c, Element) else text_html(c, self.name) for c in self.children)
-        return self.start + inner + self.end
-
-
-def text_html(text: str, parent: str = "") -> str:
-    """Text as HTML: escaped, except inside script/style (whose text is not markup)."""
-    return text if parent in RAW else html.escape(text, quote=False)
-
-
-class _Builder(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.root = Element("", "")
-        self.open: list[Element] = [self.root]
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        element = Element(tag, self.get_starttag_text() or f"<{tag}>", void=tag in VOID)
-        self.open[-1].children.append(element)
-        if not element.void:
-            self.open.append(element)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        start = self.get_starttag_text() or f"<{tag}/>"
-        if tag in VOID:
-            self.open[-1].children.append(Element(tag, start, void=True))
-        else:  # <span/> is a start tag in HTML; written out closed, as an empty element
-            self.open[-1].children.append(Element(tag, start[:-2].rstrip() + ">"))
-
-    def handle_endtag(self, tag: str) -> None:
-        names = [e.name for e in self.open[1:]]
-        if tag in names:  # close it, and the elements opened inside it and left open
-            del self.open[len(names) - names[::-1].index(tag) :]
-        # an end tag with no open element is dropped: it cannot be written well-formed
-
-    def handle_data(self, data: str) -> None:
-        children = self.open[-1].children
-        if children and isinstance(children[-1], str):
-            children[-1] += data
-        else:
-            children.append(data)
-
-    def handle_comment(self, data: str) -> None:
-        self.open[-1].children.append(Element("!--", f"<!--{data}-->", void=True))
-
-    def handle_decl(self, decl: str) -> None:
-        self.open[-1].children.append(Element("!", f"<!{decl}>", void=True))
-
-    def handle_pi(self, data: str) -> None:
-        self.open[-1].children.append(Element("?", f"<?{data}>", void=True))
-
-    def unknown_decl(self, data: str) -> None:
-        self.open[-1].children.append(Element("![", f"<![{data}]>", void=True))
 
 
 @dataclass(eq=False)
@@ -148,11 +67,11 @@ class Unit:
         """
         words = target.split()
         if not self.spans:
-            return self.lead + html.escape(" ".join(words), quote=False) + self.trail
+            return escape_text(self.lead + " ".join(words) + self.trail)
         known = links is not None and len(links) == len(words) and any(i is not None for i in links)
         links = list(links) if known and links is not None else proportional(self, len(words))
         placed = place(self.spans, links, len(self.words), 0, len(words))
-        return self.lead + render_tree(words, placed) + self.trail
+        return escape_text(self.lead) + render_tree(words, placed) + escape_text(self.trail)
 
 
 def proportional(unit: Unit, n: int) -> list[int | None]:
@@ -201,7 +120,7 @@ def render_tree(words: list[str], placed: list[tuple[Span, int, int]]) -> str:
     tops = [s for s, _, _ in placed if id(s) not in inner]
 
     def words_html(a: int, b: int) -> str:
-        return " ".join(html.escape(w, quote=False) for w in words[a:b])
+        return " ".join(escape_text(w) for w in words[a:b])
 
     def node(spans: list[Span], a: int, b: int) -> str:
         parts, k = [], a
@@ -228,39 +147,38 @@ def word_range(words: list[tuple[int, int]], start: int, end: int) -> tuple[int,
     return before, before
 
 
+def copied(element: Element) -> bool:
+    """Written as it is, never translated: comments, void elements, raw text (script, style), a textarea's text."""
+    return element.void or element.raw or element.name == "textarea"
+
+
 class Document:
-    """An HTML fragment cut into units to translate; `render(outputs)` puts it together again."""
+    """An HTML fragment (or whole document) cut into units to translate; `render(outputs)` puts it together."""
 
     def __init__(self, source: str) -> None:
-        builder = _Builder()
-        builder.feed(source)
-        builder.close()
-        self.root = builder.root
+        self.root = parse(source)
         self.units: list[Unit] = []
         self._pieces: list[str | int] = []  # markup as it is, or the index of a unit
-        self._walk(self.root.children, "")
+        self._walk(self.root.children)
 
-    def _walk(self, children: list[Element | str], parent: str) -> None:
+    def _walk(self, children: list[Element | str]) -> None:
         run: list[Element | str] = []
         for child in children:
-            if isinstance(child, str) or (child.inline and parent not in RAW):
+            if isinstance(child, str) or child.inline:
                 run.append(child)
                 continue
-            self._flush(run, parent)
+            self._flush(run)
             run = []
-            if child.void or child.name in RAW:
+            if copied(child):
                 self._pieces.append(child.html())
             else:
-                self._pieces.append(child.start)
-                self._walk(child.children, child.name)
+                self._pieces.append(child.opening)
+                self._walk(child.children)
                 self._pieces.append(child.end)
-        self._flush(run, parent)
+        self._flush(run)
 
-    def _flush(self, run: list[Element | str], parent: str) -> None:
+    def _flush(self, run: list[Element | str]) -> None:
         if not run:
-            return
-        if parent in RAW:
-            self._pieces.append("".join(c if isinstance(c, str) else c.html() for c in run))
             return
         text: list[str] = []  # the run's text, tags taken out: words glued across a tag stay one word
         marks: list[tuple[Element, int, int, int]] = []  # (element, depth, start, end) in characters
@@ -277,7 +195,7 @@ class Document:
         walk(run, 0)
         found = [(m.start(), m.end()) for m in WORD.finditer("".join(text))]
         if not found:  # nothing to translate: the markup as it was
-            self._pieces.append("".join(text_html(c) if isinstance(c, str) else c.html() for c in run))
+            self._pieces.append("".join(escape_text(c) if isinstance(c, str) else c.html() for c in run))
             return
         full = "".join(text)
         words = [full[a:b] for a, b in found]
@@ -293,8 +211,38 @@ class Document:
         self.units.append(Unit(words, tops, lead, trail))
 
     def render(self, outputs: Sequence[str]) -> str:
-        """The fragment with unit i replaced by outputs[i] (each from `Unit.render`)."""
-        return "".join(p if isinstance(p, str) else outputs[p] for p in self._pieces)
+        """The fragment with unit i replaced by outputs[i] (each from `Unit.render`), checked to read back in a
+        browser as the tree it was written from (`check_reads_back`: refused in one sentence if not)."""
+        return check_reads_back("".join(p if isinstance(p, str) else outputs[p] for p in self._pieces))
+
+
+class Markup:
+    """Fragments translated with their markup kept, in three steps any caller drives with its own model calls:
+    translate `texts`, align `pairs(found)` (the units that hold tags), then `render(found, links)`."""
+
+    def __init__(self, fragments: Iterable[str]) -> None:
+        self.docs = [Document(f) for f in fragments]
+        self.units = [u for d in self.docs for u in d.units]
+
+    @property
+    def texts(self) -> list[str]:
+        """The units' texts, each one line to translate."""
+        return [u.text for u in self.units]
+
+    def pairs(self, found: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+        """(source words, translation words) of each unit that holds tags: what to align."""
+        return [(u.words, t.split()) for u, t in zip(self.units, found) if u.tagged]
+
+    def render(self, found: Sequence[str], links: Sequence[Sequence[int | None]] | None) -> list[str]:
+        """Each fragment with its units' translations (`found`, one a unit) and their tags placed by `links`
+        (one a tagged unit, as `pairs` listed them; None: placed proportionally)."""
+        aligned = iter(links or [])
+        outputs = [u.render(t, next(aligned, None) if u.tagged else None) for u, t in zip(self.units, found)]
+        rendered, start = [], 0
+        for d in self.docs:
+            rendered.append(d.render(outputs[start : start + len(d.units)]))
+            start += len(d.units)
+        return rendered
 
 
 def translate_fragments(
@@ -309,34 +257,22 @@ def translate_fragments(
     into `target_lang` for a multilingual model."""
     config = dataclasses.replace(config, nbest=1)
     for _, chunk in chunks(lines, chunk_lines):
-        docs = [Document(line) for line in chunk]
-        units = [u for d in docs for u in d.units]
-        texts = [u.text for u in units]
-        found = [t.text for t in translator.translate_stream(texts, config, batch_tokens, target_lang=target_lang)]
-        tagged = [k for k, u in enumerate(units) if u.tagged]
-        links = translator.align([(units[k].words, found[k].split()) for k in tagged], target_lang) or []
-        by_unit = dict(zip(tagged, links))
-        outputs = [u.render(found[k], by_unit.get(k)) for k, u in enumerate(units)]
-        start = 0
-        for d in docs:
-            yield d.render(outputs[start : start + len(d.units)])
-            start += len(d.units)
+        markup = Markup(chunk)
+        stream = translator.translate_stream(markup.texts, config, batch_tokens, target_lang=target_lang)
+        found = [t.text for t in stream]
+        pairs = markup.pairs(found)
+        yield from markup.render(found, translator.align(pairs, target_lang) if pairs else [])
 
 
 def start_tags(fragment: str) -> list[str]:
-    """The start tags of a fragment as written, sorted: what the output must hold as the input did."""
-    builder = _Builder()
-    builder.feed(fragment)
-    builder.close()
+    """The start tags of a fragment as a browser reads them, sorted: what the output must hold as the input did."""
     found: list[str] = []
-
-    def walk(e: Element) -> None:
-        for c in e.children:
-            if isinstance(c, Element):
-                found.append(c.start)
-                walk(c)
-
-    walk(builder.root)
+    todo: list[Element | str] = list(parse(fragment).children)
+    while todo:
+        item = todo.pop()
+        if isinstance(item, Element):
+            found.append(item.start)
+            todo.extend(item.children)
     return sorted(found)
 
 
@@ -365,5 +301,4 @@ def well_formed(fragment: str) -> bool:
 
 def strip_tags(fragment: str) -> str:
     """The text of a fragment, its words joined by single spaces."""
-    doc = Document(fragment)
-    return " ".join(u.text for u in doc.units)
+    return " ".join(Markup([fragment]).texts)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mtkit.config import DecodeConfig
-from mtkit.decode.markup import Document
+from mtkit.decode.markup import Markup
 from mtkit.errors import MtkitError
 from mtkit.serve.payload import Limits, RequestError, check_lines, cut, parse_json
 
@@ -243,18 +243,17 @@ async def translate(
 async def translate_html(
     lines: list[str], config: DecodeConfig, target_lang: str, run: Translate, align: Align
 ) -> list[str]:
-    """Each fragment's text units translated in one request, the tagged ones aligned, the markup put back."""
-    docs = [Document(line) for line in lines]
-    units = [u for d in docs for u in d.units]
-    if not units:
-        return [d.render([]) for d in docs]
-    found = [t.text for t in await run([u.text for u in units], dataclasses.replace(config, nbest=1), target_lang)]
-    tagged = [k for k, u in enumerate(units) if u.tagged]
-    links = await align([(units[k].words, found[k].split()) for k in tagged], target_lang) if tagged else []
-    by_unit = dict(zip(tagged, links or [None] * len(tagged)))
-    outputs = [u.render(found[k], by_unit.get(k)) for k, u in enumerate(units)]
-    rendered, start = [], 0
-    for d in docs:
-        rendered.append(d.render(outputs[start : start + len(d.units)]))
-        start += len(d.units)
-    return rendered
+    """Each fragment's text units translated in one request, the tagged ones aligned, the markup put back
+    (mtkit/decode/markup.py's `Markup`, driven by the server's batcher)."""
+    try:
+        markup = Markup(lines)
+    except MtkitError as exc:  # markup nested too deep
+        raise RequestError(400, str(exc)) from None
+    texts = markup.texts
+    found = [t.text for t in await run(texts, dataclasses.replace(config, nbest=1), target_lang)] if texts else []
+    pairs = markup.pairs(found)
+    links = await align(pairs, target_lang) if pairs else []
+    try:
+        return markup.render(found, links)
+    except MtkitError as exc:  # markup that would not read back in a browser as it was read
+        raise RequestError(400, str(exc)) from None
