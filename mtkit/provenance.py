@@ -196,10 +196,13 @@ def start_run(
     world_size: int,
     start_step: int,
     started_from: dict[str, Any] | None = None,
+    decisions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build this session's record, write RUN/run.json (keeping earlier sessions) and return it.
 
-    `started_from`: the model a fine-tuning run started from (`mtkit train --init`: name, path, sha256)."""
+    `started_from`: the model a fine-tuning run started from (`mtkit train --init`: name, path, sha256).
+    `decisions`: what the run decided at its start and why (precision, the fp32 products' backend: measured now
+    or read from this machine's kept measurement, mtkit/runtime/kept.py)."""
     previous = read_run_json(run_dir)
     earlier = [] if previous is None else [*previous.pop("earlier", []), previous]
     record = {
@@ -221,6 +224,8 @@ def start_run(
     }
     if started_from is not None:
         record["init"] = started_from
+    if decisions is not None:
+        record["decisions"] = decisions
     write_atomic(run_dir / RUN_JSON, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return record
 

@@ -39,6 +39,13 @@ def cli():
 
 
 @pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory, monkeypatch):
+    """Each test its own cache directory: a measurement one test keeps (mtkit/runtime/kept.py) is never read by
+    another, nor by the user's own runs."""
+    monkeypatch.setenv("MTKIT_CACHE", str(tmp_path_factory.mktemp("mtkit-cache")))
+
+
+@pytest.fixture(autouse=True)
 def _no_training_left_running():
     """A training a test started and left running (the test failed first) is killed when the test ends."""
     yield

@@ -85,25 +85,38 @@ def test_the_results_table_puts_every_system_against_the_teacher() -> None:
     assert results.REFERENCE in names and len(names) == len(set(names)) == 9
 
 
-def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, tmp_path: Path) -> None:
-    """results.py's child opens the model as `mtkit translate` does, translates, and reports its time and peak
-    memory (the dry run never runs it: the measuring step once called the loader with an old signature)."""
+def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, cli, tmp_path: Path) -> None:
+    """results.py's child opens the model as `mtkit translate` does and translates with the system's settings: its
+    output is the CLI's with the same ones (beam 1 and beam 4, which differ on these lines, so a child that drops
+    a setting fails), and it reports its time and peak memory, its workers' peaks added to its own (the dry run
+    never runs it: the measuring step once called the loader with an old signature)."""
     import json
     import subprocess
     import sys
 
     src = tmp_path / "test.en"
-    src.write_text("a man rides a bike .\ntwo dogs play .\n", encoding="utf-8")
-    spec = {"name": "m", "models": [str(cli_model)], "precision": "int8", "beam": 1, "shortlist": False,
-            "size_of": str(cli_model), "workers": 2, "threads": 1, "src": str(src),
-            "output": str(tmp_path / "out.de")}  # fmt: skip
+    src.write_text("a b c\nd e\nf g h i\na man rides a bike .\ntwo dogs play .\n", encoding="utf-8")
     script = ROOT / "recipes" / "multi30k-distill" / "results.py"
-    done = subprocess.run([sys.executable, str(script), "--child", json.dumps(spec)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    figures = json.loads(done.stdout.splitlines()[-1])
-    assert figures["seconds"] > 0 and figures["peak_kib"] > 0
-    alone = subprocess.run(  # two workers: their own peaks are added to the parent's
-        [sys.executable, str(script), "--child", json.dumps(spec | {"workers": 1})], capture_output=True, text=True
-    )
-    assert figures["peak_kib"] > 1.5 * json.loads(alone.stdout.splitlines()[-1])["peak_kib"]
-    assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 2
+
+    def child(**changes):
+        spec = {"name": "m", "models": [str(cli_model)], "precision": "int8", "beam": 1, "shortlist": False,
+                "size_of": str(cli_model), "workers": 2, "threads": 1, "src": str(src),
+                "output": str(tmp_path / "out.de")} | changes  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, str(script), "--child", json.dumps(spec)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.splitlines()[-1]), (tmp_path / "out.de").read_text(encoding="utf-8")
+
+    outputs, figures = {}, {}
+    for beam, workers in ((1, 2), (4, 1)):
+        figures[workers], outputs[beam] = child(beam=beam, workers=workers)
+        assert figures[workers]["seconds"] > 0 and figures[workers]["peak_kib"] > 0 and figures[workers]["passes"]
+        wanted = tmp_path / f"cli-{beam}.de"
+        args = ["-m", str(cli_model), "--precision", "int8", "--beam", str(beam), "--no-shortlist"]
+        args += ["--workers", str(workers), "--threads", "1", "--input", str(src), "--output", str(wanted)]
+        done = cli("translate", *args)
+        assert done.returncode == 0, done.stderr
+        assert outputs[beam] == wanted.read_text(encoding="utf-8"), beam
+    assert outputs[1] != outputs[4]  # the settings matter on these lines: the comparison above can fail
+    assert figures[2]["peak_kib"] > 1.5 * figures[1]["peak_kib"]  # two workers: their peaks added to the parent's

@@ -9,7 +9,7 @@ decision is made.
 
 Where this package sits among mtkit's layers (what it may import): docs/architecture.md, whose table is
 generated from pyproject.toml's import-linter contract.
-Inside it: decide > precision > bf16 > decision > int8 | packing > matmul > caches.
+Inside it: decide > precision > bf16 > decision > int8 | packing > matmul > kept > caches.
 """
 
 from __future__ import annotations

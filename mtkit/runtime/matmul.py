@@ -9,7 +9,9 @@ oneDNN (`python bench/matmul_speed.py`); CTranslate2 makes the same choice (oneD
 CPUs). Where MKL runs its best code (Intel CPUs) the two may be close, so the backend is chosen
 by measuring both on the model's width (`resolve_backend`), and the choice is logged with its
 reason. The op is internal to PyTorch, so it is also checked against `F.linear` first
-(`onednn_works`), and any failure there keeps PyTorch's default.
+(`onednn_works`), and any failure there keeps PyTorch's default. The measurement is taken once per machine and
+kept (mtkit/runtime/kept.py): the two backends round differently, so a choice that followed the load of the
+moment would make the same training command give different weights.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch.nn.functional as F
 
 from mtkit.errors import MtkitError
 from mtkit.kernels.linear import onednn_linear, onednn_linear_autograd
+from mtkit.runtime.kept import remembered
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +108,8 @@ def fastest(runs: Mapping[str, Callable[[], object]], rounds: int) -> dict[str, 
 def resolve_backend(device: torch.device, d_model: int = 512, training: bool = True) -> Backend:
     """The backend for fp32 CPU products, and why: oneDNN where it works and measures >= MIN_SPEEDUP faster.
 
-    MTKIT_CPU_MATMUL=default|onednn pins it (auto, or unset, measures). Devices other than the
+    MTKIT_CPU_MATMUL=default|onednn pins it (auto, or unset, measures, or reads this machine's kept measurement:
+    mtkit/runtime/kept.py). Devices other than the
     CPU always keep the default: their fp32 products do not go through MKL.
     """
     if device.type != "cpu":
@@ -119,8 +123,15 @@ def resolve_backend(device: torch.device, d_model: int = 512, training: bool = T
         return Backend("default", "this PyTorch build has no working oneDNN linear op")
     if pinned == "onednn":
         return Backend("onednn", f"{BACKEND_ENV}=onednn")
-    logger.info("measuring oneDNN against PyTorch's default fp32 products on this CPU, a few seconds")
-    speedup = onednn_speedup(d_model, training)
+
+    def measure() -> float:
+        logger.info("measuring oneDNN against PyTorch's default fp32 products on this CPU, a few seconds")
+        return onednn_speedup(d_model, training)
+
+    kept = remembered("fp32 matmul: default / oneDNN time", {"d_model": d_model, "training": training}, device, measure)
+    speedup = float(kept.value)
     if speedup < MIN_SPEEDUP:
-        return Backend("default", f"oneDNN measured only {speedup:.2f}x the default fp32 products here", True)
-    return Backend("onednn", f"oneDNN measured {speedup:.2f}x the default fp32 products here", True)
+        return Backend(
+            "default", f"oneDNN measured only {speedup:.2f}x the default fp32 products here ({kept.note()})", True
+        )
+    return Backend("onednn", f"oneDNN measured {speedup:.2f}x the default fp32 products here ({kept.note()})", True)

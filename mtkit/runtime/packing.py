@@ -7,7 +7,8 @@ packed. Where measurement kept MKL, each weight is still timed both ways at a de
 AVX2 only), whose MKL products are as fast as oneDNN's on plain weights, the output layer (256 -> 8,000)
 of the Multi30k recipe's model measured 1.2-1.5x faster packed and its 256 -> 768 and 256 -> 1,024
 layers 1.0-1.16x (oneDNN adds a bias as it writes, MKL in a pass of its own), the others 0.83-1.08x;
-the recipe's test set then decoded 1.14x faster (`bench/decode_ab.py`).
+the recipe's test set then decoded 1.14x faster (`bench/decode_ab.py`). Each shape's measurement is kept per
+machine (mtkit/runtime/kept.py), so that the same command packs the same weights whatever the load.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from torch import Tensor
 
 from mtkit.kernels.linear import PackedWeight, linear, onednn_linear
+from mtkit.runtime.kept import remembered
 from mtkit.runtime.matmul import fastest
 
 logger = logging.getLogger(__name__)
@@ -43,7 +45,14 @@ def pack(weight: Tensor, packing: str, bias: bool = False, relu: bool = False) -
     if packing == "all":
         return PackedWeight(weight)
     out_features, in_features = weight.shape
-    speedup = packed_speedup(in_features, out_features, bias, relu)
+    shape = {"in": in_features, "out": out_features, "bias": bias, "relu": relu, "rows": list(DECODE_ROWS)}
+    kept = remembered(
+        "packed weight: MKL / oneDNN time",
+        shape,
+        weight.device,
+        lambda: packed_speedup(in_features, out_features, bias, relu),
+    )
+    speedup = float(kept.value)
     faster = speedup >= MIN_PACKED_SPEEDUP
     logger.debug("%d -> %d packed for oneDNN: %.2fx MKL, %s", in_features, out_features, speedup, faster)
     return PackedWeight(weight) if faster else None

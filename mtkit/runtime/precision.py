@@ -8,6 +8,7 @@ bf16 only where a measurement on this device finds it faster, fp32 everywhere el
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from mtkit.runtime.bf16 import (
     smoothed_cross_entropy,
 )
 from mtkit.runtime.int8 import int8_available
+from mtkit.runtime.kept import remembered
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +90,8 @@ def resolve_precision(
     pass of `model` (with `loss`, fp32 through `matmul`; on a GPU of `tokens` a side, the run's batch where
     known, else GPU_TOKENS; on a CPU of CPU_TOKENS) when given (training; by MIN_PASS_SPEEDUP), else a matrix
     product of width d_model (translation on a CPU; by MIN_PRODUCT_SPEEDUP), measured again near the bar
-    (`measured_choice`); fp32 everywhere else, translation on a GPU included (a whole search measured slower in
-    bf16 there although a product of its width measured 2.28x faster: GPU_DECODING_WHY).
+    (`measured_choice`), the answer kept for this machine (mtkit/runtime/kept.py); fp32 everywhere else,
+    translation on a GPU included (a whole search measured slower in bf16 there: GPU_DECODING_WHY).
     """
     check_precision(precision, PRECISION_CHOICES)
     if precision == "fp16" and device.type != "cuda":
@@ -118,13 +120,33 @@ def resolve_precision(
         return "fp32", f"auto picks fp32 on {device.type}"
     if model is None:
         product = f"a matrix product of width {d_model}"
-        return measured_choice(lambda i: bf16_matmul_speedup(d_model, device, i), MIN_PRODUCT_SPEEDUP, product, native)
-    return measured_choice(
-        lambda attempt: bf16_update_speedup(model, loss, matmul, tokens, device, attempt),
-        MIN_PASS_SPEEDUP,
-        f"a training pass of {tokens:,} tokens",
-        native,
-    )
+        settings: dict[str, object] = {"d_model": d_model, "bar": MIN_PRODUCT_SPEEDUP}
+
+        def choose() -> tuple[str, str]:
+            return measured_choice(
+                lambda i: bf16_matmul_speedup(d_model, device, i), MIN_PRODUCT_SPEEDUP, product, native
+            )
+
+    else:
+        settings = {"model": dataclasses.asdict(model), "loss": name_of(loss), "matmul": matmul, "tokens": tokens}
+        settings["bar"] = MIN_PASS_SPEEDUP
+
+        def choose() -> tuple[str, str]:
+            return measured_choice(
+                lambda attempt: bf16_update_speedup(model, loss, matmul, tokens, device, attempt),
+                MIN_PASS_SPEEDUP,
+                f"a training pass of {tokens:,} tokens",
+                native,
+            )
+
+    kept = remembered("precision auto: bf16 or fp32", settings, device, lambda: list(choose()))
+    name, why = kept.value
+    return str(name), f"{why} ({kept.note()})"
+
+
+def name_of(function: Callable[..., object]) -> str:
+    """A function's name as a kept measurement's setting: the same in every process."""
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', type(function).__name__)}"
 
 
 def check_trainable(precision: str, device: torch.device) -> None:

@@ -22,6 +22,7 @@ from mtkit.atomic import write_atomic
 from mtkit.config import ModelConfig, TrainConfig
 from mtkit.data.batching import BatchPlan, padding_efficiency
 from mtkit.data.dataset import DataDir
+from mtkit.runtime import Runtime
 from mtkit.train.distributed import World
 from mtkit.train.metrics import MetricsLog, Window
 from mtkit.train.progress import Progress
@@ -39,9 +40,10 @@ def write_run_files(
     precision: str,
     step: int,
     started_from: dict[str, Any] | None = None,
+    runtime: Runtime | None = None,
 ) -> dict[str, Any]:
     """Rank 0, as training starts: RUN/config.json (the resolved configs) and RUN/run.json (provenance.start_run,
-    whose record is returned: every checkpoint carries it)."""
+    whose record is returned: every checkpoint carries it), with the `runtime`'s decisions, each with its reason."""
     config = {
         "model": dataclasses.asdict(model_cfg),
         "train": dataclasses.asdict(cfg),
@@ -60,6 +62,9 @@ def write_run_files(
         world_size=world.size,
         start_step=step,
         started_from=started_from,
+        decisions=None
+        if runtime is None
+        else {"precision": [runtime.precision, runtime.why], "fp32_matmul": [runtime.matmul, runtime.matmul_why]},
     )
 
 

@@ -220,9 +220,9 @@ class Trainer:
         if self.world.is_main:
             checkpoint.remove_stale_temporaries(self.run_dir)
             step, precision = self.progress.step, self.precision.name
-            self.provenance = report.write_run_files(
-                self.run_dir, self.model_cfg, self.cfg, self.data.dir, self.world, precision, step, self.started_from
-            )
+            started, runtime = self.started_from, self.settings.runtime
+            files = (self.model_cfg, self.cfg, self.data.dir, self.world, precision, step, started, runtime)
+            self.provenance = report.write_run_files(self.run_dir, *files)
 
     def _loop(self) -> str:
         p = self.progress

@@ -60,6 +60,7 @@ def test_run_json_holds_the_sha256_chain_and_every_checkpoint_carries_it(trained
         "fp32",
         1,
     )
+    assert record["decisions"]["precision"][0] == "fp32" and record["decisions"]["fp32_matmul"][1]  # with its reason
     assert record["data"]["archives"]["sources"][0]["sha256"] == ARCHIVE_SHA
     assert record["data"]["bpe"]["raw_text_sha256"]["raw/train.en"] == sha256(data / "raw" / "train.en")
     files = record["data"]["files"]
