@@ -295,6 +295,11 @@ class CT2Engine:
             "compute_type": self.translator.compute_type,
         }
 
+    def align(self, vocab: Any, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], target_lang: str = "") -> None:
+        """None: CTranslate2 returns no cross-attention from a search here (`Engine.align`); markup then places
+        tags by word position."""
+        return None
+
     def close(self) -> None:
         """Nothing to stop: CTranslate2's threads end with its translator."""
 

@@ -9,10 +9,13 @@ torch, so a CTranslate2 model is served without it.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any, Literal, Protocol
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mtkit.config import DecodeConfig, SamplingConfig
+
+if TYPE_CHECKING:
+    from mtkit.data.tokenizer import Tokenizer
 
 Hypotheses = list[list[tuple[list[int], float]]]  # per sentence, its (ids without BOS/EOS, score), best first
 
@@ -48,6 +51,13 @@ class Engine(Protocol):
 
     def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
         """(log P(target + EOS | source), target length + 1) of each pair."""
+        ...
+
+    def align(
+        self, vocab: Tokenizer, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], target_lang: str = ""
+    ) -> list[list[int | None]] | None:
+        """For each (source words, translation words), the source word each translation word came from (None: none
+        found); None when this engine cannot say (CTranslate2 keeps no cross-attention to read)."""
         ...
 
     def check(self, config: DecodeConfig, sampling: SamplingConfig | None = None) -> None:

@@ -224,8 +224,7 @@ class Translator:
         """For each (source words, translation words), the source word each translation word came from (None:
         none found), from the model's cross-attention (mtkit/decode/alignment.py); None when the engine cannot
         say (CTranslate2). Apart from the search: only callers that need it (markup) pay for it."""
-        align = getattr(self.engine, "align", None)
-        return None if align is None else align(self.vocab, pairs, target_lang)
+        return self.engine.align(self.vocab, pairs, target_lang)
 
     def _translate_chunk(
         self,

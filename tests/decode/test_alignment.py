@@ -34,8 +34,9 @@ def test_an_empty_side_or_an_engine_without_attention_gives_no_links(trained_mod
     translator = load_translator(trained_model, device="cpu")
     assert translator.align([([], ["a"]), (["a"], [])]) == [[None], []]
 
-    class NoAttention:
-        pass
+    class NoAttention:  # CTranslate2's engine: `Engine.align` says it cannot
+        def align(self, vocab: object, pairs: object, target_lang: str = "") -> None:
+            return None
 
-    translator.engine = NoAttention()  # type: ignore[assignment]  # CTranslate2's engine has no align
+    translator.engine = NoAttention()  # type: ignore[assignment]
     assert translator.align([(["a"], ["b"])]) is None

@@ -91,6 +91,11 @@ class Echo:
     def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
         return config if "beam" in given else dataclasses.replace(config, beam=1)
 
+    def align(
+        self, vocab: Tokenizer, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], target_lang: str = ""
+    ) -> None:
+        return None
+
     def model_defaults(self) -> dict[str, Any]:
         return {}
 
