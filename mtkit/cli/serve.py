@@ -122,7 +122,7 @@ def serve(
     _require_extra()
     from mtkit.decode import loading
     from mtkit.serve.guard import Access, load_api_key
-    from mtkit.serve.libretranslate import parse_languages
+    from mtkit.serve.languages import parse_languages
     from mtkit.serve.payload import Limits
     from mtkit.serve.server import serve as run_server
     from mtkit.serve.service import ServeSettings, check_models

@@ -16,104 +16,25 @@ allowed with --allow-origin.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hmac
-import threading
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mtkit.config import DecodeConfig
-from mtkit.decode.markup import Markup
-from mtkit.errors import MtkitError
+from fastapi import FastAPI, Request
+
+from mtkit.serve.http import client_gone, key_ok, read_body
+from mtkit.serve.languages import NO_LANGUAGES, Detector, Directions, directions, for_target, parse_languages
+from mtkit.serve.markup import translate_html
 from mtkit.serve.payload import Limits, RequestError, check_lines, cut, parse_json
+from mtkit.serve.service import Service
 
-# English names of the codes a client is likely to see (LibreTranslate's /languages says a name); others: the code.
-NAMES = {
-    "ar": "Arabic", "bg": "Bulgarian", "ca": "Catalan", "cs": "Czech", "da": "Danish", "de": "German",
-    "el": "Greek", "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French",
-    "hu": "Hungarian", "it": "Italian", "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian", "lv": "Latvian",
-    "nb": "Norwegian Bokmål", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian",
-    "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
-    "zh": "Chinese",
-}  # fmt: skip
+# The model's languages are every API's (mtkit/serve/languages.py); LibreTranslate's adapter names them too.
+__all__ = ["Detector", "Directions", "directions", "for_target", "mount", "parse_languages", "parse_request"]
+
 FIELDS = ("q", "source", "target", "format", "alternatives", "api_key")
-NO_LANGUAGES = "this server does not know its model's languages; its operator can name them with --languages en-de."
-
-
-@dataclass(frozen=True)
-class Directions:
-    """The language pairs the served model translates; `tokens`: whether it picks its target by a >>xx<< token."""
-
-    pairs: tuple[tuple[str, str], ...]
-    tokens: bool = False
-
-    @property
-    def sources(self) -> list[str]:
-        return list(dict.fromkeys(s for s, _ in self.pairs))
-
-    def targets(self, source: str) -> list[str]:
-        return [t for s, t in self.pairs if s == source]
-
-    def languages(self) -> list[dict[str, Any]]:
-        """GET /languages: each source with its targets, then the languages that are only targets."""
-        codes = list(dict.fromkeys([*self.sources, *(t for _, t in self.pairs)]))
-        return [{"code": c, "name": NAMES.get(c, c), "targets": self.targets(c)} for c in codes]
-
-
-def parse_languages(text: str) -> tuple[tuple[str, str], ...]:
-    """`--languages en-de,en-fr`: the pairs, or one sentence on why not."""
-    pairs = []
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        source, sep, target = item.partition("-")
-        if not sep or not source.isalnum() or not target.replace("_", "").isalnum():
-            raise MtkitError(f"--languages takes pairs like en-de or en-de,en-fr; {item!r} is not one.")
-        pairs.append((source.lower(), target))
-    if not pairs:
-        raise MtkitError("--languages takes pairs like en-de or en-de,en-fr; it was empty.")
-    return tuple(pairs)
-
-
-def directions(given: tuple[tuple[str, str], ...], recorded: Any, language_tokens: dict[str, int]) -> Directions:
-    """--languages when given; else the pair the model file records, or its targets' tokens with that source."""
-    tokens = bool(language_tokens)
-    if given:
-        return Directions(given, tokens)
-    if isinstance(recorded, (list, tuple)) and len(recorded) == 2 and all(isinstance(x, str) for x in recorded):
-        source, target = recorded
-        if not tokens:
-            return Directions(((source, target),))
-        if source != "src":  # a multilingual data directory calls its sides src and tgt: no source known
-            return Directions(tuple((source, tok[2:-2]) for tok in language_tokens), True)
-    return Directions((), tokens)
-
-
-class Detector:
-    """Language identification among the model's source languages (py3langid, restricted to them)."""
-
-    def __init__(self, languages: list[str]) -> None:
-        self.languages = languages
-        self._identifier: Any = None
-        self._lock = threading.Lock()
-
-    def detect(self, text: str) -> list[dict[str, Any]]:
-        """[{"confidence": 0-100, "language": code}], most likely first (one language: it, with 100)."""
-        if len(self.languages) < 2:
-            return [{"confidence": 100.0, "language": code} for code in self.languages]
-        with self._lock:
-            if self._identifier is None:
-                try:  # py3langid: langid.py's maintained fork, the library `mtkit clean --langid` uses too
-                    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
-                except ImportError:
-                    raise RequestError(
-                        400, "detecting the language needs py3langid: pip install 'mtkit[serve]'."
-                    ) from None
-                self._identifier = LanguageIdentifier.from_modelpath(f"{MODEL_DIR}/{MODEL_FILE}", norm_probs=True)
-                self._identifier.set_languages(self.languages)
-            ranked = self._identifier.rank(text)
-        return [{"confidence": round(100.0 * p, 1), "language": code} for code, p in ranked]
 
 
 def read_fields(body: bytes, content_type: str, query: str) -> tuple[dict[str, Any], bool]:
@@ -155,14 +76,8 @@ def text_field(fields: dict[str, Any], name: str, default: str | None = None) ->
     return value
 
 
-def for_target(target: str, dirs: Directions) -> str:
-    """The one place the request's target language becomes the translator's `target_lang`: its >>xx<< token,
-    where the model has them ("": a model of one pair)."""
-    return target if dirs.tokens else ""
-
-
 @dataclass(frozen=True)
-class Request:
+class LibreRequest:
     lines: list[str]
     batch: bool
     source: str
@@ -171,7 +86,7 @@ class Request:
     alternatives: int
 
 
-def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_json: bool) -> Request:
+def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_json: bool) -> LibreRequest:
     """The checked fields of a /translate request, in LibreTranslate's order of checks."""
     if "q" not in fields or fields["q"] in ("", None, []):
         raise RequestError(400, "the request has no q parameter (the text to translate).")
@@ -196,26 +111,15 @@ def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_j
     if target not in {t for _, t in dirs.pairs}:
         known = ", ".join(dict.fromkeys(t for _, t in dirs.pairs))
         raise RequestError(400, f"{cut(target)} is not supported as a target; this server translates into {known}.")
-    return Request(lines, batch, source, target, fmt == "html", max(0, alternatives))
+    return LibreRequest(lines, batch, source, target, fmt == "html", max(0, alternatives))
 
 
-Translate = Callable[[list[str], DecodeConfig, str], Awaitable[list[Any]]]  # (lines, config, target_lang)
-Align = Callable[[list[tuple[list[str], list[str]]], str], Awaitable[list[list[int | None]] | None]]
-
-
-async def translate(
-    req: Request,
-    dirs: Directions,
-    detector: Detector,
-    default: DecodeConfig,
-    limits: Limits,
-    run: Translate,
-    align: Align,
-) -> dict[str, Any]:
+async def translate_answer(req: LibreRequest, service: Service, request: Request) -> dict[str, Any]:
     """POST /translate's answer: translatedText (and detectedLanguage, alternatives) as LibreTranslate gives them."""
+    dirs, default, limits = service.directions, service.defaults, service.settings.limits
     detected = None
-    if req.source == "auto":  # langid off the event loop: its model takes seconds to load the first time
-        detected = await asyncio.to_thread(lambda: [detector.detect(line)[0] for line in req.lines])
+    if req.source == "auto":
+        detected = [ranked[0] for ranked in await service.detect(req.lines)]
     for found in detected or [{"language": req.source}]:
         if req.target not in dirs.targets(found["language"]):
             raise RequestError(400, f"{found['language']} to {req.target} is not a direction this server translates.")
@@ -225,11 +129,13 @@ async def translate(
             400, f"alternatives must be at most {max(limits.max_beam, default.beam) - 1} on this server."
         )
     config = dataclasses.replace(default, nbest=nbest, beam=max(default.beam, nbest))
-    target_lang = for_target(req.target, dirs)
+    target_lang = dirs.target_lang(req.target)
+    gone = lambda: client_gone(request)  # noqa: E731
     if req.html:
-        texts, alternatives = await translate_html(req.lines, config, target_lang, run, align), [[] for _ in req.lines]
+        texts = await translate_html(service, req.lines, config, target_lang, gone)
+        alternatives: list[list[str]] = [[] for _ in req.lines]
     else:
-        found = await run(req.lines, config, target_lang)
+        found = await service.translate(req.lines, config, gone, target_lang)
         texts = [t.text for t in found]
         alternatives = [[text for text, _ in t.hypotheses[1:]] for t in found]
     answer: dict[str, Any] = {"translatedText": texts if req.batch else texts[0]}
@@ -240,20 +146,58 @@ async def translate(
     return answer
 
 
-async def translate_html(
-    lines: list[str], config: DecodeConfig, target_lang: str, run: Translate, align: Align
-) -> list[str]:
-    """Each fragment's text units translated in one request, the tagged ones aligned, the markup put back
-    (mtkit/decode/markup.py's `Markup`, driven by the server's batcher)."""
+Answer = Callable[[Request, dict[str, Any], bool], Awaitable[Any]]
+
+
+async def answer(request: Request, service: Service, respond: Answer, fields: dict[str, Any] | None = None) -> Any:
+    """A LibreTranslate request: its key checked, and its errors in LibreTranslate's codes (400 for what the client
+    got wrong, where mtkit's own API says 413, 415 or 422; 403; 5xx as they are)."""
     try:
-        markup = Markup(lines)
-    except MtkitError as exc:  # markup nested too deep
-        raise RequestError(400, str(exc)) from None
-    texts = markup.texts
-    found = [t.text for t in await run(texts, dataclasses.replace(config, nbest=1), target_lang)] if texts else []
-    pairs = markup.pairs(found)
-    links = await align(pairs, target_lang) if pairs else []
-    try:
-        return markup.render(found, links)
-    except MtkitError as exc:  # markup that would not read back in a browser as it was read
-        raise RequestError(400, str(exc)) from None
+        is_json = fields is not None
+        if fields is None:
+            body = await read_body(request, service.settings.limits.max_body_bytes, json_only=False)
+            fields, is_json = read_fields(body, request.headers.get("content-type", ""), request.url.query)
+        check_key(fields, service.settings.access.api_key, key_ok(request, service.settings.access))
+        return await respond(request, fields, is_json)
+    except RequestError as exc:
+        if 400 < exc.status < 500 and exc.status not in (403, 429, 499):
+            raise RequestError(400, exc.message, exc.retry_after) from None
+        raise
+
+
+def loaded(service: Service) -> None:
+    if not service.ready:
+        raise RequestError(503, "the model is still loading; retry shortly.", retry_after=1)
+
+
+async def translate(request: Request, service: Service, fields: dict[str, Any] | None = None) -> Any:
+    """POST /translate in LibreTranslate's shape: `fields` already read (a JSON body with q), or read here (a form)."""
+
+    async def respond(request: Request, fields: dict[str, Any], is_json: bool) -> dict[str, Any]:
+        loaded(service)
+        req = parse_request(fields, service.directions, service.settings.limits, is_json)
+        return await translate_answer(req, service, request)
+
+    return await answer(request, service, respond, fields)
+
+
+def mount(app: FastAPI, service: Service) -> None:
+    """LibreTranslate's own endpoints on `app` (its /translate shares the path with mtkit's: app.py)."""
+
+    async def respond_detect(request: Request, fields: dict[str, Any], is_json: bool) -> list[dict[str, Any]]:
+        q = fields.get("q")
+        if not isinstance(q, str) or not q:
+            raise RequestError(400, "the request has no q parameter (the text whose language to detect).")
+        loaded(service)
+        return (await service.detect([q]))[0]
+
+    @app.post("/detect")
+    async def detect(request: Request) -> Any:
+        """LibreTranslate's language detection, among the model's source languages."""
+        return await answer(request, service, respond_detect)
+
+    @app.get("/languages")
+    async def languages() -> list[dict[str, Any]]:
+        """LibreTranslate's list: each language with the codes it translates into."""
+        loaded(service)
+        return service.directions.languages()

@@ -41,6 +41,7 @@ NOISY_LOGGERS = (
     "uvicorn.error",
     "asyncio",
     "mtkit.serve.app",
+    "mtkit.serve.http",
     "mtkit.serve.guard",
     "mtkit.serve.service",
     "mtkit.serve.connections",

@@ -1,8 +1,10 @@
 """The served model: loaded in the background, described for /info, and fed through one Batcher.
 
-The HTTP layer (mtkit/serve/app.py) sees only `Service`: ready or not, translate these lines
-with these settings, describe the model, healthy or not, drain for shutdown. Models are loaded
-with the Translator's public API, so decoding internals can change beneath the server.
+Every API (mtkit/serve/app.py mounts them: mtkit's own, OpenNMT-py's, LibreTranslate's, ...) is an
+adapter over `Service`, which knows none of them: ready or not, translate these lines with these
+settings into this target language, align, the model's languages and which of them a text is in
+(mtkit/serve/languages.py), describe the model, healthy or not, drain for shutdown. Models are
+loaded with the Translator's public API, so decoding internals can change beneath the server.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
 from mtkit.serve.guard import Access
-from mtkit.serve.libretranslate import Detector, Directions, directions
+from mtkit.serve.languages import Detector, Directions, directions
 from mtkit.serve.payload import OPTION_MAX, Limits, RequestError
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,7 @@ class ServeSettings:
     request_timeout_s: float = 60.0  # from a request's arrival to its answer (nginx's proxy_read_timeout); 0: none
     max_connections: int = 512  # nginx's worker_connections (mtkit/serve/connections.py)
     read_timeout_s: float = 60.0  # a request's head and body arrive within it (nginx's client_header_timeout)
-    languages: tuple[tuple[str, str], ...] = ()  # --languages: the pairs LibreTranslate's /languages lists
+    languages: tuple[tuple[str, str], ...] = ()  # --languages: the model's pairs, as the APIs list them
 
     @property
     def name(self) -> str:
@@ -91,8 +93,8 @@ class Service:
         self.translator: Translator | None = None
         self.defaults = settings.decode  # a request's defaults: with the model's own once it is loaded (`_load`)
         self.vocab: Any = None  # the loaded translator's tokenizer: a request's target language is checked on it
-        self.directions = Directions(())  # LibreTranslate's languages, known once the model is loaded
-        self.detector = Detector([])
+        self.directions = Directions(())  # the model's languages, known once it is loaded
+        self.detector = Detector([])  # which of its source languages a text is in
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None
@@ -273,6 +275,14 @@ class Service:
             )
         logger.warning("requests still decoding after %s were answered 504.", limit)
         raise RequestError(504, f"decoding this request took longer than {limit}.")
+
+    async def detect(self, texts: list[str]) -> list[list[dict[str, Any]]]:
+        """Each text's languages among the model's sources, most likely first ([{"confidence", "language"}]); off
+        the event loop: py3langid's model takes a second to read the first time, and ranking takes a while."""
+        if self.batcher is None:
+            raise RequestError(503, "the model is still loading; retry shortly.", retry_after=RETRY_AFTER_S)
+        detector = self.detector
+        return await asyncio.to_thread(lambda: [detector.detect(text) for text in texts])
 
     async def align(self, pairs: list[tuple[list[str], list[str]]], target_lang: str) -> list[list[int | None]] | None:
         """Each translation word's source word (markup's projection): one teacher-forced pass, in the decoder

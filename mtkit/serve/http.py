@@ -1,0 +1,74 @@
+"""What every API adapter of `mtkit serve` does with HTTP alike: read a body within its limit, answer an error, notice
+a client that left, tell whether a header carried the API key.
+
+Each adapter (mtkit/serve/native.py, opennmt.py, libretranslate.py, ...) turns its protocol's
+requests into calls of the Service (mtkit/serve/service.py) and its answers back into its
+protocol's shapes; these are the pieces they share.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
+
+from mtkit.serve.guard import Access
+from mtkit.serve.payload import RequestError
+
+logger = logging.getLogger(__name__)
+
+
+def error_response(status: int, message: str, retry_after: int | None = None) -> JSONResponse:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def media_type(request: Request) -> str:
+    """The request's Content-Type without its parameters, lowercased ("" when none)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def check_content_type(request: Request) -> None:
+    """JSON only (415 otherwise): a web page can send a form or text/plain cross-site without asking first."""
+    media, *params = request.headers.get("content-type", "").split(";")
+    given = [p.split("=", 1)[1].strip().strip('"').lower() for p in params if p.strip().lower().startswith("charset=")]
+    charset = given[0] if given else "utf-8"
+    if media.strip().lower() != "application/json" or charset not in ("utf-8", "utf8"):
+        shown = media.strip()[:60] or "none"
+        raise RequestError(415, f"the request body must be Content-Type: application/json (UTF-8), not {shown}.")
+
+
+async def read_body(request: Request, limit: int, json_only: bool = True) -> bytes:
+    """The whole body (JSON unless told), refused with 413 as soon as it grows past `limit` bytes (before it is all
+    read)."""
+    if json_only:
+        check_content_type(request)
+    length = request.headers.get("content-length", "")
+    if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > limit):
+        raise RequestError(413, f"the request body has {length[:20]} bytes; the limit is {limit}.")
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"the request body is over the limit of {limit} bytes.")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        logger.info("a client went away after sending %d bytes of its request body.", size)
+        raise RequestError(400, "the request body ended early (the client disconnected).") from None
+    return b"".join(chunks)
+
+
+async def client_gone(request: Request) -> None:
+    """Ends when the client disconnects (its body already read): the request is then dropped, not decoded."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def key_ok(request: Request, access: Access) -> bool:
+    """Whether a header carried the key (guard.py lets the paths that take a key in the body through)."""
+    return access.api_key is None or bool(request.scope.get("state", {}).get("api_key_ok"))

@@ -1,0 +1,143 @@
+"""The languages a served model translates, and which of them a text is in: what every API asks, in no API's shape.
+
+`Directions` are the model's language pairs (from --languages, the model file's record, or its
+target-language tokens), with the one rule that turns a request's target language into the
+translator's `target_lang` (its >>xx<< token where the model has them). `Detector` identifies the
+language of a text with py3langid, restricted to the codes it is given: checked when the server
+starts (`Detector.check`), so a code py3langid does not know is one sentence at start, never a
+500 at the first request.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from mtkit.errors import MtkitError
+from mtkit.serve.payload import RequestError
+
+# English names of the codes a client is likely to see (LibreTranslate's and DeepL's lists say a name); others:
+# the code itself.
+NAMES = {
+    "ar": "Arabic", "bg": "Bulgarian", "ca": "Catalan", "cs": "Czech", "da": "Danish", "de": "German",
+    "el": "Greek", "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French",
+    "hu": "Hungarian", "id": "Indonesian", "it": "Italian", "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian",
+    "lv": "Latvian", "nb": "Norwegian Bokmål", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian",
+    "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
+    "zh": "Chinese",
+}  # fmt: skip
+NO_LANGUAGES = "this server does not know its model's languages; its operator can name them with --languages en-de."
+
+
+@dataclass(frozen=True)
+class Directions:
+    """The language pairs the served model translates; `tokens`: whether it picks its target by a >>xx<< token."""
+
+    pairs: tuple[tuple[str, str], ...]
+    tokens: bool = False
+
+    @property
+    def sources(self) -> list[str]:
+        return list(dict.fromkeys(s for s, _ in self.pairs))
+
+    @property
+    def all_targets(self) -> list[str]:
+        return list(dict.fromkeys(t for _, t in self.pairs))
+
+    def targets(self, source: str) -> list[str]:
+        return [t for s, t in self.pairs if s == source]
+
+    def languages(self) -> list[dict[str, Any]]:
+        """Each source with its targets, then the languages that are only targets (LibreTranslate's /languages)."""
+        codes = list(dict.fromkeys([*self.sources, *self.all_targets]))
+        return [{"code": c, "name": NAMES.get(c, c), "targets": self.targets(c)} for c in codes]
+
+    def target_lang(self, target: str) -> str:
+        """The one place a request's target language becomes the translator's `target_lang`: its >>xx<< token,
+        where the model has them ("": a model of one pair)."""
+        return target if self.tokens else ""
+
+
+def for_target(target: str, dirs: Directions) -> str:
+    """`dirs.target_lang(target)` (the name LibreTranslate's adapter has used)."""
+    return dirs.target_lang(target)
+
+
+def parse_languages(text: str) -> tuple[tuple[str, str], ...]:
+    """`--languages en-de,en-fr`: the pairs, or one sentence on why not."""
+    pairs = []
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        source, sep, target = item.partition("-")
+        if not sep or not source.isalnum() or not target.replace("_", "").isalnum():
+            raise MtkitError(f"--languages takes pairs like en-de or en-de,en-fr; {item!r} is not one.")
+        pairs.append((source.lower(), target))
+    if not pairs:
+        raise MtkitError("--languages takes pairs like en-de or en-de,en-fr; it was empty.")
+    return tuple(pairs)
+
+
+def directions(given: tuple[tuple[str, str], ...], recorded: Any, language_tokens: dict[str, int]) -> Directions:
+    """--languages when given; else the pair the model file records, or its targets' tokens with that source."""
+    tokens = bool(language_tokens)
+    if given:
+        return Directions(given, tokens)
+    if isinstance(recorded, (list, tuple)) and len(recorded) == 2 and all(isinstance(x, str) for x in recorded):
+        source, target = recorded
+        if not tokens:
+            return Directions(((source, target),))
+        if source != "src":  # a multilingual data directory calls its sides src and tgt: no source known
+            return Directions(tuple((source, tok[2:-2]) for tok in language_tokens), True)
+    return Directions((), tokens)
+
+
+def _identifier() -> Any:
+    """py3langid's identifier over all of its languages (its model read here: a second or so)."""
+    try:  # py3langid: langid.py's maintained fork, the library `mtkit clean --langid` uses too
+        from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+    except ImportError:
+        raise MtkitError("detecting the language needs py3langid: pip install 'mtkit[serve]'.") from None
+    return LanguageIdentifier.from_modelpath(f"{MODEL_DIR}/{MODEL_FILE}", norm_probs=True)
+
+
+class Detector:
+    """Language identification among the model's source languages (py3langid, restricted to them)."""
+
+    def __init__(self, languages: list[str]) -> None:
+        self.languages = languages
+        self._identifier: Any = None
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Read py3langid's model now and restrict it to the languages, or say in one sentence which codes it does
+        not know (a server refuses to start then: detection over the wrong set of languages is no detection)."""
+        if len(self.languages) < 2:
+            return
+        with self._lock:
+            self._restricted()
+
+    def _restricted(self) -> Any:
+        """The identifier restricted to `languages`, made once; assigned only once restricted, so a failure
+        leaves nothing half made behind it."""
+        if self._identifier is None:
+            identifier = _identifier()
+            unknown = [code for code in self.languages if code not in identifier.nb_classes]
+            if unknown:
+                raise MtkitError(
+                    f"language detection (py3langid) knows no {', '.join(unknown)}: name the source languages by "
+                    f"their two-letter codes in --languages (en-de, not eng-deu)."
+                )
+            identifier.set_languages(self.languages)
+            self._identifier = identifier
+        return self._identifier
+
+    def detect(self, text: str) -> list[dict[str, Any]]:
+        """[{"confidence": 0-100, "language": code}], most likely first (one language: it, with 100)."""
+        if len(self.languages) < 2:
+            return [{"confidence": 100.0, "language": code} for code in self.languages]
+        with self._lock:
+            try:
+                ranked = self._restricted().rank(text)
+            except MtkitError as exc:
+                raise RequestError(400, str(exc)) from None
+        return [{"confidence": round(100.0 * p, 1), "language": code} for code, p in ranked]
