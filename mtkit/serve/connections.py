@@ -24,10 +24,11 @@ refused with 400), `backlog`. Two things uvicorn does not do are written here, a
   connection to close in its stead (then it is served as usual), else is answered 503 with
   `Retry-After` and `Connection: close`; the server then half-closes and reads until the client
   closes (or LINGER_S), since closing a socket with a request unread resets it and the client would
-  lose the 503. The rest wait in the listen queue. Which connections are to be refused is kept per
-  socket, so a connection never accepted takes no count with it. uvicorn's `limit_concurrency` is
-  not used: it answers 503 after a connection was accepted and its request read, which keeps no
-  descriptor free, and it refuses /health as well.
+  lose the 503. The rest wait in the listen queue. At SIGTERM, every accepted connection whose
+  request was not read whole (waiting for room, or still arriving) is answered 503 the same way.
+  Which connections are to be refused is kept per socket, so a connection never accepted takes no
+  count with it. uvicorn's `limit_concurrency` is not used: it answers 503 after a connection was
+  accepted and its request read, which keeps no descriptor free, and it refuses /health as well.
 
 What clients do wrong is logged once per cause and then counted (`OncePerCause`), not a line
 (or an asyncio traceback) per event: a few hundred idle sockets must not write megabytes of log.
@@ -292,12 +293,23 @@ def protocol_class(limits: ConnectionLimits) -> type[H11Protocol]:
             sent, self._refused, self._waiting = bytes(self._refused), None, False
             self.data_received(sent)
 
-        def _answer_503(self) -> None:
-            self._refused, self._refused_done = None, True
-            self.transport.write(_raw_answer(503, "Service Unavailable", "the server is busy; retry.", 1))
+        def _answer_503(self, message: str = "the server is busy; retry.") -> None:
+            self._disarm()
+            self._refused, self._refused_done = None, True  # `_waiting` stays: never taken for an idle one
+            self.transport.write(_raw_answer(503, "Service Unavailable", message, 1))
             if self.transport.can_write_eof():
                 self.transport.write_eof()  # the client reads the answer; it closes, then so do we
             self._read_timer = self.loop.call_later(LINGER_S, self.transport.close)
+
+        def shutdown(self) -> None:
+            """SIGTERM: a connection whose request is not (wholly) read yet, waiting for room or still arriving, is
+            answered 503 with Retry-After, as past the limit, rather than closed unanswered (a request being
+            answered finishes first, as uvicorn does; a kept-alive connection between requests is closed)."""
+            unread = self.cycle is None or (self.cycle.response_complete and bool(self.conn.trailing_data[0]))
+            if not self._refused_done and not self.transport.is_closing() and (self._refused is not None or unread):
+                self._answer_503("the server is shutting down; retry.")
+                return
+            super().shutdown()
 
         def _arm(self) -> None:
             self._disarm()

@@ -101,7 +101,7 @@ def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_j
         raise RequestError(400, f"{cut(str(fmt))} format is not supported; use text or html.")
     try:
         alternatives = int(fields.get("alternatives") or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity, 1e400 (JSON reads both as inf)
         raise RequestError(400, "alternatives must be a number.") from None
     if not dirs.pairs:
         raise RequestError(400, NO_LANGUAGES)

@@ -13,6 +13,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -63,6 +64,18 @@ class ServeSettings:
     max_connections: int = 512  # nginx's worker_connections (mtkit/serve/connections.py)
     read_timeout_s: float = 60.0  # a request's head and body arrive within it (nginx's client_header_timeout)
     languages: tuple[tuple[str, str], ...] = ()  # --languages: the model's pairs, as the APIs list them
+
+    def __post_init__(self) -> None:
+        """Times are finite: `inf` would stop the decoder thread at the first request (a batch window that never
+        closes) or overflow the shutdown's timer, and NaN compares false with every bound."""
+        for value, flag, unit in (
+            (self.batch_wait_ms, "--batch-wait-ms", "milliseconds"),
+            (self.drain_timeout_s, "--drain-timeout", "seconds"),
+            (self.request_timeout_s, "--request-timeout", "seconds"),
+            (self.read_timeout_s, "--read-timeout", "seconds"),
+        ):
+            if not math.isfinite(value) or value < 0:
+                raise MtkitError(f"{flag} must be a finite number of {unit}, at least 0; got {value}.")
 
     @property
     def name(self) -> str:
@@ -148,6 +161,7 @@ class Service:
             s.languages, self.info["models"][0].get("languages"), translator.vocab.language_tokens
         )
         self.detector = Detector(self.directions.sources)
+        self.detector.check()  # a code py3langid does not know: one sentence now, not a 500 at the first request
         self.info["languages"] = [f"{a}-{b}" for a, b in self.directions.pairs]
 
         def count_tokens(lines: Sequence[str]) -> int:
