@@ -21,17 +21,18 @@ in this order (cheap before dear; the rules are mtkit/data/rules.py's and dedup.
 
 The lines kept are written as they were read. A run that stops (Ctrl-C, a crash) resumes where its last
 checkpoint was: the outputs are written as PREFIX.LANG.part with a state file beside them, updated every
-`checkpoint_s` seconds after the text it counts is on disk; a rerun with the same inputs, rules and settings
-cuts the .part files back to the state and goes on, any other starts over. The finished files appear under
-their names only at the end, with PREFIX.clean.json.
+`checkpoint_s` seconds after the text it counts is on disk; a rerun with the same inputs, rules, settings and
+scoring models (by their sha256) cuts the .part files back to the state and goes on, any other starts over.
+The finished files appear under their names only at the end, with PREFIX.clean.json.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -57,11 +58,12 @@ from mtkit.data.rules import (
 from mtkit.data.runner import Runner, Stats, Text
 from mtkit.errors import MtkitError
 from mtkit.files import count_parallel
+from mtkit.provenance import sha256_file
 
 logger = logging.getLogger(__name__)
 
 RULES = tuple(rule for rule in ORDER if rule not in ("too_long", "ratio"))
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 2: the scoring models by their sha256 (1 named their paths)
 DUAL_XENT_SAMPLE = 20_000
 
 
@@ -151,14 +153,15 @@ OpenScorer = Callable[[Path, Path, str], Scorer]
 def clean(
     job: CleanJob, open_scorer: OpenScorer | None = None, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    """`mtkit clean`: JOB's files cleaned into JOB.out's; returns PREFIX.clean.json's content."""
+    """`mtkit clean`: JOB's files cleaned into JOB.out's; returns PREFIX.clean.json's content. The resume is keyed
+    on the scoring models' sha256 and device, not their names: models retrained in place are other models."""
     scorer, about, key = None, "", None
     if job.dual_xent is not None:
         if open_scorer is None:
             raise ValueError("a job with --dual-xent models needs open_scorer")
         forward, backward = job.dual_xent
         scorer = open_scorer(forward, backward, job.device)
-        about = f"{forward} {backward}"
+        about, key = f"{forward} {backward}", {"models": fingerprint(job.dual_xent), "device": job.device}
     return clean_files(
         job.src,
         job.tgt,
@@ -292,3 +295,17 @@ def estimate_threshold(
         return typing.cast("list[float]", out)
 
     return threshold, reusing
+
+
+def fingerprint(models: Sequence[Path]) -> list[str]:
+    """Each model's sha256 (a directory's: of its files' relative paths and sha256s), what its scores depend on."""
+    out = []
+    for path in models:
+        if path.is_dir():
+            lines = "".join(
+                f"{p.relative_to(path).as_posix()}\t{sha256_file(p)}\n" for p in sorted(path.rglob("*")) if p.is_file()
+            )
+            out.append(hashlib.sha256(lines.encode("utf-8")).hexdigest())
+        else:
+            out.append(sha256_file(path))
+    return out
