@@ -4,7 +4,9 @@ PREFIX.clean-state.json, checkpointed, cut back on resume, and published under t
 The state is written only after the text and hashes it counts are on disk (fsync), every `checkpoint_s`
 seconds and at the end. A rerun whose settings (inputs, rules, the scoring models' sha256: whatever changes
 the output) equal the state's cuts the files back to it and goes on; any other starts over, with one
-warning saying what changed. Publishing moves each .part over its final name.
+warning saying what changed. Publishing moves each .part over its final name, or, where the final name is a
+named pipe or a device, writes it into it (each in its own thread: a reader of two pipes, `paste A B`, reads
+them in step), as mtkit/atomic.py does for every output.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import contextlib
 import json
 import logging
 import os
+import shutil
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,7 +25,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from mtkit.atomic import write_atomic
+from mtkit.atomic import is_special, open_special, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +78,14 @@ class Outputs:
                 f.close()
 
     def publish(self, record: Path, text: str) -> None:
-        """The finished parts under their names, then the record."""
+        """The finished parts under their names (written into a pipe or a device), then the record."""
+        special = [(part, final) for part, final in zip(self.parts, self.finals) if is_special(final)]
         for part, final in zip(self.parts, self.finals):
-            os.replace(part, final)
+            if not is_special(final):
+                os.replace(part, final)
+        _copy_into(special)
         write_atomic(record, text)
-        for path in (*self.logs.values(), self.state):
+        for path in (*self.logs.values(), self.state, *(part for part, _ in special)):
             path.unlink(missing_ok=True)
 
 
@@ -146,3 +153,24 @@ def _read_hashes(path: Path, n: int) -> np.ndarray:
     if not n:
         return np.zeros(0, np.uint64)
     return np.fromfile(path, dtype=np.uint64, count=n)
+
+
+def _copy_into(pairs: list[tuple[Path, Path]]) -> None:
+    """Each file into its pipe or device, all at once (a pipe's open waits for its reader)."""
+    errors: list[BaseException] = []
+
+    def copy(part: Path, final: Path) -> None:
+        try:
+            with open(part, "rb") as f, open_special(final) as out:
+                shutil.copyfileobj(f, out, 1 << 20)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=copy, args=pair, daemon=True) for pair in pairs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():  # joined in steps, so that Ctrl-C reaches the main thread
+            thread.join(0.5)
+    if errors:
+        raise errors[0]

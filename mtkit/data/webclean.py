@@ -23,7 +23,8 @@ The lines kept are written as they were read. A run that stops (Ctrl-C, a crash)
 checkpoint was: the outputs are written as PREFIX.LANG.part with a state file beside them, updated every
 `checkpoint_s` seconds after the text it counts is on disk; a rerun with the same inputs, rules, settings and
 scoring models (by their sha256) cuts the .part files back to the state and goes on, any other starts over.
-The finished files appear under their names only at the end, with PREFIX.clean.json.
+The finished files appear under their names only at the end, with PREFIX.clean.json; an output that is a
+named pipe or a device is written into, never replaced (mtkit/atomic.py).
 """
 
 from __future__ import annotations
