@@ -28,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mtkit.data.webclean import RULES, WebCleanConfig, WebCleaner  # noqa: E402
+from mtkit.data.runner import first_drops  # noqa: E402
+from mtkit.data.webclean import WebCleanConfig  # noqa: E402
 
 RATES = {"misaligned": 0.07, "french": 0.04, "czech": 0.04, "copy": 0.04, "truncated": 0.04, "html": 0.04}
 ADDED = {"duplicate": 0.02, "near_duplicate": 0.02}
@@ -97,20 +98,17 @@ def build(data: Path, out: Path, seed: int = 1) -> dict[str, int]:
 
 def report(noisy: Path, config: WebCleanConfig, scorer=None) -> dict:
     """For each kind of noise, the pairs each rule dropped and the pairs kept."""
-    cleaner = WebCleaner("en", "de", config, (None, None), scorer)  # type: ignore[arg-type]
     table = {k: {"pairs": 0, "kept": 0, **dict.fromkeys(config.active(), 0)} for k in KINDS}
-    with open(noisy / "train.en", "rb") as fs, open(noisy / "train.de", "rb") as ft:
-        kinds = (noisy / "train.kind").read_text(encoding="utf-8").split()
-        for s, t, k in zip(fs, ft, kinds):
-            before = dict(cleaner.stats.dropped)
-            kept, _, _ = cleaner.chunk([s], [t])
-            row = table[k]
-            row["pairs"] += 1
-            if kept:
-                row["kept"] += 1
-            else:
-                rule = next(r for r in RULES if cleaner.stats.dropped[r] != before[r])
-                row[rule] += 1
+    # split("\n"), not splitlines(): a caption may hold U+2028 or a form feed, which is not a line end
+    src, tgt = (
+        [line.rstrip("\r") for line in (noisy / f"train.{lang}").read_text(encoding="utf-8").split("\n")[:-1]]
+        for lang in ("en", "de")
+    )
+    kinds = (noisy / "train.kind").read_text(encoding="utf-8").split()
+    for kind, rule in zip(kinds, first_drops(config.rules("en", "de", scorer), src, tgt)):
+        row = table[kind]
+        row["pairs"] += 1
+        row["kept" if rule is None else rule] += 1
     return table
 
 

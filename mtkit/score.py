@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mtkit.errors import MtkitError
+from mtkit.langid import base_language
 from mtkit.textio import read_lines_strict
 
 # get_ende_bleu.sh's perl substitution; Python's re.sub also scans left to right without overlaps,
@@ -49,8 +50,7 @@ _HAN = re.compile(r"[\u4e00-\u9fff]")
 
 def default_tokenize(lang: str | None) -> str:
     """sacreBLEU's tokenizer for a target language: zh, ja-mecab, ko-mecab, else 13a ('zh-Hans' counts as 'zh')."""
-    base = (lang or "").lower().replace("_", "-").split("-")[0]
-    return _BY_LANGUAGE.get(base, DEFAULT_TOKENIZE)
+    return _BY_LANGUAGE.get(base_language(lang or ""), DEFAULT_TOKENIZE)
 
 
 def check_tokenize(tokenize: str) -> None:

@@ -10,7 +10,6 @@ import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err
-from mtkit.errors import MtkitError
 
 
 @app.command()
@@ -61,6 +60,13 @@ def clean(
         "worst scored (the threshold is estimated on a sample of 20,000 pairs before cleaning). Example: 0.05",
     ),
     device: str = typer.Option("cpu", "--device", help="Device of the --dual-xent models."),
+    workers: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help="Processes for the rules (the models score in the main one).",
+        show_default="all cores",
+    ),
     max_chars: int = typer.Option(
         0, "--max-chars", min=0, help="Drop pairs with a side longer than this many characters; 0: no limit."
     ),
@@ -80,45 +86,35 @@ def clean(
 
     Then: mtkit prepare custom --train-src clean/train.en --train-tgt clean/train.de ...
     """
-    from mtkit.data.prepare import lang_of
-    from mtkit.data.webclean import WebCleanConfig, clean_files
+    from mtkit.data.webclean import CleanJob, WebCleanConfig
+    from mtkit.data.webclean import clean as run_clean
     from mtkit.files import progress_bar
 
-    if (src_lang is None) != (tgt_lang is None):
-        raise MtkitError("give both --src-lang and --tgt-lang, or neither.")
-    langs = (src_lang, tgt_lang) if src_lang and tgt_lang else (lang_of(str(src)), lang_of(str(tgt)))
-    if langs[0] == langs[1]:
-        raise MtkitError(f"source and target language are both '{langs[0]}'; give two different language codes.")
-    for path in (src, tgt):
-        if not path.is_file():
-            raise MtkitError(f"{path} does not exist.")
-    config = WebCleanConfig(
-        control=control or all_rules,
-        markup=markup or all_rules,
-        copies=copies or all_rules,
-        max_chars=max_chars,
-        max_char_ratio=max_char_ratio,
-        dedup=dedup or all_rules,
-        near_dedup=near_dedup or all_rules,
-        langid=langid or all_rules,
-        dual_xent_max=dual_xent_max,
-        dual_xent_drop=dual_xent_drop,
+    job = CleanJob(
+        src,
+        tgt,
+        out,
+        WebCleanConfig(
+            control=control or all_rules,
+            markup=markup or all_rules,
+            copies=copies or all_rules,
+            max_chars=max_chars,
+            max_char_ratio=max_char_ratio,
+            dedup=dedup or all_rules,
+            near_dedup=near_dedup or all_rules,
+            langid=langid or all_rules,
+            dual_xent_max=dual_xent_max,
+            dual_xent_drop=dual_xent_drop,
+        ),
+        src_lang,
+        tgt_lang,
+        dual_xent=dual_xent if dual_xent and dual_xent[0] is not None else None,
+        device=device,
+        workers=workers,
     )
-    if dual_xent_max and dual_xent_drop:
-        raise MtkitError("give --dual-xent-max or --dual-xent-drop, not both.")
-    if dual_xent and not (dual_xent_max or dual_xent_drop):
-        raise MtkitError(
-            "--dual-xent needs a threshold: --dual-xent-max X (nats a token) or --dual-xent-drop SHARE (e.g. 0.05)."
-        )
-    scorer, about = None, ""
-    if dual_xent and dual_xent[0] is not None:
-        from mtkit.decode.dual_xent import dual_xent_filter
-
-        for path in dual_xent:
-            if not Path(path).is_file():
-                raise MtkitError(f"model file {path} does not exist.")
-        scorer = dual_xent_filter(dual_xent[0], dual_xent[1], device)
-        about = f"{dual_xent[0]} {dual_xent[1]}"
+    open_scorer = None
+    if job.dual_xent is not None:
+        from mtkit.decode.dual_xent import dual_xent_filter as open_scorer
     with progress_bar(sys.stderr.isatty(), None, "cleaning", "pairs") as bar:
 
         def progress(done: int, total: int) -> None:
@@ -126,9 +122,8 @@ def clean(
             bar.n = done
             bar.refresh()
 
-        record = clean_files(
-            src, tgt, langs[0], langs[1], out, config, progress=progress, scorer=scorer, scorer_about=about
-        )
+        record = run_clean(job, open_scorer, progress)
+    langs = record["langs"]
     dropped = ", ".join(f"{rule} {n}" for rule, n in record["dropped"].items())
     if dual_xent_drop:
         threshold = record["settings"]["dual_xent_max"]

@@ -110,7 +110,7 @@ def _prepare(corpus: Corpus, opts: PrepareOptions, out: Path, clean: CleanConfig
         # 5. Each split written in full under tmp/raw.
         result = tmp / "raw"
         result.mkdir()
-        writer = SplitWriter(corpus, paths, result, tmp, clean, opts.workers, opts.progress)
+        writer = SplitWriter(corpus, paths, result, clean, opts.workers, opts.progress)
         splits = {split: writer.write(split, parts) for split in SPLITS if (parts := corpus.parts(split))}
         record = _record(corpus, settings, fetched, clean, splits, result, writer.timings)
         # 6. The finished files moved into DIR/raw, then prepare.json.

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mtkit.data.clean import RULE_OPTIONS, CleanConfig, Cleaner, CleanStats, dedup_files, summary
+from mtkit.data.clean import RULE_OPTIONS, RULES, CleanConfig, record, summary
 from mtkit.data.corpora import Corpus, Member, Part, members_by_source
 from mtkit.data.extract import read_sgml, read_text_lines, stage_members
 from mtkit.data.fetch import Fetched
+from mtkit.data.runner import Runner, Stats
 from mtkit.errors import MtkitError
 from mtkit.files import check_parallel, count_parallel, progress_bar
 
@@ -48,13 +49,12 @@ def _label(corpus: Corpus, member: Member) -> str:
 
 @dataclass(frozen=True)
 class SplitWriter:
-    """Where and how one `prepare` run writes its splits: the staged inputs, the result directory, a scratch
-    directory, the cleaning settings and its workers; `timings` collects the train split's phases."""
+    """Where and how one `prepare` run writes its splits: the staged inputs, the result directory, the cleaning
+    settings and its workers; `timings` collects the train split's phases."""
 
     corpus: Corpus
     paths: Paths
     result: Path
-    tmp: Path
     clean: CleanConfig
     workers: int | None = None
     progress: bool = False
@@ -92,7 +92,7 @@ def _write_eval(corpus: Corpus, split: str, parts: tuple[Part, ...], paths: Path
 
 
 def _write_train(writer: SplitWriter, parts: tuple[Part, ...]) -> dict[str, Any]:
-    """The train split: every part cleaned (and deduplicated, if asked) into one pair of files."""
+    """The train split: every part cleaned (and deduplicated across parts, if asked) into one pair of files."""
     corpus, paths, result, clean, timings = writer.corpus, writer.paths, writer.result, writer.clean, writer.timings
     src, tgt = corpus.src, corpus.tgt
     sides = [
@@ -109,38 +109,30 @@ def _write_train(writer: SplitWriter, parts: tuple[Part, ...]) -> dict[str, Any]
     sizes = [count_parallel(*side) for side in sides]
     timings["count_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    out_dir = writer.tmp / "undeduped" if clean.dedup else result
-    out_dir.mkdir(exist_ok=True)
-    total, records = CleanStats(), []
+    total, records = Stats.of(RULES), []
     # The worker pool is forked before any progress bar exists: no thread is alive at fork time.
     with (
-        Cleaner(src, tgt, clean, workers=writer.workers) as cleaner,
-        open(out_dir / f"train.{src}", "wb") as fs,
-        open(out_dir / f"train.{tgt}", "wb") as ft,
+        Runner(clean.rules(), clean.text(src, tgt), workers=writer.workers, counted=RULES) as runner,
+        open(result / f"train.{src}", "wb") as fs,
+        open(result / f"train.{tgt}", "wb") as ft,
         progress_bar(writer.progress, sum(sizes), "cleaning train", "pairs") as bar,
     ):
         for part, n, (src_path, tgt_path, src_label, tgt_label) in zip(parts, sizes, sides):
             logger.info("cleaning %s (%d pairs)", part.name, n)
-            stats = cleaner.run(
-                src_path, tgt_path, fs, ft, src_label=src_label, tgt_label=tgt_label, progress=bar.update
-            )
+            stats = Stats.of(RULES)
+            for batch in runner.run(src_path, tgt_path, (src_label, tgt_label)):
+                fs.write(batch.encoded(0))
+                ft.write(batch.encoded(1))
+                stats.add(batch.stats)
+                bar.update(batch.stats.pairs_in)
             total.add(stats)
-            records.append({"name": part.name, src: src_label, tgt: tgt_label, **stats.record()})
-        hashes = cleaner.hashes
+            records.append({"name": part.name, src: src_label, tgt: tgt_label, **record(stats)})
     timings["clean_s"] = round(time.perf_counter() - t0, 3)
-    if clean.dedup:
-        t0 = time.perf_counter()
-        dropped = dedup_files(
-            out_dir / f"train.{src}", out_dir / f"train.{tgt}", result / f"train.{src}", result / f"train.{tgt}", hashes
-        )
-        total.dropped["duplicate"] += dropped
-        total.kept -= dropped
-        timings["dedup_s"] = round(time.perf_counter() - t0, 3)
     _report_train(corpus, total, clean)
-    return {**total.record(), "parts": records}
+    return {**record(total), "parts": records}
 
 
-def _report_train(corpus: Corpus, total: CleanStats, clean: CleanConfig) -> None:
+def _report_train(corpus: Corpus, total: Stats, clean: CleanConfig) -> None:
     if total.kept == 0:
         worst = max(clean.active(), key=lambda rule: total.dropped.get(rule, 0))
         raise MtkitError(

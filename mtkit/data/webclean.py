@@ -1,7 +1,7 @@
 """`mtkit clean`: rules for the noise of web-crawled parallel text, streamed, counted, resumable.
 
 Each rule is off unless asked for, and drops a pair; the first rule that applies is the one counted,
-in this order (cheap before dear):
+in this order (cheap before dear; the rules are mtkit/data/rules.py's and dedup.py's, run by runner.py):
 
 - `invalid_utf8`, `empty` (always): a side that is not UTF-8, or that is blank.
 - `control` (--control): a side holding a control character (Unicode Cc, tab included), a private-use or
@@ -12,64 +12,59 @@ in this order (cheap before dear):
   a unit that works for every script.
 - `duplicate` (--dedup): the same pair, byte for byte, kept before; `near_duplicate` (--near-dedup): the
   same pair up to case, spaces, punctuation, symbols and digits (the normal form `copy` compares).
-- `langid` (--langid): either side not identified as its language (langid.py's model through py3langid,
-  the extra `mtkit[langid]`; chosen by bench/langid_short.py: the most accurate of four libraries on short
-  sentences).
+- `langid` (--langid): either side not identified as its language (`mtkit.langid`).
 - `dual_xent` (--dual-xent FORWARD BACKWARD --dual-xent-max X): the pair's dual conditional cross-entropy
-  under two translation models, one each way (mtkit.decode.dual_xent), is above X: what rules cannot see,
-  a misaligned pair of two well-formed sentences. The scorer is passed in (this layer has no models).
-  --dual-xent-drop SHARE sets X to the score SHARE of the kept pairs lie above (the paper's "keep the
-  best-scored share"), estimated first on an even sample of the input (`estimate_threshold`).
+  under two translation models, one each way, is above X: what rules cannot see, a misaligned pair of two
+  well-formed sentences. The scorer is passed in (this layer has no models). --dual-xent-drop SHARE sets X to
+  the score SHARE of the kept pairs lie above (the paper's "keep the best-scored share"), estimated first on an
+  even sample of the input (`estimate_threshold`).
 
-Memory stays bounded: text streams through in chunks; the seen pairs are 64-bit hashes (8 bytes a kept
-pair a rule) in sorted numpy runs merged like a binary counter (`HashSet`), 80 MB a rule for 10 million pairs.
-A run that stops (Ctrl-C, a crash) resumes where its last checkpoint was: the outputs are written as
-PREFIX.LANG.part with a state file beside them, updated every `checkpoint_s` seconds after the text it
-counts is on disk; a rerun with the same inputs and settings cuts the .part files back to the state and
-goes on. The finished files appear under their names only at the end, with PREFIX.clean.json.
+The lines kept are written as they were read. A run that stops (Ctrl-C, a crash) resumes where its last
+checkpoint was: the outputs are written as PREFIX.LANG.part with a state file beside them, updated every
+`checkpoint_s` seconds after the text it counts is on disk; a rerun with the same inputs, rules, settings and
+scoring models (by their sha256) cuts the .part files back to the state and goes on, any other starts over.
+The finished files appear under their names only at the end, with PREFIX.clean.json; an output that is a
+named pipe or a device is written into, never replaced (mtkit/atomic.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
-import os
-import time
+import logging
 import typing
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import regex
 
-from mtkit.atomic import write_atomic
+from mtkit.data.dedup import Duplicate, NearDuplicate
+from mtkit.data.prepare import lang_of
+from mtkit.data.resume import Outputs, resume_state
+from mtkit.data.rules import (
+    ORDER,
+    CharRatio,
+    Control,
+    Copy,
+    DualXent,
+    Empty,
+    LangId,
+    Markup,
+    Rule,
+    Scorer,
+    TooLongChars,
+)
+from mtkit.data.runner import Runner, Stats, Text
 from mtkit.errors import MtkitError
-from mtkit.files import count_parallel, open_binary
+from mtkit.files import count_parallel
+from mtkit.provenance import sha256_file
 
-RULES = (
-    "invalid_utf8",
-    "empty",
-    "control",
-    "markup",
-    "copy",
-    "too_long_chars",
-    "char_ratio",
-    "duplicate",
-    "near_duplicate",
-    "langid",
-    "dual_xent",
-)
-CONTROL = regex.compile(r"[\p{Cc}\p{Co}\p{Cn}\uFFFD]")
-MARKUP = regex.compile(
-    r"<\s*/?\s*[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?\s*>|&(?:[A-Za-z][A-Za-z0-9]{1,7}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});"
-)
-# Scores of (sources, targets), one a pair; a pair scoring above WebCleanConfig.dual_xent_max is dropped.
-Scorer = Callable[[list[str], list[str]], list[float]]
-NOT_LETTERS = regex.compile(r"[\p{P}\p{S}\p{Z}\p{N}\s]+")
-STATE_FORMAT = 1
+logger = logging.getLogger(__name__)
+
+RULES = tuple(rule for rule in ORDER if rule not in ("too_long", "ratio"))
+STATE_FORMAT = 2  # 2: the scoring models by their sha256 (1 named their paths)
 DUAL_XENT_SAMPLE = 20_000
 
 
@@ -92,144 +87,96 @@ class WebCleanConfig:
         on.update(langid=self.langid, dual_xent=self.dual_xent_max or self.dual_xent_drop)
         return tuple(rule for rule in RULES if bool(on.get(rule, True)))
 
-
-@dataclass
-class WebCleanStats:
-    pairs_in: int = 0
-    kept: int = 0
-    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
-
-
-def letters(text: str) -> str:
-    """The normal form of `copy` and `near_duplicate`: case-folded, without spaces, punctuation, symbols, digits."""
-    return NOT_LETTERS.sub("", text.casefold())
-
-
-def _hash(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-
-
-class HashSet:
-    """The 64-bit hashes seen so far, in sorted runs whose sizes halve from the first: a lookup is a binary
-    search per run (log2(n) runs at most), an insert merges runs like a binary counter's carries, and memory
-    is 8 bytes a hash. Two different pairs with one hash (probability about n^2 / 2^65) would count as one."""
-
-    def __init__(self, hashes: np.ndarray | None = None):
-        self.runs: list[np.ndarray] = [np.unique(hashes)] if hashes is not None and len(hashes) else []
-
-    def __len__(self) -> int:
-        return sum(len(run) for run in self.runs)
-
-    def first_seen(self, hashes: np.ndarray) -> np.ndarray:
-        """True where a hash was never seen before (nor earlier in `hashes`); those are added."""
-        new = np.zeros(len(hashes), dtype=bool)
-        new[np.unique(hashes, return_index=True)[1]] = True
-        for run in self.runs:
-            at = np.minimum(np.searchsorted(run, hashes), len(run) - 1)
-            new &= run[at] != hashes
-        run = np.sort(hashes[new])
-        while self.runs and len(self.runs[-1]) <= len(run):
-            run = np.sort(np.concatenate((self.runs.pop(), run)), kind="stable")
-        if len(run):
-            self.runs.append(run)
-        return new
-
-
-def identifier() -> Callable[[str], str]:
-    """The language of a line as an ISO 639-1 code, by py3langid (one sentence when it is not installed)."""
-    try:
-        import py3langid
-    except ImportError:
-        raise MtkitError("--langid needs py3langid: pip install 'mtkit[langid]'.") from None
-    return lambda line: str(py3langid.classify(line)[0])
-
-
-def _base(lang: str) -> str:
-    return lang.lower().replace("_", "-").split("-")[0]
-
-
-class WebCleaner:
-    """Applies a WebCleanConfig to chunks of pairs; holds the seen hashes and the counts."""
-
-    def __init__(
-        self,
-        src_lang: str,
-        tgt_lang: str,
-        config: WebCleanConfig,
-        hashes: tuple[np.ndarray, np.ndarray],
-        scorer: Scorer | None = None,
-    ):
-        if (config.dual_xent_max or config.dual_xent_drop) and scorer is None:
+    def rules(self, src_lang: str, tgt_lang: str, scorer: Scorer | None = None) -> list[Rule]:
+        """The rules this configuration applies, in order (invalid_utf8 is the runner's own)."""
+        if (self.dual_xent_max or self.dual_xent_drop) and scorer is None:
             raise MtkitError("--dual-xent-max and --dual-xent-drop need the two models: --dual-xent FORWARD BACKWARD.")
-        self.langs, self.config, self.scorer = (_base(src_lang), _base(tgt_lang)), config, scorer
-        self.exact, self.near = HashSet(hashes[0]), HashSet(hashes[1])
-        self.stats = WebCleanStats()
-        self.guess = identifier() if config.langid else None
+        made: list[Rule] = [Empty()]
+        made += [rule() for on, rule in ((self.control, Control), (self.markup, Markup), (self.copies, Copy)) if on]
+        made += [TooLongChars(self.max_chars)] if self.max_chars else []
+        made += [CharRatio(self.max_char_ratio)] if self.max_char_ratio else []
+        made += [rule() for on, rule in ((self.dedup, Duplicate), (self.near_dedup, NearDuplicate)) if on]
+        made += [LangId(src_lang, tgt_lang)] if self.langid else []
+        if self.dual_xent_max and scorer is not None:
+            made.append(DualXent(scorer, self.dual_xent_max))
+        return made
 
-    def _rule(self, s: str, t: str) -> str | None:
-        """The first per-pair rule that drops (s, t), or None."""
-        cfg = self.config
-        if not s.strip() or not t.strip():
-            return "empty"
-        if cfg.control and (CONTROL.search(s) or CONTROL.search(t)):
-            return "control"
-        if cfg.markup and (MARKUP.search(s) or MARKUP.search(t)):
-            return "markup"
-        if cfg.copies and letters(s) == letters(t):
-            return "copy"
-        if cfg.max_chars and (len(s) > cfg.max_chars or len(t) > cfg.max_chars):
-            return "too_long_chars"
-        ratio = cfg.max_char_ratio
-        if ratio and (len(s) > ratio * len(t) or len(t) > ratio * len(s)):
-            return "char_ratio"
-        return None
 
-    def chunk(self, src: list[bytes], tgt: list[bytes]) -> tuple[list[bytes], list[bytes], list[np.ndarray]]:
-        """The kept lines of one chunk (as read, newline included) and the hashes it added to each set."""
-        drop = self.stats.dropped
-        self.stats.pairs_in += len(src)
-        keep: list[tuple[bytes, bytes, str, str]] = []
-        for bs, bt in zip(src, tgt):
-            try:
-                s, t = bs.decode("utf-8").rstrip("\r\n"), bt.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                drop["invalid_utf8"] += 1
-                continue
-            rule = self._rule(s, t)
-            if rule is None:
-                keep.append((bs, bt, s, t))
-            else:
-                drop[rule] += 1
-        added: list[np.ndarray] = [np.zeros(0, np.uint64), np.zeros(0, np.uint64)]
-        for i, (on, rule, key) in enumerate(
-            (
-                (self.config.dedup, "duplicate", lambda s, t: f"{s}\t{t}"),
-                (self.config.near_dedup, "near_duplicate", lambda s, t: f"{letters(s)}\t{letters(t)}"),
+@dataclass(frozen=True)
+class CleanJob:
+    """One `mtkit clean` run: its files, languages (None: from the files' suffixes), rules and scoring models
+    (FORWARD, BACKWARD), checked when made."""
+
+    src: Path
+    tgt: Path
+    out: Path
+    rules: WebCleanConfig = WebCleanConfig()
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    dual_xent: tuple[Path, Path] | None = None
+    device: str = "cpu"
+    workers: int | None = None
+    chunk_pairs: int = 10_000
+    checkpoint_s: float = 30.0  # seconds between two states of an interrupted run
+
+    def __post_init__(self) -> None:
+        if (self.src_lang is None) != (self.tgt_lang is None):
+            raise MtkitError("give both --src-lang and --tgt-lang, or neither.")
+        if self.langs[0] == self.langs[1]:
+            raise MtkitError(
+                f"source and target language are both '{self.langs[0]}'; give two different language codes."
             )
-        ):
-            if not on or not keep:
-                continue
-            hashes = np.fromiter((_hash(key(s, t)) for _, _, s, t in keep), dtype=np.uint64, count=len(keep))
-            new = (self.exact if i == 0 else self.near).first_seen(hashes)
-            added[i] = hashes[new]
-            drop[rule] += int(len(keep) - new.sum())
-            keep = [pair for pair, n in zip(keep, new) if n]
-        if self.guess is not None:
-            guess, (ls, lt) = self.guess, self.langs
-            right = [guess(s) == ls and guess(t) == lt for _, _, s, t in keep]
-            drop["langid"] += right.count(False)
-            keep = [pair for pair, ok in zip(keep, right) if ok]
-        if self.scorer is not None and self.config.dual_xent_max:
-            scores = self.scorer([s for _, _, s, _ in keep], [t for _, _, _, t in keep])
-            good = [score <= self.config.dual_xent_max for score in scores]
-            drop["dual_xent"] += good.count(False)
-            keep = [pair for pair, ok in zip(keep, good) if ok]
-        self.stats.kept += len(keep)
-        ends = [
-            (bs if bs.endswith(b"\n") else bs + b"\n", bt if bt.endswith(b"\n") else bt + b"\n")
-            for bs, bt, _, _ in keep
-        ]
-        return [a for a, _ in ends], [b for _, b in ends], added
+        for path in (self.src, self.tgt):
+            if not path.is_file():
+                raise MtkitError(f"{path} does not exist.")
+        rules = self.rules
+        if rules.dual_xent_max and rules.dual_xent_drop:
+            raise MtkitError("give --dual-xent-max or --dual-xent-drop, not both.")
+        if self.dual_xent and not (rules.dual_xent_max or rules.dual_xent_drop):
+            raise MtkitError(
+                "--dual-xent needs a threshold: --dual-xent-max X (nats a token) or --dual-xent-drop SHARE (e.g. 0.05)."
+            )
+        for path in self.dual_xent or ():
+            if not Path(path).is_file():
+                raise MtkitError(f"model file {path} does not exist.")
+
+    @property
+    def langs(self) -> tuple[str, str]:
+        if self.src_lang and self.tgt_lang:
+            return self.src_lang, self.tgt_lang
+        return lang_of(str(self.src)), lang_of(str(self.tgt))
+
+
+# Opens the dual cross-entropy scorer of two models (FORWARD, BACKWARD) on a device: mtkit.decode's, passed in.
+OpenScorer = Callable[[Path, Path, str], Scorer]
+
+
+def clean(
+    job: CleanJob, open_scorer: OpenScorer | None = None, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """`mtkit clean`: JOB's files cleaned into JOB.out's; returns PREFIX.clean.json's content. The resume is keyed
+    on the scoring models' sha256 and device, not their names: models retrained in place are other models."""
+    scorer, about, key = None, "", None
+    if job.dual_xent is not None:
+        if open_scorer is None:
+            raise ValueError("a job with --dual-xent models needs open_scorer")
+        forward, backward = job.dual_xent
+        scorer = open_scorer(forward, backward, job.device)
+        about, key = f"{forward} {backward}", {"models": fingerprint(job.dual_xent), "device": job.device}
+    return clean_files(
+        job.src,
+        job.tgt,
+        *job.langs,
+        job.out,
+        job.rules,
+        chunk_pairs=job.chunk_pairs,
+        checkpoint_s=job.checkpoint_s,
+        progress=progress,
+        scorer=scorer,
+        scorer_about=about,
+        scorer_key=key,
+        workers=job.workers,
+    )
 
 
 def clean_files(
@@ -245,108 +192,99 @@ def clean_files(
     progress: Callable[[int, int], None] | None = None,
     scorer: Scorer | None = None,
     scorer_about: str = "",
+    scorer_key: Any = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Clean SRC/TGT into PREFIX.SRC_LANG and PREFIX.TGT_LANG; returns PREFIX.clean.json's content.
 
     `progress(done, total)` is called after each chunk (pairs read so far, of all); `scorer_about` names the
-    scorer's models (a resumed run must use the same)."""
-    outs = [Path(f"{prefix}.{lang}") for lang in (src_lang, tgt_lang)]
-    if {p.resolve() for p in outs} & {src.resolve(), tgt.resolve()}:
+    scorer's models (for the record), `scorer_key` is what its scores depend on (the models' sha256 and their
+    device; `scorer_about` when not given): a run resumes only an interrupted one with an equal key."""
+    outs = Outputs.of(prefix, (src_lang, tgt_lang))
+    if {p.resolve() for p in outs.finals} & {src.resolve(), tgt.resolve()}:
         raise MtkitError(f"--out {prefix} would overwrite an input; choose another prefix.")
     total = count_parallel(src, tgt, str(src), str(tgt))
-    parts = [Path(f"{p}.part") for p in outs]
-    logs = [Path(f"{prefix}.{name}-hashes.part") for name in ("exact", "near")]
-    state_path = Path(f"{prefix}.clean-state.json")
     settings = {
         "format": STATE_FORMAT,
         "inputs": {str(p.resolve()): [p.stat().st_size, p.stat().st_mtime_ns] for p in (src, tgt)},
         "langs": [src_lang, tgt_lang],
         "config": asdict(config),
-        "scorer": scorer_about,
+        "scorer": scorer_about if scorer_key is None else scorer_key,
     }
-    state = _resume_state(state_path, settings, parts, logs)
+    state = resume_state(outs, settings)
     done = state.get("pairs_done", 0)
     if config.dual_xent_drop and scorer is not None:
         if "dual_xent_max" in state:  # a resumed run keeps the threshold it began with
             threshold = float(state["dual_xent_max"])
         else:
-            threshold, scorer = estimate_threshold(src, tgt, src_lang, tgt_lang, config, scorer, total)
+            threshold, scorer = estimate_threshold(src, tgt, src_lang, tgt_lang, config, scorer, total, workers=workers)
         config = replace(config, dual_xent_max=threshold)
         settings["dual_xent_max"] = config.dual_xent_max
-    hashes = tuple(_read_hashes(log, n) for log, n in zip(logs, state.get("hashes", [0, 0])))
-    cleaner = WebCleaner(src_lang, tgt_lang, config, hashes, scorer)  # type: ignore[arg-type]
-    if state:
-        cleaner.stats = WebCleanStats(**state["stats"])
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    files = [open(p, "ab") for p in (*parts, *logs)]
-    last = time.monotonic()
-    try:
-        with open_binary(src) as fs, open_binary(tgt) as ft:
-            for _ in itertools.islice(zip(fs, ft), done):
-                pass
-            while chunk := list(itertools.islice(zip(fs, ft), chunk_pairs)):
-                a, b, added = cleaner.chunk([s for s, _ in chunk], [t for _, t in chunk])
-                files[0].writelines(a)
-                files[1].writelines(b)
-                files[2].write(added[0].tobytes())
-                files[3].write(added[1].tobytes())
-                done += len(chunk)
+    rules = config.rules(src_lang, tgt_lang, scorer)
+    logs = {rule.name: rule for rule in rules if isinstance(rule, Duplicate)}
+    for name, hashes in outs.hashes(state).items():
+        if name in logs:
+            logs[name].restore(hashes)
+    stats = Stats(**state["stats"]) if state else Stats.of(RULES)
+    with Runner(rules, Text(src_lang, tgt_lang), workers=workers, chunk_pairs=chunk_pairs, counted=RULES) as runner:
+        with outs.writing(settings, state, checkpoint_s) as writer:
+            for batch in runner.run(src, tgt, skip=done):
+                stats.add(batch.stats)
+                done += batch.stats.pairs_in
+                added = {name: rule.added for name, rule in logs.items()}
+                writer.write(batch.encoded(0), batch.encoded(1), added, done, asdict(stats))
                 if progress is not None:
                     progress(done, total)
-                if time.monotonic() - last >= checkpoint_s:
-                    _checkpoint(state_path, settings, files, done, cleaner)
-                    last = time.monotonic()
-        _checkpoint(state_path, settings, files, done, cleaner)
-    finally:
-        for f in files:
-            f.close()
+                writer.due()
     record = {
         "inputs": [str(src), str(tgt)],
-        "outputs": [str(p) for p in outs],
+        "outputs": [str(p) for p in outs.finals],
         "langs": [src_lang, tgt_lang],
         "rules": list(config.active()),
         "settings": asdict(config) | ({"dual_xent_models": scorer_about} if scorer_about else {}),
-        "pairs_in": cleaner.stats.pairs_in,
-        "kept": cleaner.stats.kept,
-        "dropped": {rule: cleaner.stats.dropped[rule] for rule in config.active()},
+        "pairs_in": stats.pairs_in,
+        "kept": stats.kept,
+        "dropped": {rule: stats.dropped[rule] for rule in config.active()},
     }
-    for part, out in zip(parts, outs):
-        os.replace(part, out)
-    write_atomic(Path(f"{prefix}.clean.json"), json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-    for path in (*logs, state_path):
-        path.unlink(missing_ok=True)
+    outs.publish(Path(f"{prefix}.clean.json"), json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return record
 
 
 def estimate_threshold(
-    src: Path, tgt: Path, src_lang: str, tgt_lang: str, config: WebCleanConfig, scorer: Scorer, total: int
+    src: Path,
+    tgt: Path,
+    src_lang: str,
+    tgt_lang: str,
+    config: WebCleanConfig,
+    scorer: Scorer,
+    total: int,
+    *,
+    workers: int | None = None,
 ) -> tuple[float, Scorer]:
     """The score above which `config.dual_xent_drop` of a sample's pairs lie, and a scorer that reuses the
     sample's scores. The sample is every k-th pair the other rules keep (not the first ones: corpora come sorted),
     k such that it holds up to DUAL_XENT_SAMPLE pairs (the estimate is the same on every run). The duplicate rules see
     the whole input (a sample holds a repeated pair without the pair it repeats), so this reads it all once with
     every rule but the dear ones, language identification (run on the sample only) and the score itself."""
-    every, none = max(1, -(-total // DUAL_XENT_SAMPLE)), np.zeros(0, np.uint64)
-    off = replace(config, langid=False, dual_xent_max=0.0, dual_xent_drop=0.0)
-    rules = WebCleaner(src_lang, tgt_lang, off, (none, none))
-    sample: tuple[list[bytes], list[bytes]] = ([], [])
-    with open_binary(src) as fs, open_binary(tgt) as ft:
-        while chunk := list(itertools.islice(zip(fs, ft), 10_000)):
-            kept_src, kept_tgt, _ = rules.chunk([s for s, _ in chunk], [t for _, t in chunk])
-            start = -(rules.stats.kept - len(kept_src)) % every  # every k-th kept pair, counted over the input
-            sample[0].extend(kept_src[start::every])
-            sample[1].extend(kept_tgt[start::every])
+    every = max(1, -(-total // DUAL_XENT_SAMPLE))
+    cheap = replace(config, langid=False, dual_xent_max=0.0, dual_xent_drop=0.0)
+    sample: tuple[list[str], list[str]] = ([], [])
+    kept = 0
+    with Runner(cheap.rules(src_lang, tgt_lang), Text(src_lang, tgt_lang), workers=workers) as runner:
+        for batch in runner.run(src, tgt):
+            start = -kept % every  # every k-th kept pair, counted over the input
+            sample[0].extend(batch.texts[0][start::every])
+            sample[1].extend(batch.texts[1][start::every])
+            kept += batch.stats.kept
     if config.langid:
-        only_langid = WebCleanConfig(langid=True)
-        kept_src, kept_tgt, _ = WebCleaner(src_lang, tgt_lang, only_langid, (none, none)).chunk(*sample)
-        sample = (kept_src, kept_tgt)
-    kept_src, kept_tgt = sample
-    texts = [[line.decode("utf-8").rstrip("\r\n") for line in side] for side in (kept_src, kept_tgt)]
-    if not texts[0]:  # the rules drop the whole sample: nothing to estimate from; 0 keeps what is left
+        langid = LangId(src_lang, tgt_lang)
+        right = langid.keep(langid.score(*sample))
+        sample = ([s for s, ok in zip(sample[0], right) if ok], [t for t, ok in zip(sample[1], right) if ok])
+    if not sample[0]:  # the rules drop the whole sample: nothing to estimate from; 0 keeps what is left
         return 0.0, scorer
-    scores = scorer(texts[0], texts[1])
+    scores = scorer(sample[0], sample[1])
     threshold = float(np.quantile(scores, 1.0 - config.dual_xent_drop))
-    known: dict[tuple[str, str], float] = dict(zip(zip(texts[0], texts[1]), scores))
+    known: dict[tuple[str, str], float] = dict(zip(zip(*sample), scores))
 
     def reusing(sources: list[str], targets: list[str]) -> list[float]:
         pairs = list(zip(sources, targets))
@@ -360,41 +298,15 @@ def estimate_threshold(
     return threshold, reusing
 
 
-def _checkpoint(path: Path, settings: dict[str, Any], files: list, done: int, cleaner: WebCleaner) -> None:
-    """The state after `done` pairs, written once the text and hashes it counts are on disk."""
-    for f in files:
-        f.flush()
-        os.fsync(f.fileno())
-    state = {
-        **settings,
-        "pairs_done": done,
-        "bytes": [f.tell() for f in files[:2]],
-        "hashes": [f.tell() // 8 for f in files[2:]],
-        "stats": asdict(cleaner.stats),
-    }
-    write_atomic(path, json.dumps(state) + "\n")
-
-
-def _resume_state(path: Path, settings: dict[str, Any], parts: list[Path], logs: list[Path]) -> dict[str, Any]:
-    """The state of an interrupted run with these settings, its files cut back to it; {} to start afresh."""
-    state: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            state = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            state = {}
-    if state and all(state.get(k) == json.loads(json.dumps(v)) for k, v in settings.items()):
-        sizes = [*state["bytes"], *(8 * n for n in state["hashes"])]
-        if all(p.is_file() and p.stat().st_size >= n for p, n in zip((*parts, *logs), sizes)):
-            for p, n in zip((*parts, *logs), sizes):
-                os.truncate(p, n)
-            return state
-    for p in (*parts, *logs):
-        p.unlink(missing_ok=True)
-    return {}
-
-
-def _read_hashes(path: Path, n: int) -> np.ndarray:
-    if not n:
-        return np.zeros(0, np.uint64)
-    return np.fromfile(path, dtype=np.uint64, count=n)
+def fingerprint(models: Sequence[Path]) -> list[str]:
+    """Each model's sha256 (a directory's: of its files' relative paths and sha256s), what its scores depend on."""
+    out = []
+    for path in models:
+        if path.is_dir():
+            lines = "".join(
+                f"{p.relative_to(path).as_posix()}\t{sha256_file(p)}\n" for p in sorted(path.rglob("*")) if p.is_file()
+            )
+            out.append(hashlib.sha256(lines.encode("utf-8")).hexdigest())
+        else:
+            out.append(sha256_file(path))
+    return out

@@ -1,4 +1,5 @@
-"""Cleaning: the fast normaliser equals sacremoses', each rule drops what it should, workers change nothing."""
+"""prepare's cleaning: the fast normaliser equals sacremoses', each rule drops what it should, workers change
+nothing."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 from sacremoses import MosesPunctNormalizer
 
-from mtkit.data.clean import CleanConfig, Cleaner, dedup_files
+from mtkit.data.clean import RULES, CleanConfig
 from mtkit.data.normalize import PunctNormalizer, normalize, remove_non_printing
+from mtkit.data.runner import Runner, Stats
 from mtkit.errors import MtkitError
 
 # Every character some normalisation rule looks for, and the neighbours its patterns need.
@@ -50,22 +52,20 @@ def _clean(tmp_path: Path, src: list[bytes], tgt: list[bytes], config=CleanConfi
     a, b = tmp_path / "in.en", tmp_path / "in.de"
     a.write_bytes(b"".join(x + b"\n" for x in src))
     b.write_bytes(b"".join(x + b"\n" for x in tgt))
-    oa, ob = tmp_path / "out.en", tmp_path / "out.de"
-    with (
-        Cleaner("en", "de", config, workers=workers, chunk_pairs=chunk) as cleaner,
-        open(oa, "wb") as fa,
-        open(ob, "wb") as fb,
-    ):
-        stats = cleaner.run(a, b, fa, fb)
-        hashes = cleaner.hashes
-    return stats, oa.read_text().splitlines(), ob.read_text().splitlines(), hashes
+    stats, en, de = Stats.of(RULES), [], []
+    with Runner(config.rules(), config.text("en", "de"), workers=workers, chunk_pairs=chunk, counted=RULES) as runner:
+        for batch in runner.run(a, b):
+            stats.add(batch.stats)
+            en += batch.lines[0]
+            de += batch.lines[1]
+    return stats, en, de
 
 
 def test_each_rule_counts_what_it_drops(tmp_path):
     words = lambda n, w="w": " ".join([w] * n).encode()  # noqa: E731
     src = [b"ok one", b"", b"   ", words(251), words(250), words(3), words(2), b"bad \xff byte", b"ok one"]
     tgt = [b"gut eins", b"leer", b"leer", words(5), words(250), words(2), words(4), b"kaputt", b"gut eins"]
-    stats, en, de, _ = _clean(tmp_path, src, tgt)
+    stats, en, de = _clean(tmp_path, src, tgt)
     assert stats.pairs_in == 9
     assert stats.dropped == {
         "invalid_utf8": 1,
@@ -85,23 +85,16 @@ def test_each_rule_counts_what_it_drops(tmp_path):
 
 def test_length_limits_can_be_switched_off(tmp_path):
     src, tgt = [b"a b c d e f", b" ".join([b"x"] * 300)], [b"eins", b"y"]
-    stats, en, _, _ = _clean(tmp_path, src, tgt, CleanConfig(max_words=0, max_ratio=0))
+    stats, en, _ = _clean(tmp_path, src, tgt, CleanConfig(max_words=0, max_ratio=0))
     assert stats.kept == 2 and stats.dropped["ratio"] == stats.dropped["too_long"] == 0
 
 
-def test_dedup_keeps_first_occurrences(tmp_path):
+def test_dedup_keeps_first_occurrences_across_chunks(tmp_path):
     src = [b"a", b"b", b"a", b"a", b"c"]
     tgt = [b"x", b"y", b"x", b"z", b"x"]
-    stats, en, de, hashes = _clean(tmp_path, src, tgt, CleanConfig(dedup=True))
-    out_en, out_de = tmp_path / "d.en", tmp_path / "d.de"
-    dropped = dedup_files(tmp_path / "out.en", tmp_path / "out.de", out_en, out_de, hashes)
-    assert dropped == 1
-    assert list(zip(out_en.read_text().split(), out_de.read_text().split())) == [
-        ("a", "x"),
-        ("b", "y"),
-        ("a", "z"),
-        ("c", "x"),
-    ]
+    stats, en, de = _clean(tmp_path, src, tgt, CleanConfig(dedup=True), chunk=2)
+    assert stats.dropped["duplicate"] == 1 and stats.kept == 4
+    assert list(zip(en, de)) == [("a", "x"), ("b", "y"), ("a", "z"), ("c", "x")]
 
 
 def test_worker_processes_give_the_same_output(tmp_path, multi30k):
@@ -124,7 +117,7 @@ def test_character_rules_count_code_points_of_any_script(tmp_path):
     src = ["我爱你".encode(), "今天天气很好".encode(), ("长" * 31).encode(), "好".encode()]
     tgt = [b"I love you", b"The weather is nice today", b"long", b"good"]
     config = CleanConfig(max_words=0, max_ratio=0, max_chars=30, max_char_ratio=4)
-    stats, zh, en, _ = _clean(tmp_path, src, tgt, config=config)
+    stats, zh, en = _clean(tmp_path, src, tgt, config=config)
     # 10/3 = 3.3 passes; 25/6 = 4.2 does not; 31 characters is over 30; 4/1 = 4 passes.
     assert stats.dropped["too_long_chars"] == 1 and stats.dropped["char_ratio"] == 1
     assert zh == ["我爱你", "好"] and en == ["I love you", "good"]

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from mtkit.data import webclean
-from mtkit.data.webclean import HashSet, WebCleanConfig, clean_files
+from mtkit.data.dedup import HashSet
+from mtkit.data.rules import letters
+from mtkit.data.webclean import WebCleanConfig, clean_files
 from mtkit.errors import MtkitError
 
 PAIRS = [
@@ -138,7 +140,7 @@ def test_the_command_reports_every_rule(cli, tmp_path):
 
 
 def test_letters_is_the_normal_form_of_copies():
-    assert webclean.letters("Two men, 2 dogs!") == webclean.letters("two MEN 3 dogs") == "twomendogs"
+    assert letters("Two men, 2 dogs!") == letters("two MEN 3 dogs") == "twomendogs"
 
 
 def test_the_dual_xent_sample_is_drawn_from_what_the_duplicate_rules_keep_in_the_whole_input(tmp_path, monkeypatch):
