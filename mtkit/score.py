@@ -14,6 +14,7 @@ get_ende_bleu.sh computes them: Moses tokenizer.perl on both sides, then
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -230,3 +231,77 @@ def read_scores(path: Path) -> dict[str, float]:
     if not path.is_file():
         return {}
     return {s["name"]: s["score"] for s in json.loads(path.read_text(encoding="utf-8"))["scores"]}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What `mtkit score` found: the scores of HYP, and with a second system its paired comparisons; `warning`
+    says when the references look like a script the tokenizer reads as whole lines."""
+
+    hyp: str
+    lines: int
+    scores: list[Score]
+    compare: str | None = None
+    comparisons: list[Comparison] | None = None
+    warning: str | None = None
+
+    def record(self) -> dict:
+        """`mtkit score --json`'s object."""
+        out: dict = {"hyp": self.hyp, "lines": self.lines, "scores": [dataclasses.asdict(s) for s in self.scores]}
+        if self.compare is not None:
+            out["compare"] = {
+                "hyp2": self.compare,
+                "samples": 1000,
+                "metrics": [dataclasses.asdict(c) for c in self.comparisons or []],
+            }
+        return out
+
+
+def evaluate(
+    hyp: str,
+    refs: Sequence[str] = (),
+    *,
+    test_set: str | None = None,
+    langpair: str | None = None,
+    lang: str | None = None,
+    tokenize: str | None = None,
+    paper: bool = False,
+    compare: str | None = None,
+) -> Evaluation:
+    """Score HYP (a file, or - for stdin) against `refs` (files) or a sacrebleu `test_set` of `langpair`: sacreBLEU,
+    chrF, TER, the paper's tokenized BLEU with `paper`, and a paired bootstrap against the system `compare`.
+    The tokenizer is `tokenize`, else the one of the target language (`lang`, else `langpair`'s target)."""
+    if [hyp, *refs, compare].count("-") > 1:
+        raise MtkitError("only one file can be read from stdin (-).")
+    if test_set is not None and refs:
+        raise MtkitError("give references either with --ref or with --test-set, not both.")
+    if test_set is not None:
+        if langpair is None:
+            raise MtkitError("--test-set needs --langpair, e.g. --langpair en-de.")
+        references = sacrebleu_references(test_set, langpair)
+        ref_names = [f"{test_set} {langpair} reference {i + 1}" for i in range(len(references))]
+    elif refs:
+        references = [read_lines_strict(r) for r in refs]
+        ref_names = [str(r) for r in refs]
+    else:
+        raise MtkitError("no references: give --ref FILE, or --test-set NAME --langpair SRC-TGT.")
+    target = lang or (langpair.split("-")[-1] if langpair else None)
+    chosen = tokenize or default_tokenize(target)
+    check_tokenize(chosen)
+    hyps = read_lines_strict(hyp)
+    check_lengths(hyps, references, str(hyp), ref_names)
+    warning = None
+    if tokenize is None and target is None and (script := script_hint(references[0])):
+        warning = (
+            f"the references look like {script} text, which the 13a tokenizer reads as whole lines; "
+            f"give --lang {script} (or --tokenize) for a BLEU that counts its words."
+        )
+    scores = corpus_scores(hyps, references, chosen)
+    if paper:
+        scores.append(paper_bleu(hyps, references, target or "de"))
+    comparisons = None
+    if compare is not None:
+        hyps2 = read_lines_strict(compare)
+        check_lengths(hyps2, references, str(compare), ref_names)
+        comparisons = paired_bootstrap(hyps, hyps2, references, tokenize=chosen)
+    return Evaluation(str(hyp), len(hyps), scores, compare, comparisons, warning)

@@ -155,3 +155,13 @@ def test_read_lines_accepts_gzip_and_refuses_bad_utf8(tmp_path):
     bad.write_bytes(b"gut\nschl\xe9cht\n")
     with pytest.raises(MtkitError, match="not valid UTF-8"):
         read_lines_strict(bad)
+
+
+def test_the_command_is_evaluate_from_python(cli, files):
+    """`mtkit score --json` prints `score.evaluate(...).record()`: Python callers get the same scores."""
+    done = cli("score", files["hyp"], "--ref", files["ref"], "--paper-bleu", "--compare", files["hyp2"], "--json")
+    assert done.returncode == 0, done.stderr
+    found = score.evaluate(str(files["hyp"]), [str(files["ref"])], paper=True, compare=str(files["hyp2"]))
+    assert json.loads(done.stdout) == json.loads(json.dumps(found.record()))
+    with pytest.raises(MtkitError, match="no references"):
+        score.evaluate(str(files["hyp"]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -14,7 +13,6 @@ from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import revision_option
-from mtkit.errors import MtkitError
 
 if TYPE_CHECKING:
     from mtkit.data.tokenizer import Tokenizer
@@ -168,32 +166,11 @@ def prepare(
     if list_:
         _list_corpora()
         return
-    if not name and any(v is not None for v in (train_src, train_tgt, valid_src, valid_tgt, test_src, test_tgt)):
-        raise MtkitError("your own files need the name `custom`: did you mean `mtkit prepare custom --train-src ...`?")
-    if not name:
-        raise MtkitError("name a corpus (`mtkit prepare --list` shows them), e.g. `mtkit prepare wmt14-en-de`.")
     setup_logging(logging.INFO)
     from mtkit.data.prepare import PrepareOptions
     from mtkit.data.prepare import prepare as run_prepare
 
-    pairs = {"train": (train_src, train_tgt), "valid": (valid_src, valid_tgt), "test": (test_src, test_tgt)}
-    given = {split: p for split, p in pairs.items() if p != (None, None)}
-    custom_files = None
-    langs = None
-    if name == "custom":
-        for split, (a, b) in given.items():
-            if a is None or b is None:
-                raise MtkitError(f"give both --{split}-src and --{split}-tgt.")
-        custom_files = {split: (str(a), str(b)) for split, (a, b) in given.items()}
-        if (src_lang is None) != (tgt_lang is None):
-            raise MtkitError("give both --src-lang and --tgt-lang, or neither.")
-        langs = (src_lang, tgt_lang) if src_lang and tgt_lang else None
-    elif given or src_lang or tgt_lang:
-        raise MtkitError(
-            f"--train-src/--valid-src/--test-src and --src-lang/--tgt-lang are for your own files, not {name}: "
-            f"did you mean `mtkit prepare custom ...`?"
-        )
-
+    files = {"train": (train_src, train_tgt), "valid": (valid_src, valid_tgt), "test": (test_src, test_tgt)}
     options = PrepareOptions(
         out=out,
         cache=cache,
@@ -209,8 +186,7 @@ def prepare(
         progress=sys.stderr.isatty(),
         force=force,
     )
-    setup_logging(logging.INFO)
-    record = run_prepare(name, options, custom_files=custom_files, langs=langs)
+    record = run_prepare(name, options, custom_files=files, langs=(src_lang, tgt_lang))
     out_dir = out or Path("data") / record["corpus"]
     splits = record["splits"]
     summary = []
@@ -278,40 +254,27 @@ def bpe(
     Multilingual: mtkit bpe data/multi30k-en-de data/multi30k-en-fr data/multi30k-en-cs --out data/multi30k-en-xx
     """
     setup_logging(logging.INFO)
-    from mtkit.data.bpe import BpeOptions, build
+    from mtkit.data.bpe import BpeOptions, encode_dirs
 
-    if len(data_dirs) > 1 and out is None:
-        raise MtkitError("several data directories make one multilingual directory: name it with --out DIR.")
-    if len(data_dirs) == 1 and out is not None:
-        raise MtkitError("--out is for several data directories (a multilingual model); give two or more.")
-    data_dir = data_dirs[0]
-    tokenizer = None
-    if from_model is not None:
-        if vocab_size is not None:
-            raise MtkitError("--vocab-size and --from exclude each other: --from uses the model's own vocabulary.")
+    def open_tokenizer() -> Tokenizer:  # what --from names, through mtkit/sources/ (the data layer opens no model)
         from mtkit import sources
 
-        tokenizer = sources.tokenizer_of(sources.find(from_model, revision))
-    if out is not None:
-        from mtkit.data.multilingual import gather
+        return sources.tokenizer_of(sources.find(str(from_model), revision))
 
-        record = gather(data_dirs, out, _token_of(tokenizer, from_model))
-        pairs = ", ".join(f"{p['src']}->{p['tgt']} ({p['token']})" for p in record["pairs"])
-        err.print(f"[green]gathered[/] {escape(str(out))}/raw: {escape(pairs)}")
-        data_dir = out
-    record = build(
-        data_dir,
-        BpeOptions(
-            vocab_size=vocab_size,
-            sample=sample,
-            threads=threads,
-            seed=seed,
-            force=force,
-            progress=sys.stderr.isatty(),
-            tokenizer=tokenizer,
-            tokenizer_from=from_model,
-        ),
+    options = BpeOptions(
+        vocab_size=vocab_size,
+        sample=sample,
+        threads=threads,
+        seed=seed,
+        force=force,
+        progress=sys.stderr.isatty(),
+        tokenizer_from=from_model,
     )
+    gathered, record = encode_dirs(data_dirs, out, options, open_tokenizer if from_model is not None else None)
+    if gathered is not None:
+        pairs = ", ".join(f"{p['src']}->{p['tgt']} ({p['token']})" for p in gathered["pairs"])
+        err.print(f"[green]gathered[/] {escape(str(out))}/raw: {escape(pairs)}")
+    data_dir = out or data_dirs[0]
     parts = []
     for split, info in record["splits"].items():
         tokens = ", ".join(f"{lang} {n}" for lang, n in info["tokens"].items())
@@ -321,15 +284,3 @@ def bpe(
         f"[green]{how}[/] {escape(str(data_dir))}/{record['model']['file']} ({record['model']['pieces']} pieces); "
         f"{escape('; '.join(parts))}"
     )
-
-
-def _token_of(tokenizer: Tokenizer | None, model: str | None) -> Callable[[str], str]:
-    """A target language's token for `bpe A B --out M`: `>>xx<<`, or with --from MODEL the model's own."""
-    from mtkit.data.multilingual import language_token
-
-    if tokenizer is None or model is None:
-        return language_token
-    from mtkit.data.language_codes import model_token
-
-    tokens = list(tokenizer.language_tokens)
-    return lambda lang: model_token(lang, tokens, model)

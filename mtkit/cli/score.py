@@ -1,4 +1,4 @@
-"""`mtkit score`: sacreBLEU, chrF, TER and the paper's tokenized BLEU."""
+"""`mtkit score`: sacreBLEU, chrF, TER and the paper's tokenized BLEU, by `mtkit.score.evaluate`; a thin command."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Optional
 import typer
 
 from mtkit.cli.app import app, err
-from mtkit.errors import MtkitError
 
 
 @app.command()
@@ -60,60 +59,23 @@ def score(
 
     From a pipe: mtkit translate -m averaged.pt < test.en | mtkit score - --ref test.de
     """
-    import dataclasses
     import json
 
-    from mtkit import score as scoring
-    from mtkit.textio import read_lines_strict
+    from mtkit.score import evaluate
 
-    if [hyp, *ref, compare].count("-") > 1:
-        raise MtkitError("only one file can be read from stdin (-).")
-    if test_set is not None and ref:
-        raise MtkitError("give references either with --ref or with --test-set, not both.")
-    if test_set is not None:
-        if langpair is None:
-            raise MtkitError("--test-set needs --langpair, e.g. --langpair en-de.")
-        refs = scoring.sacrebleu_references(test_set, langpair)
-        ref_names = [f"{test_set} {langpair} reference {i + 1}" for i in range(len(refs))]
-    elif ref:
-        refs = [read_lines_strict(r) for r in ref]
-        ref_names = [str(r) for r in ref]
-    else:
-        raise MtkitError("no references: give --ref FILE, or --test-set NAME --langpair SRC-TGT.")
-    target = lang or (langpair.split("-")[-1] if langpair else None)
-    chosen = tokenize or scoring.default_tokenize(target)
-    scoring.check_tokenize(chosen)
-    hyps = read_lines_strict(hyp)
-    scoring.check_lengths(hyps, refs, str(hyp), ref_names)
-    if tokenize is None and target is None and (script := scoring.script_hint(refs[0])):
-        err.print(
-            f"mtkit: warning: the references look like {script} text, which the 13a tokenizer reads as whole lines; "
-            f"give --lang {script} (or --tokenize) for a BLEU that counts its words.",
-            highlight=False,
-        )
-    results = scoring.corpus_scores(hyps, refs, chosen)
-    if paper_bleu:
-        results.append(scoring.paper_bleu(hyps, refs, target or "de"))
-    comparisons = []
-    if compare is not None:
-        hyps2 = read_lines_strict(compare)
-        scoring.check_lengths(hyps2, refs, str(compare), ref_names)
-        comparisons = scoring.paired_bootstrap(hyps, hyps2, refs, tokenize=chosen)
+    result = evaluate(
+        hyp, ref, test_set=test_set, langpair=langpair, lang=lang, tokenize=tokenize, paper=paper_bleu, compare=compare
+    )
+    if result.warning:
+        err.print(f"mtkit: warning: {result.warning}", highlight=False)
     if json_out:
-        report: dict = {"hyp": str(hyp), "lines": len(hyps), "scores": [dataclasses.asdict(r) for r in results]}
-        if compare is not None:
-            report["compare"] = {
-                "hyp2": str(compare),
-                "samples": 1000,
-                "metrics": [dataclasses.asdict(c) for c in comparisons],
-            }
-        typer.echo(json.dumps(report, ensure_ascii=False, indent=1))
+        typer.echo(json.dumps(result.record(), ensure_ascii=False, indent=1))
         return
-    for r in results:
+    for r in result.scores:
         typer.echo(f"{r.text}\n    {r.signature}")
-    if comparisons:
+    if result.comparisons:
         typer.echo(f"paired bootstrap resampling, 1000 samples: {compare} (system) against {hyp} (baseline)")
-        for c in comparisons:
+        for c in result.comparisons:
             typer.echo(
                 f"    {c.name:<6} baseline {c.baseline:6.2f} (mean {c.baseline_mean:.2f} +- {c.baseline_ci:.2f})"
                 f"  system {c.system:6.2f} (mean {c.system_mean:.2f} +- {c.system_ci:.2f})"

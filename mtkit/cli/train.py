@@ -2,12 +2,12 @@
 
 The training options are the option fields of TrainConfig and ModelConfig (mtkit/cli/options.py);
 a new one is a field in mtkit/config.py, nothing here. What the options make of a run (the preset, fine-tuning's
-architecture and schedule) is the library's (mtkit/train/start.py), so that Python callers get the same rules.
+architecture and schedule, the default preset's warning, a lost torchrun rank's sentence) is the library's
+`mtkit.train.start.run`, so that Python callers get the same rules; here, only the exit codes and the last line.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -16,7 +16,6 @@ import typer
 
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.options import (
-    build,
     config_file_option,
     config_options,
     device_option,
@@ -25,9 +24,6 @@ from mtkit.cli.options import (
     revision_option,
 )
 from mtkit.config import PRESETS, ModelConfig, TrainConfig
-from mtkit.errors import MtkitError
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_PRESET = "base"  # mtkit/train/start.py's
 PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
@@ -120,44 +116,35 @@ def train(
     from mtkit.config import parse_overrides
     from mtkit.train import start as starting
 
-    start = starting.starting_model(init, revision)  # fine-tuning: the model's architecture and weights
-    with named_by_flag(given):  # the configs from the user's words, fine-tuning's rules included (the library's)
-        chosen, train_cfg = starting.train_config(preset, given, start, device, threads)
-        if print_config:
-            import yaml
+    if print_config:
+        import yaml
 
-            resolved = {f.name: getattr(train_cfg, f.name) for f in dataclasses.fields(TrainConfig)}
-            resolved["update_freq"] = None if train_cfg.update_tokens else train_cfg.update_freq  # None: from tokens
-            resolved.update(dropout=build(chosen.model, given).dropout, preset=chosen.name)
-            typer.echo(yaml.safe_dump(resolved_values(ctx, resolved), sort_keys=False, allow_unicode=True), nl=False)
-            return
-
-        from mtkit.data.dataset import open_data
-
-        rank = int(os.environ.get("RANK", "0"))
-        setup_logging(logging.INFO)
-        overrides = parse_overrides(set_ or [], ModelConfig)
-        model_cfg = starting.architecture(chosen, preset is not None, given, overrides, open_data(data), start, init)
-    if preset is None and start is None and rank == 0:
-        _say_default_preset(model_cfg, train_cfg, device, threads)
-
+        with named_by_flag(given):
+            resolved = starting.settings(preset, init=init, revision=revision, device=device, threads=threads, **given)
+        typer.echo(yaml.safe_dump(resolved_values(ctx, resolved), sort_keys=False, allow_unicode=True), nl=False)
+        return
+    setup_logging(logging.INFO)
     from mtkit.train.signals import EXIT_CODES
-    from mtkit.train.trainer import train as run_training
 
     try:
-        result = run_training(
-            data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart, init=start
-        )
+        with named_by_flag(given):  # a value a config refuses said under the user's flag
+            result = starting.run(
+                data,
+                out,
+                preset,
+                init=init,
+                revision=revision,
+                overrides=parse_overrides(set_ or [], ModelConfig),
+                device=device,
+                threads=threads,
+                restart=restart,
+                **given,
+            )
     except KeyboardInterrupt as exc:  # a second Ctrl-C, or a signal before the loop: temporaries removed
         code, sentence = _stopped_at_once(exc, Path(out))
         err.print(sentence)
         raise typer.Exit(code) from None
-    except RuntimeError as exc:  # a torchrun rank died or hung: one sentence, not gloo's traceback
-        from mtkit.train import distributed
-
-        if int(os.environ.get("WORLD_SIZE", "1")) < 2 or not distributed.is_collective_failure(exc):
-            raise
-        raise MtkitError(lost_rank_sentence(rank, distributed.lost_ranks_here(), out, exc)) from None
+    rank = int(os.environ.get("RANK", "0"))
     if result.stopped in EXIT_CODES:  # preempted or Ctrl-C: the update finished and was saved
         if rank == 0:
             err.print(
@@ -167,42 +154,9 @@ def train(
         # 143 / 129 / 130, as a shell reports a process the signal ended: a Job or an elastic agent retries, not "done".
         raise typer.Exit(EXIT_CODES[result.stopped])
     if rank == 0:
-        best = f"best dev BLEU {-result.best:.2f}" if train_cfg.valid_bleu else f"best valid NLL {result.best:.3f}"
+        # no preset turns --valid-bleu on: what the user gave is what the run used
+        best = f"best dev BLEU {-result.best:.2f}" if given.get("valid_bleu") else f"best valid NLL {result.best:.3f}"
         err.print(f"trained to step {result.step} ({result.stopped}); {best}; checkpoints in {out}")
-
-
-def lost_rank_sentence(rank: int, lost: list[int], out: Path, exc: BaseException) -> str:
-    """What a surviving torchrun rank says when another one died: who, why it stopped, how to resume."""
-    from mtkit.train.distributed import COLLECTIVE_TIMEOUT
-
-    who = (
-        f"rank {', '.join(map(str, lost))} ended (killed, or out of memory)"
-        if lost
-        else "another rank stopped answering (its process ended, or it is on another machine and its link broke)"
-    )
-    reason = " ".join(str(exc).split())[:160]
-    return (
-        f"rank {rank} stopped: {who}, so the update could not be completed ({reason}; collectives wait "
-        f"{COLLECTIVE_TIMEOUT.total_seconds() / 60:g} min at most); rerun the same torchrun command to resume "
-        f"from {out}/checkpoint_last.pt."
-    )
-
-
-def _say_default_preset(model_cfg: ModelConfig, train_cfg: TrainConfig, device: str, threads: int) -> None:
-    """No --preset on a machine without CUDA: say what `base` costs here before an hour has gone."""
-    import torch
-
-    if device not in ("auto", "cpu") or (device == "auto" and torch.cuda.is_available()):
-        return
-    from mtkit.train.finetune import cpu_update_seconds
-
-    seconds = cpu_update_seconds(model_cfg, train_cfg, threads or torch.get_num_threads())
-    logger.warning(
-        "no --preset given: training the paper's `%s` model, which on this CPU takes roughly %s an "
-        "update; for a CPU, --preset small is the one to try.",
-        DEFAULT_PRESET,
-        f"{seconds:.0f} s" if seconds >= 2 else f"{seconds:.1f} s",
-    )
 
 
 def _stopped_at_once(exc: KeyboardInterrupt, out: Path) -> tuple[int, str]:

@@ -18,13 +18,14 @@ for its whole run: a second `bpe` or a `prepare` on DIR meanwhile is refused in 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from mtkit.atomic import write_atomic
 from mtkit.data.binarize import id_dtype
 from mtkit.data.corpora import SPLITS, default_registry
 from mtkit.data.encode import all_lines, encode_file, give_back_freed_memory, sample_pairs
-from mtkit.data.multilingual import balanced_sentences, languages, pairs_of
+from mtkit.data.multilingual import balanced_sentences, gather, languages, pairs_of, token_of
 from mtkit.data.owned import listed, previous_record, refuse_foreign
 from mtkit.data.tokenizer import Tokenizer
 from mtkit.errors import MtkitError
@@ -59,6 +60,31 @@ class BpeOptions:
     # `--from MODEL`: encode with that model's own tokenizer (and the name the user gave), learn nothing
     tokenizer: Tokenizer | None = None
     tokenizer_from: str | None = None
+
+
+def encode_dirs(
+    dirs: Sequence[str | os.PathLike],
+    out: str | os.PathLike | None = None,
+    options: BpeOptions | None = None,
+    open_tokenizer: Callable[[], Tokenizer] | None = None,
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """`mtkit bpe`: one DIR's vocabulary and binarized splits (`build`), or several DIRs gathered into OUT first
+    (mtkit/data/multilingual.py). With `options.tokenizer_from`, `open_tokenizer` opens that model's tokenizer
+    (this layer opens no model): it encodes, and a gathered pair's token is the model's spelling of it.
+    Returns the gathered record (None for one DIR) and bpe.json's content."""
+    opts = options or BpeOptions()
+    if len(dirs) > 1 and out is None:
+        raise MtkitError("several data directories make one multilingual directory: name it with --out DIR.")
+    if len(dirs) == 1 and out is not None:
+        raise MtkitError("--out is for several data directories (a multilingual model); give two or more.")
+    if opts.tokenizer_from is not None and opts.vocab_size is not None:
+        raise MtkitError("--vocab-size and --from exclude each other: --from uses the model's own vocabulary.")
+    if opts.tokenizer is None and open_tokenizer is not None:
+        opts = dataclasses.replace(opts, tokenizer=open_tokenizer())
+    if out is None:
+        return None, build(dirs[0], opts)
+    gathered = gather(dirs, out, token_of(opts.tokenizer, opts.tokenizer_from))
+    return gathered, build(out, opts)
 
 
 def default_vocab_size(corpus: str | None, train_pairs: int) -> tuple[int, str]:

@@ -29,15 +29,19 @@ import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mtkit.atomic import write_atomic
 from mtkit.data.corpora import SPLITS
+from mtkit.data.language_codes import model_token
 from mtkit.data.owned import previous_record
 from mtkit.errors import MtkitError
 from mtkit.files import CHUNK, data_dir_locked, fingerprint
+
+if TYPE_CHECKING:
+    from mtkit.data.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +51,15 @@ SRC, TGT = "src", "tgt"  # the language names of a multilingual directory's file
 def language_token(lang: str) -> str:
     """The target-language token: OPUS-MT's `>>xx<<`."""
     return f">>{lang}<<"
+
+
+def token_of(tokenizer: Tokenizer | None, model: str | None) -> Callable[[str], str]:
+    """A target language's token for `bpe A B --out M`: `>>xx<<`, or with --from MODEL the model's own spelling
+    (`>>deu<<` for de in an OPUS-MT multilingual model: mtkit/data/language_codes.py)."""
+    if tokenizer is None or model is None:
+        return language_token
+    tokens = list(tokenizer.language_tokens)
+    return lambda lang: model_token(lang, tokens, model)
 
 
 def pairs_of(info: dict[str, Any]) -> list[dict[str, Any]]:

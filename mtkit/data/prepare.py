@@ -64,15 +64,21 @@ def default_out(name: str) -> Path:
     return Path("data") / name
 
 
+# Your own files by split: (source, target); a side None where it was not given.
+Files = Mapping[str, tuple["str | os.PathLike[str] | None", "str | os.PathLike[str] | None"]]
+
+
 def prepare(
-    name: str,
+    name: str | None,
     options: PrepareOptions | None = None,
     *,
     registry: Registry | None = None,
-    custom_files: Mapping[str, tuple[str, str]] | None = None,
-    langs: tuple[str, str] | None = None,
+    custom_files: Files | None = None,
+    langs: tuple[str | None, str | None] | None = None,
 ) -> dict[str, Any]:
-    """Prepare the named corpus (or `custom` with `custom_files` and `langs`); returns prepare.json's content."""
+    """Prepare the named corpus (or `custom` with `custom_files` and `langs`, each language None for the file
+    suffix's); returns prepare.json's content. A name missing, or files given with a name other than `custom`,
+    is one sentence that says what to give."""
     opts = options or PrepareOptions()
     corpus = _corpus(name, opts, registry, custom_files, langs)
     out = Path(opts.out) if opts.out else default_out(corpus.name)
@@ -120,14 +126,33 @@ def _prepare(corpus: Corpus, opts: PrepareOptions, out: Path, clean: CleanConfig
 
 # --------------------------------------------------------------------------- what to prepare
 def _corpus(
-    name: str,
+    name: str | None,
     opts: PrepareOptions,
     registry: Registry | None,
-    custom_files: Mapping[str, tuple[str, str]] | None,
-    langs: tuple[str, str] | None,
+    custom_files: Files | None,
+    langs: tuple[str | None, str | None] | None,
 ) -> Corpus:
+    files = {split: pair for split, pair in (custom_files or {}).items() if tuple(pair) != (None, None)}
+    src_lang, tgt_lang = langs or (None, None)
+    if not name:
+        if files:
+            raise MtkitError(
+                "your own files need the name `custom`: did you mean `mtkit prepare custom --train-src ...`?"
+            )
+        raise MtkitError("name a corpus (`mtkit prepare --list` shows them), e.g. `mtkit prepare wmt14-en-de`.")
     if name == "custom":
-        return _custom(custom_files or {}, langs)
+        for split, (a, b) in files.items():
+            if a is None or b is None:
+                raise MtkitError(f"give both --{split}-src and --{split}-tgt.")
+        if (src_lang is None) != (tgt_lang is None):
+            raise MtkitError("give both --src-lang and --tgt-lang, or neither.")
+        given = (src_lang, tgt_lang) if src_lang and tgt_lang else None
+        return _custom({split: (str(a), str(b)) for split, (a, b) in files.items()}, given)
+    if files or src_lang or tgt_lang:
+        raise MtkitError(
+            f"--train-src/--valid-src/--test-src and --src-lang/--tgt-lang are for your own files, not {name}: "
+            f"did you mean `mtkit prepare custom ...`?"
+        )
     registry = registry or default_registry()
     if opts.base_url:
         _check_base_url(opts.base_url)

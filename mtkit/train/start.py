@@ -14,6 +14,7 @@ into a ModelConfig and a TrainConfig; `train()` (mtkit/train/trainer.py) then fi
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -21,8 +22,11 @@ from typing import Any
 from mtkit.config import PRESETS, ModelConfig, Preset, TrainConfig, model_config
 from mtkit.data.dataset import DataDir, open_data
 from mtkit.device import pick_device
+from mtkit.errors import MtkitError
 from mtkit.train import finetune
 from mtkit.train.stopping import TrainResult
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PRESET = "base"
 MODEL_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelConfig))
@@ -103,6 +107,25 @@ def configure(
     return model_cfg, train_cfg
 
 
+def settings(
+    preset: str | None = None,
+    *,
+    init: str | None = None,
+    revision: str | None = None,
+    device: str = "auto",
+    threads: int = 0,
+    **given: Any,
+) -> dict[str, Any]:
+    """Every TrainConfig value a run with these words would use (the preset's, fine-tuning's, the user's), its
+    `dropout` and `preset`: what `mtkit train --print-config` prints. `update_freq` None: from `update_tokens`."""
+    chosen, train_cfg = train_config(preset, given, starting_model(init, revision), device, threads)
+    resolved = {f.name: getattr(train_cfg, f.name) for f in dataclasses.fields(TrainConfig)}
+    resolved["update_freq"] = None if train_cfg.update_tokens else train_cfg.update_freq
+    model_given = {k: v for k, v in given.items() if k in MODEL_FIELDS}
+    resolved.update(dropout=dataclasses.replace(chosen.model, **model_given).dropout, preset=chosen.name)
+    return resolved
+
+
 def run(
     data: str | os.PathLike,
     out: str | os.PathLike,
@@ -118,9 +141,53 @@ def run(
 ) -> TrainResult:
     """Train on DATA into OUT as `mtkit train` does: `preset`, `init` (a model to fine-tune: a file, a Marian
     directory or a Hub name at `revision`), `overrides` (--set's model fields) and any TrainConfig or
-    ModelConfig field by name (`max_minutes=30`, `dropout=0.2`)."""
+    ModelConfig field by name (`max_minutes=30`, `dropout=0.2`). Without a preset or `init`, on a CPU, a warning
+    says what the default `base` costs an update there. Under torchrun, a rank that outlives another that died
+    raises one sentence naming it (`lost_rank_sentence`)."""
+    from mtkit.train import distributed
     from mtkit.train.trainer import train
 
     start = starting_model(init, revision)
-    model_cfg, train_cfg = configure(open_data(data), preset, given, overrides, start, init, device, threads)
-    return train(data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart, init=start)
+    chosen, train_cfg = train_config(preset, given, start, device, threads)
+    model_cfg = architecture(chosen, preset is not None, given, dict(overrides or {}), open_data(data), start, init)
+    rank = int(os.environ.get("RANK", "0"))
+    if preset is None and start is None and rank == 0:
+        warn_default_preset(model_cfg, train_cfg, device, threads)
+    try:
+        return train(data, out, model_cfg, train_cfg, device=device, threads=threads, restart=restart, init=start)
+    except RuntimeError as exc:  # a torchrun rank died or hung: one sentence, not gloo's traceback
+        if int(os.environ.get("WORLD_SIZE", "1")) < 2 or not distributed.is_collective_failure(exc):
+            raise
+        raise MtkitError(lost_rank_sentence(rank, distributed.lost_ranks_here(), out, exc)) from None
+
+
+def lost_rank_sentence(rank: int, lost: list[int], out: str | os.PathLike, exc: BaseException) -> str:
+    """What a surviving torchrun rank says when another one died: who, why it stopped, how to resume."""
+    from mtkit.train.distributed import COLLECTIVE_TIMEOUT
+
+    who = (
+        f"rank {', '.join(map(str, lost))} ended (killed, or out of memory)"
+        if lost
+        else "another rank stopped answering (its process ended, or it is on another machine and its link broke)"
+    )
+    reason = " ".join(str(exc).split())[:160]
+    return (
+        f"rank {rank} stopped: {who}, so the update could not be completed ({reason}; collectives wait "
+        f"{COLLECTIVE_TIMEOUT.total_seconds() / 60:g} min at most); rerun the same torchrun command to resume "
+        f"from {out}/checkpoint_last.pt."
+    )
+
+
+def warn_default_preset(model_cfg: ModelConfig, train_cfg: TrainConfig, device: str, threads: int) -> None:
+    """No --preset on a machine without CUDA: say what `base` costs here before an hour has gone."""
+    import torch
+
+    if device not in ("auto", "cpu") or (device == "auto" and torch.cuda.is_available()):
+        return
+    seconds = finetune.cpu_update_seconds(model_cfg, train_cfg, threads or torch.get_num_threads())
+    logger.warning(
+        "no --preset given: training the paper's `%s` model, which on this CPU takes roughly %s an "
+        "update; for a CPU, --preset small is the one to try.",
+        DEFAULT_PRESET,
+        f"{seconds:.0f} s" if seconds >= 2 else f"{seconds:.1f} s",
+    )
