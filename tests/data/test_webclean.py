@@ -163,3 +163,24 @@ def test_the_dual_xent_sample_is_drawn_from_what_the_duplicate_rules_keep_in_the
     assert threshold == pytest.approx(np.quantile([len(s) for s, _ in pairs[::2]], 0.9))
     assert reusing([pairs[0][0], pairs[1][0]], [pairs[0][1], pairs[1][1]]) == [len(pairs[0][0]), len(pairs[1][0])]
     assert scored[-1] == pairs[1]  # the sampled pair's score was reused; only the other one was scored again
+
+
+def test_workers_count_each_pair_under_the_rule_a_single_sequential_pass_names(tmp_path):
+    """The runner decides PAIR rules in the workers and the duplicate rules in order in the main process; a pair
+    dropped both as a duplicate and by a later rule (langid, here a stand-in of markup after dedup) must be counted
+    as the rules one after the other count it, whatever the workers and chunks."""
+    pytest.importorskip("py3langid")
+    from mtkit.data.runner import first_drops
+
+    rng = random.Random(5)
+    pairs = [PAIRS[rng.randrange(len(PAIRS))] for _ in range(300)]  # every kind of noise, repeated across chunks
+    src, tgt = _files(tmp_path, pairs)
+    config = WebCleanConfig(True, True, True, 60, 3.0, True, True, True)
+    reference = first_drops(config.rules("en", "de"), [s for s, _ in pairs], [t for _, t in pairs])
+    for workers, chunk in ((1, 300), (2, 7), (2, 1)):
+        record = clean_files(
+            src, tgt, "en", "de", tmp_path / f"c{workers}-{chunk}", config, workers=workers, chunk_pairs=chunk
+        )
+        assert record["dropped"] == {rule: reference.count(rule) for rule in config.active()}
+        kept = [s for (s, _), rule in zip(pairs, reference) if rule is None]
+        assert (tmp_path / f"c{workers}-{chunk}.en").read_text(encoding="utf-8") == "".join(s + "\n" for s in kept)
