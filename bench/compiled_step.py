@@ -78,14 +78,15 @@ def step_after(
 
 
 class CompiledStep(ModelStep):
-    """mtkit's `ModelStep`, its steps from the third on through the compiled `function` (the first two eagerly)."""
+    """mtkit's `ModelStep`, its steps from the third on through the compiled `function` (the first two eagerly;
+    every step, when a shortlist restricted the output layer: `step_after` projects onto all of it)."""
 
     def __init__(self, model: Transformer, src: Tensor, beams: int, capacity: int, function: StepFunction):
         super().__init__(model, src, beams, capacity)
         self.function = function
 
     def log_probs(self, last: Tensor) -> Tensor:
-        if self.cache.length < FIRST_COMPILED or torch.is_grad_enabled():
+        if self.cache.length < FIRST_COMPILED or torch.is_grad_enabled() or self.restricted is not None:
             return super().log_probs(last)
         out, self.cache = compiled_log_probs(self.function, self.model, self.cache, last)
         return out.to(self.dtype)

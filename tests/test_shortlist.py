@@ -17,8 +17,9 @@ from mtkit.config import DecodeConfig
 from mtkit.data.binarize import BinaryWriter, IndexedDataset
 from mtkit.data.shortlist import learn
 from mtkit.decode.beam import beam_search
+from mtkit.decode.ensemble import Ensemble, make_step
 from mtkit.decode.loading import open_model
-from mtkit.decode.shortlist import SPECIAL, shortlisted_search
+from mtkit.decode.shortlist import SPECIAL, Restriction
 from mtkit.errors import MtkitError
 from mtkit.info import describe, render
 from tests.support.distill import toy_task
@@ -35,6 +36,12 @@ def with_shortlist(toy, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sl") / "model.pt"
     shortlist.make(model, data, out, k=8, frequent=10)
     return out
+
+
+def shortlisted(model, src, config, rows, prefix=None):
+    """The beam search over the output rows `rows`, its outputs in token ids (as the engine runs it)."""
+    batch = Restriction(rows)
+    return batch.tokens(beam_search(model, src, config, batch.columns(prefix), batch.steps(make_step)))
 
 
 def arrays(tmp_path: Path, name: str, sentences: list[list[int]]) -> IndexedDataset:
@@ -60,7 +67,7 @@ def test_a_shortlist_of_every_piece_searches_as_the_full_layer(with_shortlist):
     src = torch.tensor([[7, 9, 12, 3], [15, 3, 0, 0]])
     config = DecodeConfig(beam=3, max_len_b=6)
     full = beam_search(model, src, config)
-    every = shortlisted_search(model, src, config, None, torch.arange(model.cfg.target_vocab_size))
+    every = shortlisted(model, src, config, torch.arange(model.cfg.target_vocab_size))
     assert [[h.tokens for h in s] for s in every.hypotheses] == [[h.tokens for h in s] for s in full.hypotheses]
     for mine, theirs in zip(every.hypotheses, full.hypotheses):
         assert [h.score for h in mine] == pytest.approx([h.score for h in theirs], abs=1e-5)
@@ -69,15 +76,16 @@ def test_a_shortlist_of_every_piece_searches_as_the_full_layer(with_shortlist):
 def test_an_int8_model_keeps_its_int8_rows_under_a_shortlist(with_shortlist):
     """Restricted, an int8 output layer is the same integers with the same scales (not a dequantized fp32 copy):
     its rows' logits are the full int8 layer's, and a shortlist of every row searches as the full layer does."""
-    from mtkit.decode.step import output_rows
+    from mtkit.runtime.int8 import Int8Linear
 
     model = open_model(with_shortlist, "cpu", "int8").engine.model
+    assert isinstance(model.output_proj, Int8Linear)
     torch.manual_seed(0)
     states = torch.randn(6, model.cfg.d_model)
     rows = torch.tensor([0, 1, 2, 3, 9, 17, 40, 41])
-    assert torch.allclose(output_rows(model, rows)(states), model.project(states)[:, rows], atol=1e-6, rtol=0)
+    assert torch.allclose(model.output_proj.rows(rows)(states), model.project(states)[:, rows], atol=1e-6, rtol=0)
     src, config = torch.tensor([[7, 9, 12, 3], [5, 3, 0, 0]]), DecodeConfig(beam=3, max_len_b=6)
-    every = shortlisted_search(model, src, config, None, torch.arange(model.cfg.target_vocab_size))
+    every = shortlisted(model, src, config, torch.arange(model.cfg.target_vocab_size))
     assert [[h.tokens for h in s] for s in every.hypotheses] == [
         [h.tokens for h in s] for s in beam_search(model, src, config).hypotheses
     ]
@@ -85,14 +93,15 @@ def test_an_int8_model_keeps_its_int8_rows_under_a_shortlist(with_shortlist):
 
 @pytest.mark.parametrize("per_row", [True, False])
 def test_an_int8_layer_is_unpacked_once_and_its_rows_keep_their_integers(per_row, monkeypatch):
-    """fbgemm keeps the weight packed; the rows of a shortlist come from one unpacked copy per layer (unpacking cost
-    milliseconds a batch), with the layer's own integers, scales and bias, for both quantization schemes."""
+    """fbgemm keeps the weight packed; the rows of a shortlist come from one unpacked copy kept on the layer
+    (unpacking cost milliseconds a batch), with the layer's own integers, scales and bias, for both quantization
+    schemes; new weights drop the copy."""
     import warnings
 
     from torch import nn
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
-    from mtkit.decode.step import Int8Rows
+    from mtkit.runtime.int8 import Int8Linear
 
     torch.manual_seed(3)
     qconfig = (
@@ -101,8 +110,9 @@ def test_an_int8_layer_is_unpacked_once_and_its_rows_keep_their_integers(per_row
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         layer = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(16, 40)), {nn.Linear: qconfig})[0]
+    layer.__class__ = Int8Linear  # as mtkit.runtime.int8.quantize_int8 makes them
     rows = torch.tensor([0, 2, 3, 17, 39])
-    picked = Int8Rows.of(layer).layer(rows)
+    picked = layer.rows(rows)
     full, mine = layer.weight(), picked.weight()
     assert torch.equal(mine.int_repr(), full.int_repr()[rows])
     if per_row:
@@ -112,24 +122,77 @@ def test_an_int8_layer_is_unpacked_once_and_its_rows_keep_their_integers(per_row
     assert torch.equal(picked.bias(), layer.bias()[rows])
     states = torch.randn(4, 16)
     assert torch.allclose(picked(states), layer(states)[:, rows], atol=1e-6, rtol=0)
+    shift = torch.randn(40)
+    assert torch.equal(layer.rows(rows, shift)(states), picked(states) + shift[rows])
     unpacked = []
     monkeypatch.setattr(DynamicLinear, "weight", lambda self: unpacked.append(self) or full)
-    Int8Rows.of(layer).layer(torch.tensor([1, 5]))
+    layer.rows(torch.tensor([1, 5]))
     assert unpacked == []  # the layer's copy was kept, not unpacked again
+    layer.set_weight_bias(full, None)
+    layer.rows(torch.tensor([1, 5]))
+    assert unpacked == [layer]  # new weights: unpacked again
+
+
+def test_an_fp32_layer_restricted_gives_its_rows_logits(with_shortlist):
+    model = open_model(with_shortlist, "cpu").engine.model
+    torch.manual_seed(0)
+    states, rows = torch.randn(6, model.cfg.d_model), torch.tensor([0, 1, 2, 3, 9, 17, 40])
+    full, shift = model.output_proj(states), torch.randn(model.cfg.target_vocab_size)
+    assert torch.allclose(model.output_proj.rows(rows)(states), full[:, rows], atol=1e-5, rtol=0)
+    assert torch.allclose(model.output_proj.rows(rows, shift)(states), (full + shift)[:, rows], atol=1e-5, rtol=0)
+
+
+def test_an_ensemble_searches_through_the_same_shortlist_step(toy, with_shortlist):
+    """The shortlist wraps whatever step the search was given: an ensemble restricted to every row searches as the
+    full ensemble, restricted to a few rows emits only those; an ensemble whose members all carry a shortlist
+    uses their union, by default, as one model does."""
+    model = open_model(with_shortlist, "cpu").engine.model
+    other = open_model(toy[2], "cpu").engine.model
+    ensemble = Ensemble([model, other])
+    src, config = torch.tensor([[7, 9, 12, 3], [15, 3, 0, 0]]), DecodeConfig(beam=3, max_len_b=6)
+    every = shortlisted(ensemble, src, config, torch.arange(model.cfg.target_vocab_size))
+    full = beam_search(ensemble, src, config)
+    assert [[h.tokens for h in s] for s in every.hypotheses] == [[h.tokens for h in s] for s in full.hypotheses]
+    few = shortlisted(ensemble, src, DecodeConfig(beam=3, nbest=3, max_len_b=6), torch.tensor([0, 1, 2, 3, 20, 21, 40]))
+    emitted = [t for s in few.hypotheses for h in s for t in h.tokens]
+    assert emitted and set(emitted) <= {1, 20, 21, 40}  # UNK is one of the four kept
+    both = open_model([with_shortlist, with_shortlist], "cpu")
+    assert both.with_model_defaults(DecodeConfig()).shortlist
+    one = open_model(with_shortlist, "cpu")
+    lines = (toy[0] / "raw" / "valid.en").read_text().splitlines()
+    config = DecodeConfig(beam=2, max_len_b=8, shortlist=True)
+    assert both.translate(lines, config) == one.translate(lines, config)  # a model twice: itself
+    assert open_model([with_shortlist, toy[2]], "cpu").with_model_defaults(DecodeConfig()).shortlist is False
 
 
 def test_the_search_emits_only_the_batch_s_rows(with_shortlist):
     translator = open_model(with_shortlist, "cpu")
     model = translator.engine.model
     rows = torch.tensor([0, 1, 2, 3, 20, 21, 40])
-    result = shortlisted_search(model, torch.tensor([[7, 9, 12, 3]]), DecodeConfig(beam=2, max_len_b=5), None, rows)
+    result = shortlisted(model, torch.tensor([[7, 9, 12, 3]]), DecodeConfig(beam=2, max_len_b=5), rows)
     assert result.hypotheses[0] and set(result.hypotheses[0][0].tokens) <= {20, 21, 40}
     found = translator.engine.shortlist.rows([[7, 9]], [[55]], torch.device("cpu"))
     assert found[:SPECIAL].tolist() == [0, 1, 2, 3] and 55 in found.tolist()
     assert found[SPECIAL:].tolist() == sorted(set(found[SPECIAL:].tolist()))
 
 
-def test_translate_uses_the_shortlist_by_default_and_says_what_it_changed(toy, with_shortlist):
+def narrowed_to_one_piece(path: Path, out: Path) -> tuple[Path, str]:
+    """`path`'s model with a shortlist of one piece (no candidates, one frequent piece: its first with a word's text)
+    and that piece's text: every output it searches is that piece, repeated (or UNK, one of the four kept)."""
+    ckpt = checkpoint.load(path)
+    record, vocab = ckpt["shortlist"], open_model(path, "cpu").vocab
+    piece = next(int(p) for p in record["frequent"] if len(vocab.decode([int(p)]).strip()) > 1)
+    narrow = {"candidates": torch.full_like(record["candidates"], -1), "frequent": torch.tensor([piece])}
+    checkpoint.atomic_save({**ckpt, "shortlist": {**record, **narrow}}, out)
+    return out, vocab.decode([piece]).strip()
+
+
+def only(word: str, line: str) -> bool:
+    """`line` is `word` repeated (and SentencePiece's UNK, ⁇), nothing else."""
+    return re.fullmatch(rf"(\s|{re.escape(word)}|⁇)*", line) is not None
+
+
+def test_translate_uses_the_shortlist_by_default_and_says_what_it_changed(toy, with_shortlist, tmp_path):
     data, model, _ = toy
     lines = (data / "raw" / "valid.en").read_text().splitlines()
     carrying = open_model(with_shortlist, "cpu")
@@ -143,6 +206,11 @@ def test_translate_uses_the_shortlist_by_default_and_says_what_it_changed(toy, w
     assert sum(a == b for a, b in zip(restricted, full)) >= len(lines) // 2
     with pytest.raises(MtkitError, match="carries no shortlist"):
         plain.translate(lines[:1], config)
+    # A translate that ignored the shortlist would say what the full layer says: one piece allowed, one piece out.
+    narrow, word = narrowed_to_one_piece(with_shortlist, tmp_path / "one.pt")
+    narrowed = open_model(narrow, "cpu").translate(lines, config)
+    assert all(only(word, line) for line in narrowed), (word, narrowed)
+    assert not all(only(word, line) for line in full), (word, full)
 
 
 def test_a_student_decodes_greedily_unless_told(toy, tmp_path):
@@ -225,6 +293,13 @@ def test_the_commands_and_the_ctranslate2_vocabulary_map(toy, with_shortlist, tm
     assert with_map.returncode == without.returncode == mine.returncode == 0, with_map.stderr
     same = np.mean([a == b for a, b in zip(with_map.stdout.splitlines(), mine.stdout.splitlines())])
     assert same >= 0.5, (with_map.stdout, mine.stdout)
+    # CTranslate2 searches with the map (use_vmap), or a map of one piece would not give that piece alone.
+    narrow, word = narrowed_to_one_piece(tmp_path / "m.pt", tmp_path / "one.pt")
+    assert cli("export", narrow, "--format", "ctranslate2", "-o", tmp_path / "one").returncode == 0
+    one = cli("translate", "-m", tmp_path / "one", *args, input=lines)
+    assert one.returncode == 0, one.stderr
+    assert all(only(word, line) for line in one.stdout.splitlines()), (word, one.stdout)
+    assert not all(only(word, line) for line in without.stdout.splitlines()), (word, without.stdout)
     plain = tmp_path / "plain"
     assert cli("export", model, "--format", "ctranslate2", "-o", plain).returncode == 0
     refused = cli("translate", "-m", plain, "--shortlist", input=lines)

@@ -70,6 +70,10 @@ class EnsembleStep:
         for s in self.steps:
             s.select(rows)
 
+    def restrict(self, ids: Tensor) -> None:
+        for s in self.steps:
+            s.restrict(ids)
+
 
 # How a search gets its Step: (the model or ensemble, src (B, S), rows per sentence, cache capacity) -> Step.
 # `make_step` is mtkit's; a benchmark may hand the engine another (bench/compiled_step.py: a compiled step).

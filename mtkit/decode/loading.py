@@ -224,7 +224,8 @@ def open_torch(
     target = pick_device(device)
     decided = runtime.decide_decoding(precision, target, models[0].cfg.d_model)
     models = [runtime.apply(m.to(device=target, dtype=decided.dtype).eval(), decided) for m in models]
-    return Translator(TorchEngine(models, target, about, shortlists[0]), load_tokenizer(vocabs[0]), workers)
+    engine = TorchEngine(models, target, about, Shortlist.union(shortlists))
+    return Translator(engine, load_tokenizer(vocabs[0]), workers)
 
 
 RUNNERS: dict[str, type[Runner]] = {"mtkit": TorchRunner, "ctranslate2": CT2Runner}

@@ -6,27 +6,31 @@ then searched over the union of its source pieces' candidates, the frequent piec
 four special ids, as Marian's and CTranslate2's shortlists do (Schwenk et al. 2007; Bergamot's students): the
 output layer and its softmax, most of a small decoder's step, shrink from the vocabulary to a few hundred rows.
 
-The search itself is unchanged: it runs over column numbers of the restricted layer (`ShortlistStep` turns them
-into token ids for the model and back), with the special ids kept first so that EOS, BOS and PAD keep their
-numbers. A shortlisted translation can differ from the full one where the full one would use a piece outside
-the candidates, or where a near tie between two pieces turns (each is normalised over fewer pieces);
+The search itself is unchanged: the output layer restricts itself (`rows(ids)` of mtkit/model/linear.py and
+mtkit/runtime/int8.py, as Sockeye's output layer takes `vocab_slice_ids`), and `ShortlistStep` wraps whatever
+step the search was given (one model, an ensemble), so the search runs over column numbers of the restricted
+layer (`Restriction` turns them into token ids and back), with the special ids kept first so that EOS, BOS and
+PAD keep their numbers. An ensemble searches the union of its members' shortlists.
+
+A shortlisted translation can differ from the full one where the full one would use a piece outside the
+candidates, or where a near tie between two pieces turns (each is normalised over fewer pieces);
 `bench/shortlist_check.py` reports both changes, in BLEU and in lines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import torch
 from torch import Tensor
 
-from mtkit.config import EOS, PAD, DecodeConfig
-from mtkit.decode.beam import Hypothesis, SearchResult, max_output_lengths, search
-from mtkit.decode.step import ModelStep
+from mtkit.config import EOS, PAD
+from mtkit.decode.beam import Hypothesis, SearchResult
+from mtkit.decode.ensemble import StepFactory
+from mtkit.decode.step import Step
 from mtkit.errors import MtkitError
-from mtkit.model.transformer import Transformer
 
 SPECIAL = EOS + 1  # pad, unk, bos, eos: always kept, at their own column numbers
 
@@ -66,6 +70,21 @@ class Shortlist:
             raise MtkitError(f"{path} holds a damaged shortlist; make it again with `mtkit shortlist`.")
         return cls(candidates.long(), frequent.long())
 
+    @classmethod
+    def union(cls, shortlists: Sequence[Shortlist | None]) -> Shortlist | None:
+        """An ensemble's shortlist: every member's candidates and frequent pieces; None unless each carries one
+        (a member without one was never restricted, so its ensemble is not either)."""
+        if not shortlists or any(s is None for s in shortlists):
+            return None
+        found = [s for s in shortlists if s is not None]
+        if len(found) == 1:
+            return found[0]
+        sources = max(s.candidates.size(0) for s in found)
+        candidates = [
+            torch.nn.functional.pad(s.candidates, (0, 0, 0, sources - s.candidates.size(0)), value=-1) for s in found
+        ]
+        return cls(torch.cat(candidates, dim=1), torch.unique(torch.cat([s.frequent for s in found])))
+
     def rows(self, ids: list[list[int]], prefixes: list[list[int]], device: torch.device) -> Tensor:
         """The batch's rows of the output layer: the special ids first (in order), then the others, sorted."""
         source = [i for sentence in ids for i in sentence if 0 <= i < self.candidates.size(0)]
@@ -77,12 +96,17 @@ class Shortlist:
 
 
 class ShortlistStep:
-    """A `Step` over a restricted output layer: the search's column numbers in, the model's token ids underneath."""
+    """A `Step` over a restricted output layer, wrapping any other (one model, an ensemble): the search's column
+    numbers in, the model's token ids underneath."""
 
-    def __init__(self, step: ModelStep, rows: Tensor):
-        step.restrict(rows)
-        self.step, self.ids = step, rows
+    def __init__(self, step: Step, ids: Tensor):
+        self.step = step
         self.max_positions, self.forced_eos, self.dtype = step.max_positions, step.forced_eos, step.dtype
+        self.restrict(ids)
+
+    def restrict(self, ids: Tensor) -> None:
+        self.step.restrict(ids)
+        self.ids = ids
 
     def log_probs(self, last: Tensor) -> Tensor:
         return self.step.log_probs(self.ids[last])
@@ -94,21 +118,34 @@ class ShortlistStep:
         self.step.select(rows)
 
 
-@torch.inference_mode()
-def shortlisted_search(
-    model: Transformer, src: Tensor, config: DecodeConfig, prefix: Tensor | None, rows: Tensor
-) -> SearchResult:
-    """`beam.beam_search` over the output layer's `rows`: the same search, its outputs in token ids."""
-    if src.size(0) == 0:
-        return SearchResult([], [])
-    limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, model.cfg.max_positions)
-    capacity = min(int(limit.max()) + 1, 2 * src.size(1) + 8)  # as beam_search sizes its cache
-    column = torch.full((model.cfg.target_vocab_size,), PAD, dtype=torch.long, device=src.device)
-    column[rows] = torch.arange(rows.numel(), device=src.device)
-    found = search(
-        ShortlistStep(ModelStep(model, src, 1, capacity), rows), src, config, None if prefix is None else column[prefix]
-    )
-    ids = rows.tolist()
-    return SearchResult(
-        [[Hypothesis([ids[t] for t in h.tokens], h.score) for h in hyps] for hyps in found.hypotheses], found.steps
-    )
+@dataclass(frozen=True)
+class Restriction:
+    """A batch searched over the output rows `ids` (`Shortlist.rows`): the steps that score only them, and the
+    search's column numbers to and from token ids. The search itself is any search that takes `steps=`."""
+
+    ids: Tensor
+
+    def steps(self, make: StepFactory) -> StepFactory:
+        """The Steps `make` builds, each wrapped to score only `ids`."""
+        return lambda model, src, rows, capacity: ShortlistStep(make(model, src, rows, capacity), self.ids)
+
+    @overload
+    def columns(self, tokens: Tensor) -> Tensor: ...
+    @overload
+    def columns(self, tokens: None) -> None: ...
+    def columns(self, tokens: Tensor | None) -> Tensor | None:
+        """Token ids (any shape; PAD stays PAD) -> their column numbers; each must be one of `ids` (or PAD)."""
+        if tokens is None:
+            return None
+        size = max(int(self.ids.max()), int(tokens.max()) if tokens.numel() else 0) + 1
+        column = torch.full((size,), PAD, dtype=torch.long, device=self.ids.device)
+        column[self.ids] = torch.arange(self.ids.numel(), device=self.ids.device)
+        return column[tokens]
+
+    def tokens(self, result: SearchResult) -> SearchResult:
+        """A search's result over column numbers, in token ids."""
+        ids = self.ids.tolist()
+        return SearchResult(
+            [[Hypothesis([ids[t] for t in h.tokens], h.score) for h in hyps] for hyps in result.hypotheses],
+            result.steps,
+        )

@@ -6,17 +6,13 @@ one model (`ModelStep`), or several whose log-probabilities are combined (an ens
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 from torch import Tensor
-from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
 from mtkit.model.transformer import Transformer
-from mtkit.runtime.int8 import Int8Linear
 
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs). On a 2-core
 # Zen 4 EPYC, 2,000 rows x 256 -> 8,000 with its log-softmax: 69 ms in one product, 56 ms in
@@ -49,69 +45,10 @@ class Step(Protocol):
         """Keep any `rows`, from any sentences (sampling: rows end one by one)."""
         ...
 
-
-@dataclass(frozen=True)
-class Int8Rows:
-    """An int8 output layer unpacked once: its integers (V, d), their scales and zero points (per row, or one for
-    the whole matrix: 0-d tensors), and its bias.
-
-    Why kept: fbgemm holds the layer's weight packed, and unpacking it (`layer.weight()`, and `layer.bias()` again)
-    took 3.2 ms each for 8,000 x 256 on a 2-core Zen 4 EPYC, paid by every shortlisted batch: a one-sentence
-    request of a student took 21 ms with its shortlist against 12 ms without."""
-
-    ints: Tensor
-    scales: Tensor
-    zeros: Tensor
-    bias: Tensor | None
-
-    @classmethod
-    def of(cls, layer: DynamicLinear) -> Int8Rows:
-        found = _INT8_ROWS.get(layer)
-        if found is None:
-            weight = layer.weight()
-            if weight.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
-                scales, zeros = weight.q_per_channel_scales(), weight.q_per_channel_zero_points()
-            else:
-                scales, zeros = torch.tensor(weight.q_scale()), torch.tensor(weight.q_zero_point())
-            found = _INT8_ROWS[layer] = cls(weight.int_repr(), scales, zeros, layer.bias())
-        return found
-
-    def layer(self, rows: Tensor) -> DynamicLinear:
-        """An int8 layer of `rows`: the same integers (requantized from their exact values), repacked for fbgemm."""
-        per_row = self.scales.dim() == 1
-        scales = self.scales.index_select(0, rows) if per_row else self.scales
-        zeros = self.zeros.index_select(0, rows) if per_row else self.zeros
-        ints = self.ints.index_select(0, rows).float()
-        if per_row:  # the rows' exact values (scales are fp64), in fp32 as quantizing takes them
-            values = ((ints - zeros[:, None]) * scales[:, None]).float()
-            quantized = torch.quantize_per_channel(values, scales, zeros, 0, torch.qint8)
-        else:
-            values = ((ints - zeros) * scales).float()
-            quantized = torch.quantize_per_tensor(values, float(scales), int(zeros), torch.qint8)
-        restricted = Int8Linear(ints.size(1), rows.numel(), bias_=self.bias is not None, dtype=torch.qint8)
-        restricted.set_weight_bias(quantized, None if self.bias is None else self.bias.index_select(0, rows))
-        return restricted
-
-
-_INT8_ROWS: weakref.WeakKeyDictionary[DynamicLinear, Int8Rows] = weakref.WeakKeyDictionary()
-
-
-def output_rows(model: Transformer, rows: Tensor) -> Callable[[Tensor], Tensor]:
-    """The output layer restricted to `rows` (the Marian logits bias included), as a function of the states.
-
-    An int8 layer (dynamic quantization, `--precision int8`) stays int8: its rows' integers with their own
-    per-row scales, repacked (about 1 ms a batch), so the rows' logits are the full layer's and the product keeps
-    int8's speed; a dequantized fp32 copy measured slower than the whole int8 layer."""
-    layer = model.output_proj
-    extra = model.final_logits_bias.index_select(0, rows) if model.cfg.output_bias else None
-    if isinstance(layer, DynamicLinear):
-        restricted = Int8Rows.of(layer).layer(rows)
-        return restricted if extra is None else lambda states: restricted(states) + extra
-    bias = None if layer.bias is None else layer.bias.index_select(0, rows)
-    if extra is not None:
-        bias = extra.to(layer.weight.dtype) if bias is None else bias + extra.to(bias.dtype)
-    dense = layer.weight.index_select(0, rows).contiguous()
-    return lambda states: torch.nn.functional.linear(states.to(dense.dtype), dense, bias)
+    def restrict(self, ids: Tensor) -> None:
+        """From now on score only the output layer's rows `ids`: column i of the log-probabilities is then token
+        ids[i], normalised over those rows alone (a lexical shortlist: mtkit/decode/shortlist.py)."""
+        ...
 
 
 class ModelStep:
@@ -130,10 +67,11 @@ class ModelStep:
         self.output: Callable[[Tensor], Tensor] | None = None  # `restrict`'s rows of the output layer
         self.restricted: int | None = None  # how many rows
 
-    def restrict(self, rows: Tensor) -> None:
-        """Score only the output layer's `rows` (a lexical shortlist, mtkit/decode/shortlist.py): column i of the
-        log-probabilities is then token rows[i], normalised over those rows alone."""
-        self.output, self.restricted = output_rows(self.model, rows), rows.numel()
+    def restrict(self, ids: Tensor) -> None:
+        """The output layer restricts itself (`rows`: int8 stays int8), the Marian logits bias with it."""
+        model = self.model
+        logits_bias = model.final_logits_bias if model.cfg.output_bias else None
+        self.output, self.restricted = model.output_proj.rows(ids, logits_bias), ids.numel()
 
     def project(self, states: Tensor) -> Tensor:
         """The logits of the output layer, or of the rows it was restricted to."""

@@ -54,7 +54,7 @@ class TorchEngine:
         # How a beam search makes its Step (None: mtkit's ModelStep, or an ensemble's). Handed in by whoever
         # measures another step (bench/compiled_step.py), so that decoding itself never asks.
         self.steps: StepFactory | None = None
-        self.shortlist = shortlist if len(models) == 1 else None  # an ensemble's members may each have their own
+        self.shortlist = shortlist  # an ensemble's: the union of its members' (Shortlist.union)
 
     @property
     def device(self) -> str:
@@ -89,15 +89,16 @@ class TorchEngine:
 
         src = padded([[*sentence, EOS] for sentence in ids], self.torch_device)  # (B, S)
         prefix = prefix_tensor(prefixes, self.torch_device)
+        steps = self.steps or make_step
         if sampling is None and config.shortlist:
-            from mtkit.decode.shortlist import shortlisted_search
+            from mtkit.decode.shortlist import Restriction
 
             if self.shortlist is None:
                 raise MtkitError("this model carries no shortlist; add one with `mtkit shortlist`, or --no-shortlist.")
-            rows = self.shortlist.rows(ids, prefixes, self.torch_device)
-            result = shortlisted_search(self.model, src, config, prefix, rows)
+            batch = Restriction(self.shortlist.rows(ids, prefixes, self.torch_device))
+            result = batch.tokens(beam_search(self.decoder, src, config, batch.columns(prefix), batch.steps(steps)))
         elif sampling is None:
-            result = beam_search(self.decoder, src, config, prefix=prefix, steps=self.steps or make_step)
+            result = beam_search(self.decoder, src, config, prefix=prefix, steps=steps)
         else:
             result = sample(self.decoder, src, config, sampling, prefix)
         return [[(h.tokens, h.score) for h in hypotheses] for hypotheses in result.hypotheses]

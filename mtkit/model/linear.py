@@ -7,6 +7,7 @@ weight in oneDNN's layout, for inference). Built fresh, a layer computes exactly
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch.nn.functional as F
@@ -27,6 +28,17 @@ class Linear(nn.Linear):
 
     def forward(self, x: Tensor, relu: bool = False) -> Tensor:
         return linear(x, self.weight, self.bias, self.onednn, self.packed, relu)
+
+    def rows(self, ids: Tensor, logits_bias: Tensor | None = None) -> Callable[[Tensor], Tensor]:
+        """This layer restricted to its output rows `ids` (a lexical shortlist, as Sockeye's output layer takes
+        `vocab_slice_ids`): states (N, in) -> those rows' logits (N, len(ids)); `logits_bias` (out,), when given,
+        is added to every row (Marian's final_logits_bias), folded into the restricted bias."""
+        bias = None if self.bias is None else self.bias.index_select(0, ids)
+        if logits_bias is not None:
+            extra = logits_bias.index_select(0, ids)
+            bias = extra.to(self.weight.dtype) if bias is None else bias + extra.to(bias.dtype)
+        weight = self.weight.index_select(0, ids).contiguous()
+        return lambda states: F.linear(states.to(weight.dtype), weight, bias)
 
 
 class TiedOutput(Linear):
