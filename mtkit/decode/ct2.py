@@ -29,6 +29,7 @@ opens a directory with `open_directory` when it is one of CTranslate2's.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 from collections.abc import Collection, Sequence
@@ -121,6 +122,24 @@ def target_pieces(path: Path) -> list[str]:
     )
 
 
+def vmap_refusal(path: Path, record: dict[str, Any]) -> str | None:
+    """Why `path`'s vocabulary map may not be searched with, in one sentence (None: it may). The export record
+    names the vmap.txt mtkit export wrote and its vocabulary's sha256: a vmap.txt copied from another export, or
+    a record of another vocabulary, would restrict the search to another model's pieces."""
+    vmap, made = path / VMAP, record.get("vmap")
+    again = "export the model again with mtkit export, or decode with --no-shortlist."
+    if not vmap.is_file():
+        return f"{path} has no {VMAP}; export a model that carries a shortlist, or --no-shortlist."
+    if not isinstance(made, dict):
+        return f"{path}'s {VMAP} does not say which vocabulary it was made for (its export record names none); {again}"
+    if hashlib.sha256(vmap.read_bytes()).hexdigest() != made.get("sha256"):
+        return f"{path}'s {VMAP} is not the one mtkit export wrote there (another model's?); {again}"
+    tokenizer = next((path / n for n in TOKENIZER_NAMES if (path / n).is_file()), None)
+    if tokenizer is None or hashlib.sha256(tokenizer.read_bytes()).hexdigest() != made.get("spm_sha256"):
+        return f"{path}'s {VMAP} was made for another vocabulary than its tokenizer's; {again}"
+    return None
+
+
 class CT2Engine:
     """A `ctranslate2.Translator` that searches batches of SentencePiece ids as mtkit's own search would."""
 
@@ -136,6 +155,7 @@ class CT2Engine:
         self.device_index = index
         self.compute_type = compute_type(ctranslate2, precision, self.kind)
         self.record = read_record(path)
+        self.vmap_refusal = vmap_refusal(path, self.record)  # checked once, raised when the shortlist is asked for
         self.pieces = pieces
         target = target_pieces(path)
         if target[: len(self.pieces)] != self.pieces:
@@ -199,10 +219,8 @@ class CT2Engine:
             patience = 1.0 if config.early_stop == "patience" else float(options["max_decoding_length"] + 1)
             options.update(beam_size=config.beam, num_hypotheses=config.nbest, patience=patience)
             if config.shortlist:  # the export's vocabulary map (vmap.txt), CTranslate2's shortlist
-                if not (self.path / VMAP).is_file():
-                    raise MtkitError(
-                        f"{self.path} has no {VMAP}; export a model that carries a shortlist, or --no-shortlist."
-                    )
+                if self.vmap_refusal:
+                    raise MtkitError(self.vmap_refusal)
                 options["use_vmap"] = True
         results = self.translator.translate_batch(src, **options)
         kind = "none" if sampling is not None else config.lenpen

@@ -19,6 +19,7 @@ candidates, or where a near tie between two pieces turns (each is normalised ove
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -45,11 +46,22 @@ class Shortlist:
 
     @classmethod
     def of(cls, ckpt: Mapping[str, Any], path: object) -> Shortlist | None:
-        """The shortlist a loaded model file carries, or None."""
-        if ckpt.get("shortlist") is None:
+        """The shortlist a loaded model file carries, or None; refused in one sentence when it was learnt for
+        another vocabulary than the file's (a shortlist grafted from another model: its ids name other pieces)."""
+        record = ckpt.get("shortlist")
+        if record is None:
             return None
         size = int((ckpt.get("model_config") or {}).get("tgt_vocab_size") or ckpt["model_config"]["vocab_size"])
-        return cls.from_record(ckpt["shortlist"], size, path)
+        shortlist = cls.from_record(record, size, path)
+        learnt = (record.get("learned_from") or {}).get("spm_sha256")
+        mine = hashlib.sha256(ckpt.get("vocab") or b"").hexdigest()
+        if learnt != mine:
+            said = f"sha256 {str(learnt)[:12]}" if learnt else "one it does not name"
+            raise MtkitError(
+                f"{path} carries a shortlist learnt for another vocabulary ({said}, this model's is sha256 "
+                f"{mine[:12]}); make it again from this model with `mtkit shortlist`."
+            )
+        return shortlist
 
     @classmethod
     def from_record(cls, record: Any, vocab_size: int, path: object) -> Shortlist:

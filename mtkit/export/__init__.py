@@ -6,7 +6,8 @@
 - target.py: the output directory, checked before any work and filled without losing a user's file.
 
 A format module offers FILES (the names it may write), `check(config)` (options it refuses),
-`import_extra()` and `write(ckpt, tmp, config)`, which writes the files into a temporary directory.
+`import_extra()` and `write(ckpt, tmp, config)`, which writes the files into a temporary directory and may return
+entries for the export record.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def export(
         "mtkit": __version__,
         "provenance": ckpt.get("provenance"),  # read back by `mtkit info DIR` (mtkit/sources/)
     }
-    write_export(out, lambda tmp: fmt.write(ckpt, source.path, tmp, config), record)
+    write_export(out, lambda tmp: record.update(fmt.write(ckpt, source.path, tmp, config) or {}), record)
     logger.info("wrote %s (%s, %s)", out, config.format, config.quantization)
     return out
 

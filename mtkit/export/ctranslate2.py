@@ -22,6 +22,7 @@ The directory itself is written by mtkit/export/target.py.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import typing
 from pathlib import Path
@@ -68,8 +69,9 @@ def check(config: ExportConfig) -> None:
     """Every quantization CTranslate2 offers is accepted."""
 
 
-def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -> None:
-    """The CTranslate2 model of `ckpt` (validated, quantized) and its SentencePiece model, saved in `tmp`."""
+def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -> dict[str, Any]:
+    """The CTranslate2 model of `ckpt` (validated, quantized) and its SentencePiece model, saved in `tmp`; returns
+    what the export record adds (the vocabulary map's identity)."""
     model = typing.cast(Transformer, checkpoint.build_from(ckpt).float().eval())
     vocab = load_tokenizer(ckpt["vocab"])  # mtkit's SentencePiece model or an OPUS-MT tokenizer
     spec = ctranslate2_spec(model, vocab)
@@ -81,15 +83,19 @@ def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -
     spec.save(str(tmp))
     for name, data in vocab.files().items():
         (tmp / name).write_bytes(data)
+    added = {}
     if ckpt.get("shortlist") is not None:
-        write_vmap(ckpt, vocab, model.cfg, tmp / "vmap.txt")
+        added["vmap"] = write_vmap(ckpt, vocab, model.cfg, tmp / "vmap.txt")
     logger.info("converted to CTranslate2 (%s)", config.quantization)
+    return added
 
 
-def write_vmap(ckpt: dict[str, Any], vocab: Vocab, cfg: Any, path: Path) -> None:
+def write_vmap(ckpt: dict[str, Any], vocab: Vocab, cfg: Any, path: Path) -> dict[str, str]:
     """The model's lexical shortlist (mtkit/shortlist.py) as CTranslate2's vocabulary map: a line per source piece,
     `PIECE<TAB>CANDIDATE CANDIDATE ...`, and the always-kept frequent pieces on the line whose key is empty;
-    `translate_batch(use_vmap=True)` then searches each batch over its union, as mtkit does."""
+    `translate_batch(use_vmap=True)` then searches each batch over its union, as mtkit does. Returns its identity
+    for the export record: its own sha256 and its vocabulary's (`mtkit translate -m DIR` refuses a vmap.txt that
+    is not this one, or a record of another vocabulary)."""
     from mtkit.decode.shortlist import Shortlist
 
     shortlist = Shortlist.of(ckpt, "the model")
@@ -100,8 +106,10 @@ def write_vmap(ckpt: dict[str, Any], vocab: Vocab, cfg: Any, path: Path) -> None
         found = [target[t] for t in row if t >= 0]
         if found and s < len(source):
             lines.append(f"{source[s]}\t{' '.join(found)}\n")
-    path.write_text("".join(lines), encoding="utf-8")
+    data = "".join(lines).encode("utf-8")
+    path.write_bytes(data)
     logger.info("wrote the shortlist as CTranslate2's vocabulary map (%d source pieces)", len(lines) - 1)
+    return {"sha256": hashlib.sha256(data).hexdigest(), "spm_sha256": hashlib.sha256(ckpt["vocab"]).hexdigest()}
 
 
 # --------------------------------------------------------------------------- the spec
