@@ -76,16 +76,13 @@ class Losses:
     cut: list[int] = field(default_factory=list)
 
     def say(self) -> None:
-        for what, lines in (("came back empty", self.empty), ("reached the length limit (cut)", self.cut)):
+        for what, lines in (
+            ("came back empty", self.empty),
+            ("reached the length limit and may be cut; a longer --max-len-b may help", self.cut),
+        ):
             if lines:
                 shown = ", ".join(map(str, sorted(set(lines))[:10])) + (", ..." if len(set(lines)) > 10 else "")
-                logger.warning(
-                    "%d of %d sentences %s (lines %s); a longer --max-len-b or another model may help.",
-                    len(lines),
-                    self.segments,
-                    what,
-                    shown,
-                )
+                logger.warning("%d of %d sentences %s (lines %s).", len(lines), self.segments, what, shown)
 
 
 @dataclass
