@@ -34,6 +34,10 @@ WHAT = {
     "serve": "HTTP serving",
     "export": "CTranslate2 and Transformers export",
     "info": "`mtkit info` as text: what mtkit/sources/ says a model, a run or an export is",
+    "documents": (
+        "files translated with their structure kept (`translate_document`): one module a format (paragraphs, "
+        "HTML, Markdown, subtitles, gettext, XLIFF, .docx), for `translate -i FILE` and the server"
+    ),
     "train": (
         "the training loop: accumulation, precision, DDP, validation, checkpoint cadence, resume, signals, "
         "the run directory"

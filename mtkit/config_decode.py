@@ -45,6 +45,11 @@ class DecodeConfig:
         "Restrict the output layer to the model's lexical shortlist (`mtkit shortlist`): each batch's candidate "
         "pieces and the most frequent ones. On by default for a model that carries one; --no-shortlist: all.",
     )
+    split: bool = option(
+        True,
+        "Split each line into sentences, translate them, and join them back on its line (one output line an "
+        "input line); --no-split: each line translated whole, as one segment.",
+    )
 
     def __post_init__(self) -> None:
         check_choices(self)

@@ -195,10 +195,11 @@ def translate(
         help="With --score-only: the targets, one a line, aligned with the input (which then holds sources only).",
     ),
     format: str = typer.Option(
-        "text",
+        "auto",
         "--format",
-        help="text, or html: each line an HTML fragment whose tags are put back around the words they belonged to "
-        "(the model's attention). Example: mtkit translate -m averaged.pt --format html < posts.html",
+        help="auto: by -i's extension (.txt .html .md .srt .vtt .po .xlf .docx: a document, written back whole with "
+        "its structure; docs/documents.md), else text; text: one sentence a line; html-lines: each line an HTML "
+        "fragment, tags kept; or a document format: paragraphs, html, markdown, srt, vtt, po, xliff, docx.",
     ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
@@ -231,7 +232,9 @@ def translate(
 
     A multilingual model, into French: mtkit translate -m averaged.pt --target-lang fr < test.en
 
-    HTML, one fragment a line, tags kept: mtkit translate -m averaged.pt --format html < posts.html
+    A document, its structure kept: mtkit translate -m averaged.pt -i page.html -o page.de.html
+
+    HTML, one fragment a line, tags kept: mtkit translate -m averaged.pt --format html-lines < posts.html
     """
     import contextlib
     import logging
@@ -246,10 +249,13 @@ def translate(
     precision = build(EngineConfig(), given).precision
     given = {k: v for k, v in given.items() if k != "precision"}  # the rest are decoding's settings
     _check_modes(given, sampling, prefix, prefix_file, score_only, target_file)
-    if format not in ("text", "html"):
-        raise MtkitError(f"--format takes text or html, not {format!r}.")
-    if format == "html" and (sampling or prefix or prefix_file or score_only or scores or given.get("nbest", 1) > 1):
-        raise MtkitError("--format html translates each line once: drop --sampling, --prefix, --score-only, "
+    from mtkit.documents import FORMATS, format_of
+
+    format = (format_of(input) or "text") if format == "auto" else format
+    if format not in ("text", "html-lines", *FORMATS):
+        raise MtkitError(f"--format takes auto, text, html-lines or {', '.join(FORMATS)}, not {format!r}.")
+    if format != "text" and (sampling or prefix or prefix_file or score_only or scores or given.get("nbest", 1) > 1):
+        raise MtkitError(f"--format {format} translates its text once: drop --sampling, --prefix, --score-only, "
                          "--scores and --nbest.")  # fmt: skip
     config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
@@ -277,7 +283,12 @@ def translate(
             if second is not None
             else tab_pairs(lines, "--score-only" if score_only else None)
         )
-        if format == "html":
+        if format in FORMATS:
+            from mtkit.cli.documents import translate_file
+
+            translate_file(source, out, format, translator, config, batch_tokens, target_lang)
+            return
+        if format == "html-lines":
             from mtkit.decode.markup import translate_fragments
             from mtkit.textio import one_line
 

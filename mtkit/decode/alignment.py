@@ -70,8 +70,8 @@ def word_links(
         t_ids = vocab.encode_target_batch(list(t_words)) if t_words else []
         s_flat = prefix + [i for ids in s_ids for i in ids]
         t_flat = [i for ids in t_ids for i in ids]
-        if not s_words or not t_words or len(s_flat) >= limit or len(t_flat) >= limit:
-            continue
+        if not t_flat or len(s_flat) == len(prefix) or len(s_flat) >= limit or len(t_flat) >= limit:
+            continue  # no tokens on a side (words SentencePiece makes nothing of): placed proportionally
         todo.append(k)
         src.append(s_flat)
         tgt.append(t_flat)

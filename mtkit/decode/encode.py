@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from collections.abc import Sequence
 
 from mtkit.config import DecodeConfig
 from mtkit.data.language_codes import model_token
@@ -78,7 +79,14 @@ def _warn_untagged(tokens: list[str]) -> None:
     )
 
 
-def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int, target_lang: str = "") -> list[list[int]]:
+def number(first: int | Sequence[int], i: int) -> int:
+    """The input line number of item i: `first` + i, or `first[i]` where items are a line's sentences."""
+    return first + i if isinstance(first, int) else first[i]
+
+
+def source_ids(
+    vocab: Tokenizer, lines: list[str], first: int | Sequence[int], limit: int, target_lang: str = ""
+) -> list[list[int]]:
     """Each line's ids, cut to `limit` tokens (the model's positions less the EOS appended) with a warning;
     after the target-language token of `target_lang`, where the line has none."""
     most = limit * MAX_CHARS_PER_TOKEN
@@ -88,7 +96,7 @@ def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int, targe
             logger.warning(
                 "line %d has %d characters, more than the model's %d subword tokens can hold; only its first %d "
                 "characters are read.",
-                first + i,
+                number(first, i),
                 len(line),
                 limit,
                 most,
@@ -99,7 +107,7 @@ def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int, targe
         if len(sentence) > limit:
             logger.warning(
                 "line %d has %d subword tokens, more than the model's %d; only the first %d are translated.",
-                first + i,
+                number(first, i),
                 len(sentence),
                 limit,
                 limit,
@@ -109,7 +117,12 @@ def source_ids(vocab: Tokenizer, lines: list[str], first: int, limit: int, targe
 
 
 def prefix_ids(
-    vocab: Tokenizer, prefixes: list[str], sources: list[list[int]], first: int, config: DecodeConfig, limit: int
+    vocab: Tokenizer,
+    prefixes: list[str],
+    sources: list[list[int]],
+    first: int | Sequence[int],
+    config: DecodeConfig,
+    limit: int,
 ) -> list[list[int]]:
     """The target prefixes' ids; one longer than its sentence's output may be (by `config`, within the model's
     `limit` + 1 positions) is an error."""
@@ -120,7 +133,7 @@ def prefix_ids(
     for i, (prefix, most) in enumerate(zip(out, limits)):
         if len(prefix) > most:
             raise MtkitError(
-                f"line {first + i}: the target prefix has {len(prefix)} subword tokens, more than "
+                f"line {number(first, i)}: the target prefix has {len(prefix)} subword tokens, more than "
                 f"the {most} this sentence's output may have (max_len_a x source tokens + "
                 "max_len_b, within the model's positions)."
             )

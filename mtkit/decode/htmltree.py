@@ -73,6 +73,8 @@ class Element:
 
     @property
     def end(self) -> str:
+        if self.name.startswith("#"):  # a span of another format (a Markdown link): its end as written
+            return self.attrs.get("end", "")
         # plaintext: nothing ends it, so a parser would read its end tag as text
         return "" if self.void or not self.name or (self.raw and self.name == "plaintext") else f"</{self.name}>"
 

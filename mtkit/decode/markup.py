@@ -17,29 +17,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig
 from mtkit.decode.batches import chunks
 from mtkit.decode.htmltree import VOID, Element, check_reads_back, escape_text, parse
+from mtkit.decode.placeholders import protect
+from mtkit.decode.placement import Span, place, proportional, render_tree
 
 if TYPE_CHECKING:
     from mtkit.decode.translator import Translator
 
 WORD = re.compile(r"\S+")
-
-
-@dataclass(eq=False)
-class Span:
-    """An inline element of a unit: source words [first, last) (first == last: between words), its children."""
-
-    element: Element
-    first: int
-    last: int
-    children: list[Span] = field(default_factory=list)
 
 
 @dataclass
@@ -50,6 +42,7 @@ class Unit:
     spans: list[Span]
     lead: str
     trail: str
+    escape: Callable[[str], str] = escape_text  # text as the format writes it: HTML's escaped, plain as it is
 
     @property
     def text(self) -> str:
@@ -67,75 +60,11 @@ class Unit:
         """
         words = target.split()
         if not self.spans:
-            return escape_text(self.lead + " ".join(words) + self.trail)
+            return self.escape(self.lead + " ".join(words) + self.trail)
         known = links is not None and len(links) == len(words) and any(i is not None for i in links)
         links = list(links) if known and links is not None else proportional(self, len(words))
         placed = place(self.spans, links, len(self.words), 0, len(words))
-        return escape_text(self.lead) + render_tree(words, placed) + escape_text(self.trail)
-
-
-def proportional(unit: Unit, n: int) -> list[int | None]:
-    """Target word j linked to the source word at the same relative position (when no alignment is known)."""
-    m = len(unit.words)
-    return [min(m - 1, j * m // n) if m else None for j in range(n)]
-
-
-def target_range(span: Span, links: Sequence[int | None], n_src: int) -> tuple[int, int]:
-    """The target words [a, b) of a span: from the first to the last word linked into it (a boundary if none)."""
-    inside = [j for j, i in enumerate(links) if i is not None and span.first <= i < span.last]
-    if inside:
-        return min(inside), max(inside) + 1
-    return boundary(span.first, links, n_src), boundary(span.first, links, n_src)
-
-
-def boundary(k: int, links: Sequence[int | None], n_src: int) -> int:
-    """Where source position k (before source word k) falls in the target: after the words linked before it."""
-    if k <= 0:
-        return 0
-    if k >= n_src:
-        return len(links)
-    before = [j for j, i in enumerate(links) if i is not None and i < k]
-    return max(before) + 1 if before else 0
-
-
-def place(spans: list[Span], links: Sequence[int | None], n_src: int, lo: int, hi: int) -> list[tuple[Span, int, int]]:
-    """Each span's target range inside [lo, hi), siblings in target order without overlap, children inside."""
-    ranges = sorted(((s, *target_range(s, links, n_src)) for s in spans), key=lambda r: (r[1], r[2], spans.index(r[0])))
-    out: list[tuple[Span, int, int]] = []
-    edge = lo
-    for span, a, b in ranges:
-        a, b = max(a, edge, lo), min(b, hi)
-        if b < a:  # squeezed out by an earlier sibling: an empty element where it would have started
-            b = a = min(max(a, edge), hi)
-        out.append((span, a, b))
-        out += place(span.children, links, n_src, a, b)
-        edge = max(edge, b)
-    return out
-
-
-def render_tree(words: list[str], placed: list[tuple[Span, int, int]]) -> str:
-    """The words with each element around its target range, children inside, joined by single spaces."""
-    where = {id(s): (a, b) for s, a, b in placed}
-    inner = {id(c) for s, _, _ in placed for c in s.children}
-    tops = [s for s, _, _ in placed if id(s) not in inner]
-
-    def words_html(a: int, b: int) -> str:
-        return " ".join(escape_text(w) for w in words[a:b])
-
-    def node(spans: list[Span], a: int, b: int) -> str:
-        parts, k = [], a
-        for span in sorted(spans, key=lambda s: where[id(s)]):
-            sa, sb = where[id(span)]
-            if sa > k:
-                parts.append(words_html(k, sa))
-            k = max(k, sa)
-            parts.append(span.element.start + node(span.children, sa, sb) + span.element.end)
-            k = max(k, sb)
-        if k < b:
-            parts.append(words_html(k, b))
-        return " ".join(p for p in parts if p)
-
-    return node(tops, 0, len(words))
+        return self.escape(self.lead) + render_tree(words, placed, self.escape) + self.escape(self.trail)
 
 
 def word_range(words: list[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
@@ -147,9 +76,85 @@ def word_range(words: list[tuple[int, int]], start: int, end: int) -> tuple[int,
     return before, before
 
 
+def unit_of(run: Sequence[Element | str], escape: Callable[[str], str] = escape_text) -> Unit | None:
+    """A run of text and inline elements as one unit: its words (tags taken out: words glued across a tag stay
+    one word), its elements as spans of them (a void one between words); None when it has no word."""
+    text: list[str] = []
+    size = 0
+    marks: list[tuple[Element, int, int, int]] = []  # (element, depth, start, end) in characters
+
+    def walk(items: Sequence[Element | str], depth: int) -> None:
+        nonlocal size
+        for item in items:
+            if isinstance(item, str):
+                text.append(item)
+                size += len(item)
+                continue
+            start = size
+            walk(item.children, depth + 1)
+            marks.append((item, depth, start, size))
+
+    walk(run, 0)
+    full = "".join(text)
+    cuts = sorted({start for _, _, start, end in marks if start == end})  # an element with no text parts words
+    found = [piece for m in WORD.finditer(full) for piece in cut(m.start(), m.end(), cuts)]
+    if not found:
+        return None
+    words = [full[a:b] for a, b in found]
+    spans = {}
+    for e, _, start, end in marks:
+        if start < end:
+            spans[id(e)] = Span(e, *word_range(found, start, end))
+        else:
+            left = next((full[a:b] for a, b in found if b == start), "")
+            right = next((full[a:b] for a, b in found if a == start), "")
+            spans[id(e)] = Span(e, *between(found, start), at=start, glue=(left, right))
+    tops: list[Span] = []
+    for e, depth, _, _ in sorted(marks, key=lambda m: m[1]):  # stable: siblings stay in source order
+        if depth == 0:
+            tops.append(spans[id(e)])
+        spans[id(e)].children = [spans[id(c)] for c in e.children if isinstance(c, Element)]
+    lead = full[: found[0][0]] if isinstance(run[0], str) else ""
+    trail = full[found[-1][1] :] if isinstance(run[-1], str) else ""
+    return Unit(words, tops, lead, trail, escape)
+
+
+def cut(a: int, b: int, cuts: list[int]) -> list[tuple[int, int]]:
+    """The word [a, b) cut at the places inside it where an element with no text stood."""
+    inside = [c for c in cuts if a < c < b]
+    edges = [a, *inside, b]
+    return list(zip(edges, edges[1:]))
+
+
+def between(words: list[tuple[int, int]], at: int) -> tuple[int, int]:
+    """An element with no text at character `at`: before the first word that does not end before it."""
+    before = sum(1 for _, b in words if b <= at)
+    return before, before
+
+
 def copied(element: Element) -> bool:
-    """Written as it is, never translated: comments, void elements, raw text (script, style), a textarea's text."""
-    return element.void or element.raw or element.name == "textarea"
+    """Written as it is, never translated: comments, void elements, raw text (script, style), a textarea's text,
+    and what says it is not to be translated (code, pre, translate="no", class="notranslate")."""
+    return element.void or element.raw or element.name == "textarea" or kept(element)
+
+
+# Classes whose elements are not language: notranslate (Google's, LibreTranslate's), a Mastodon post's mentions
+# and hashtags (class "mention"), and the parts of a shortened link it hides ("invisible", "ellipsis").
+KEEP_CLASSES = frozenset("notranslate mention hashtag invisible ellipsis".split())
+
+
+def kept(element: Element) -> bool:
+    """Not to be translated: code, pre, kbd, samp, var, translate="no", or a class of KEEP_CLASSES."""
+    if element.name in ("code", "pre", "kbd", "samp", "var"):
+        return True
+    if element.attrs.get("translate", "").strip().lower() == "no":
+        return True
+    return bool(KEEP_CLASSES & set(element.attrs.get("class", "").split()))
+
+
+def opaque(element: Element) -> Element:
+    """An inline element kept whole: one void element written as it was, placed between the translation's words."""
+    return Element(element.name, element.html(), void=True, inline=True)
 
 
 class Document:
@@ -164,8 +169,11 @@ class Document:
     def _walk(self, children: list[Element | str]) -> None:
         run: list[Element | str] = []
         for child in children:
-            if isinstance(child, str) or child.inline:
-                run.append(child)
+            if isinstance(child, str):
+                run.extend(protect(child, escape_text))
+                continue
+            if child.inline:
+                run.append(opaque(child) if kept(child) else self._protected(child))
                 continue
             self._flush(run)
             run = []
@@ -177,38 +185,25 @@ class Document:
                 self._pieces.append(child.end)
         self._flush(run)
 
+    def _protected(self, element: Element) -> Element:
+        """An inline element with its placeholders (and its kept children) as void elements of their own."""
+        children: list[Element | str] = []
+        for child in element.children:
+            if isinstance(child, str):
+                children.extend(protect(child, escape_text))
+            else:
+                children.append(opaque(child) if kept(child) else self._protected(child))
+        return dataclasses.replace(element, children=children)
+
     def _flush(self, run: list[Element | str]) -> None:
         if not run:
             return
-        text: list[str] = []  # the run's text, tags taken out: words glued across a tag stay one word
-        marks: list[tuple[Element, int, int, int]] = []  # (element, depth, start, end) in characters
-
-        def walk(items: list[Element | str], depth: int) -> None:
-            for item in items:
-                if isinstance(item, str):
-                    text.append(item)
-                    continue
-                start = sum(map(len, text))
-                walk(item.children, depth + 1)
-                marks.append((item, depth, start, sum(map(len, text))))
-
-        walk(run, 0)
-        found = [(m.start(), m.end()) for m in WORD.finditer("".join(text))]
-        if not found:  # nothing to translate: the markup as it was
+        unit = unit_of(run)
+        if unit is None:  # nothing to translate: the markup as it was
             self._pieces.append("".join(escape_text(c) if isinstance(c, str) else c.html() for c in run))
             return
-        full = "".join(text)
-        words = [full[a:b] for a, b in found]
-        spans = {id(e): Span(e, *word_range(found, start, end)) for e, _, start, end in marks}
-        tops: list[Span] = []
-        for e, depth, _, _ in sorted(marks, key=lambda m: m[1]):  # stable: siblings stay in source order
-            if depth == 0:
-                tops.append(spans[id(e)])
-            spans[id(e)].children = [spans[id(c)] for c in e.children if isinstance(c, Element)]
-        lead = full[: found[0][0]] if isinstance(run[0], str) else ""
-        trail = full[found[-1][1] :] if isinstance(run[-1], str) else ""
         self._pieces.append(len(self.units))
-        self.units.append(Unit(words, tops, lead, trail))
+        self.units.append(unit)
 
     def render(self, outputs: Sequence[str]) -> str:
         """The fragment with unit i replaced by outputs[i] (each from `Unit.render`), checked to read back in a

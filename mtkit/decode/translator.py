@@ -27,6 +27,7 @@ from mtkit.decode.encode import prefix_ids, source_ids, target_ids, target_langu
 from mtkit.decode.engine import Engine
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
+from mtkit.decode.sentences import Losses, Pieces, joiner, source_language
 from mtkit.errors import MtkitError
 
 # No torch here: the engine (mtkit/decode/engine.py) imports what it runs on; CTranslate2 needs no torch (and
@@ -92,6 +93,7 @@ class Translator:
         self.vocab = vocab
         self.workers = workers
         self._pool: WorkerPool[Translator] | None = None
+        self._languages: Any = None  # the model's recorded (source, target), asked once: sentences' rules
         if workers > 1 and forked:
             self._start_workers()
 
@@ -194,8 +196,13 @@ class Translator:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
         self.engine.check(config, sampling)
         target_lang = self.check_target_lang(target_lang)
+        losses = Losses()
         for first, chunk in chunks(lines, chunk_lines):
-            yield from self._translate_chunk(first, chunk, config, batch_tokens, sampling, target_lang)
+            if config.split:
+                yield from self._split_chunk(first, chunk, config, batch_tokens, sampling, target_lang, losses)
+            else:
+                yield from self._translate_chunk(first, chunk, config, batch_tokens, sampling, target_lang)
+        losses.say()
 
     def score(
         self, pairs: Iterable[tuple[str, str]], batch_tokens: int = DEFAULT_BATCH_TOKENS, target_lang: str = ""
@@ -226,6 +233,28 @@ class Translator:
         say (CTranslate2). Apart from the search: only callers that need it (markup) pay for it."""
         return self.engine.align(self.vocab, pairs, target_lang)
 
+    def _split_chunk(
+        self,
+        first: int,
+        items: list[Source],
+        config: DecodeConfig,
+        batch_tokens: int,
+        sampling: SamplingConfig | None,
+        target_lang: str,
+        losses: Losses,
+    ) -> Iterator[Translation]:
+        """The chunk's lines split into sentences (mtkit/decode/sentences.py), translated in one batch, joined."""
+        languages = self.describe().get("languages") if self._languages is None else self._languages
+        self._languages = languages or ()
+        pieces = Pieces.of(items, source_language(self._languages))
+        numbers = [first + i for i in pieces.owner]
+        found = list(
+            self._translate_chunk(first, pieces.segments, config, batch_tokens, sampling, target_lang, numbers)
+        )
+        pieces.losses([t.text for t in found], self.vocab, config, self.max_source_tokens, first, losses)
+        glue = joiner(target_lang or (self._languages[1] if len(self._languages) == 2 else ""))
+        yield from pieces.join(found, first, glue, Translation)
+
     def _translate_chunk(
         self,
         first: int,
@@ -234,12 +263,13 @@ class Translator:
         batch_tokens: int,
         sampling: SamplingConfig | None,
         target_lang: str,
+        numbers: list[int] | None = None,
     ) -> Iterator[Translation]:
         limit = self.max_source_tokens
         texts = [s if isinstance(s, str) else s[0] for s in items]
-        ids = source_ids(self.vocab, texts, first, limit, target_lang)
+        ids = source_ids(self.vocab, texts, numbers or first, limit, target_lang)
         prefixes = prefix_ids(
-            self.vocab, ["" if isinstance(s, str) else s[1] for s in items], ids, first, config, limit
+            self.vocab, ["" if isinstance(s, str) else s[1] for s in items], ids, numbers or first, config, limit
         )
         empty = {i: Translation(first + i, [("", 0.0)]) for i, s in enumerate(ids) if not s and not prefixes[i]}
         todo = [i for i in range(len(ids)) if i not in empty]

@@ -151,7 +151,8 @@ def greedy_bleu(
     hypotheses: list[str] = []
     try:
         translator = Translator(TorchEngine(model.eval(), device), vocab)
-        for translation in translator.translate_stream(sources, DecodeConfig(beam=1), chunk_lines=BLEU_CHUNK_LINES):
+        config = DecodeConfig(beam=1, split=False)  # a dev line is one segment, as its reference is
+        for translation in translator.translate_stream(sources, config, chunk_lines=BLEU_CHUNK_LINES):
             hypotheses.append(translation.text)
             if stop() and len(hypotheses) < len(sources):
                 return None

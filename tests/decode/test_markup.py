@@ -124,13 +124,13 @@ def test_translate_format_html_on_the_command_line(trained_model):
     from tests.support.cli import run_cli
 
     lines = ["<p>a <b>b c</b> d</p>", "x &amp; <i>y</i> <img src=z.png>"]
-    result = run_cli("translate", "-m", str(trained_model), "--format", "html", input="\n".join(lines) + "\n")
+    result = run_cli("translate", "-m", str(trained_model), "--format", "html-lines", input="\n".join(lines) + "\n")
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines()
     assert len(out) == 2
     for source, text in zip(lines, out):
         assert well_formed(text) and start_tags(text) == start_tags(source)
     bad = run_cli("translate", "-m", str(trained_model), "--format", "xml", input="a\n")
-    assert bad.returncode != 0 and "--format takes text or html, not 'xml'." in bad.stderr
-    both = run_cli("translate", "-m", str(trained_model), "--format", "html", "--scores", input="a\n")
-    assert both.returncode != 0 and "--format html translates each line once" in both.stderr
+    assert bad.returncode != 0 and "--format takes auto, text, html-lines or paragraphs, html" in bad.stderr
+    both = run_cli("translate", "-m", str(trained_model), "--format", "html-lines", "--scores", input="a\n")
+    assert both.returncode != 0 and "--format html-lines translates its text once" in both.stderr

@@ -116,23 +116,26 @@ def test_markup_that_would_move_on_a_second_reading_is_refused_in_one_sentence(s
         run([source], lambda text: text)
 
 
-def test_the_server_renders_the_same_algorithm():
-    """fault: the LibreTranslate adapter kept a second copy of markup's steps; expected: its answers are
-    Markup's, for hostile sources too."""
-    from mtkit.config import DecodeConfig
-    from mtkit.serve.libretranslate import translate_html
+class StandInService:
+    """The server's Service as mtkit/serve/markup.py uses it: each line translated as itself plus `said`."""
 
-    class Found:
-        def __init__(self, text):
-            self.text = text
+    def __init__(self, said: str = "") -> None:
+        self.said = said
 
-    async def translate(lines, config, target_lang):
-        return [Found(f"{line} {ATTACK}") for line in lines]
+    async def translate(self, lines, config, client_gone=None, target_lang=""):
+        return [type("Found", (), {"text": f"{line} {self.said}".strip()}) for line in lines]
 
-    async def align(pairs, target_lang):
+    async def align(self, pairs, target_lang=""):
         return [list(range(len(t))) for _, t in pairs]
 
-    served = asyncio.run(translate_html(HOSTILE, DecodeConfig(), "", translate, align))
+
+def test_the_server_renders_the_same_algorithm():
+    """fault: the server kept a second copy of markup's steps; expected: its answers are Markup's, for hostile
+    sources too."""
+    from mtkit.config import DecodeConfig
+    from mtkit.serve.markup import translate_html
+
+    served = asyncio.run(translate_html(StandInService(ATTACK), HOSTILE, DecodeConfig(), ""))  # type: ignore[arg-type]
     assert served == run(HOSTILE, lambda text: f"{text} {ATTACK}")
     for source, out in zip(HOSTILE, served):
         assert markup_only(tree_tokens(out)) == markup_only(tree_tokens(source)), out
@@ -152,20 +155,18 @@ def test_tags_nested_ten_thousand_deep_are_one_sentence(tag):
 
 def test_the_server_answers_deep_or_mutating_markup_with_a_400():
     from mtkit.config import DecodeConfig
-    from mtkit.serve.libretranslate import translate_html
+    from mtkit.serve.markup import translate_html
     from mtkit.serve.payload import RequestError
 
-    async def never(*args):
-        raise AssertionError("nothing is translated")
-
-    async def echo(lines, config, target_lang):
-        return [type("Found", (), {"text": line}) for line in lines]
+    class Never(StandInService):
+        async def translate(self, *args, **kwargs):
+            raise AssertionError("nothing is translated")
 
     with pytest.raises(RequestError) as caught:
-        asyncio.run(translate_html(["<b>" * 10_000], DecodeConfig(), "", never, never))
+        asyncio.run(translate_html(Never(), ["<b>" * 10_000], DecodeConfig(), ""))  # type: ignore[arg-type]
     assert caught.value.status == 400 and re.search(r"more than \d+ deep", caught.value.message)
     with pytest.raises(RequestError) as caught:
-        asyncio.run(translate_html(MUTATING[:1], DecodeConfig(), "", echo, echo))
+        asyncio.run(translate_html(StandInService(), MUTATING[:1], DecodeConfig(), ""))  # type: ignore[arg-type]
     assert caught.value.status == 400 and "does not read back" in caught.value.message
 
 

@@ -1,0 +1,145 @@
+"""File translation against plain lines on the same text: test sentences as lines (`translate(lines)`), and the
+same sentences as a document of each format (`mtkit.documents.translate_document`), in paired rounds
+(lines, then each format, round after round: a machine's drift hits each alike); sentences per second and the
+ratio to lines, median of the rounds.
+
+    python bench/documents_speed.py --model model.pt --data DIR --lines 200 --rounds 3
+    python bench/documents_speed.py --model model.pt --data DIR --write   # docs/results/documents-speed.json
+
+Over the public API only. The documents hold three sentences a paragraph (a cue, a catalogue entry, ...), each
+sentence a unit or a sentence of one, so both sides translate the same sentences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import io
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def read(path: Path) -> list[str]:
+    gz = path.with_name(path.name + ".gz")
+    opened = gzip.open(gz, "rt", encoding="utf-8") if gz.exists() else path.open(encoding="utf-8")
+    with opened as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def documents(sentences: list[str]) -> dict[str, bytes]:
+    """The sentences as a document of each format, three a paragraph."""
+    groups = [" ".join(sentences[i : i + 3]) for i in range(0, len(sentences), 3)]
+    esc = [g.replace("&", "&amp;").replace("<", "&lt;") for g in groups]
+    srt = "".join(f"{k + 1}\n00:00:{k % 60:02d},000 --> 00:00:{k % 60:02d},900\n{g}\n\n" for k, g in enumerate(groups))
+    po = "".join(f'msgid "{g.replace(chr(34), "")}"\nmsgstr ""\n\n' for g in groups)
+    found = {
+        "paragraphs": "\n\n".join(groups).encode(),
+        "html": ("<!DOCTYPE html><html><body>" + "".join(f"<p>{g}</p>" for g in esc) + "</body></html>").encode(),
+        "markdown": "\n\n".join(groups).replace("*", "\\*").replace("_", "\\_").encode(),
+        "srt": srt.encode(),
+        "po": po.encode(),
+    }
+    try:
+        import docx
+
+        document = docx.Document()
+        for g in groups:
+            document.add_paragraph(g)
+        buffer = io.BytesIO()
+        document.save(buffer)
+        found["docx"] = buffer.getvalue()
+    except ImportError:
+        pass
+    return found
+
+
+def machine() -> dict[str, Any]:
+    flags, name = "", platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            info = f.read()
+        name = next((x.split(":", 1)[1].strip() for x in info.splitlines() if x.startswith("model name")), name)
+        have = next((x.split(":", 1)[1].split() for x in info.splitlines() if x.startswith("flags")), [])
+        flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in have)
+    except OSError:
+        pass
+    return {"cpu": name, "flags": flags, "cores": os.cpu_count(), "load": os.getloadavg()[0]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--data", required=True, type=Path)
+    ap.add_argument("--test", default="test_2016_flickr")
+    ap.add_argument("--lines", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    import torch
+
+    import mtkit
+    from mtkit.documents import translate_document
+
+    translator = mtkit.load_translator(args.model, device="cpu")
+    sentences = read(args.data / f"{args.test}.en")[: args.lines]
+    docs = documents(sentences)
+    passes: dict[str, list[float]] = {"lines": [], **{k: [] for k in docs}}
+    translator.translate(sentences[:8])  # warm
+    for r in range(args.rounds):
+        started = time.perf_counter()
+        translator.translate(sentences)
+        passes["lines"].append(time.perf_counter() - started)
+        for name, data in docs.items():
+            started = time.perf_counter()
+            translate_document(data, name, translator)
+            passes[name].append(time.perf_counter() - started)
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in passes.items()), flush=True)
+    ratios = {k: statistics.median(a / b for a, b in zip(passes["lines"], v)) for k, v in passes.items()}
+    rows = [
+        {"name": k, "sentences_per_s": len(sentences) / statistics.median(v), "x_lines": ratios[k], "passes": v}
+        for k, v in passes.items()
+    ]
+    for row in rows:
+        print(f"{row['name']:12s} {row['sentences_per_s']:7.1f} sentences/s  {row['x_lines']:.2f}x lines")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(mtkit.__file__).parent
+    ).stdout.strip()
+    record = {
+        "renderer": "bench/documents_speed.py",
+        "what": "file translation against plain lines, the same sentences, paired rounds",
+        "command": f"python bench/documents_speed.py --model MODEL --data DATA --lines {args.lines} "
+        f"--rounds {args.rounds} --write",
+        "commit": commit,
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+        "threads": torch.get_num_threads(),
+        "sentences": len(sentences),
+        "words": sum(len(s.split()) for s in sentences),
+        "rows": rows,
+    }
+    if args.write or args.out:
+        out = args.out or ROOT / "docs" / "results" / "documents-speed.json"
+        out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out}")
+
+
+def table(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
+    """The markdown table docs/documents.md shows."""
+    lines = ["| input | sentences/s | x plain lines |", "|---|---|---|"]
+    lines += [f"| {r['name']} | {r['sentences_per_s']:.1f} | {r['x_lines']:.2f} |" for r in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Every format's documents keep their structure through a translation: a few hundred generated files, each
+translated by stand-in models that keep, reverse, drop or add words (markup-like ones included), and
+checked: tags, cues and timings, paragraphs and their lines, msgids, inline codes, runs, Markdown's blocks,
+link targets and code, and every placeholder byte for byte (tests/support/documents.py)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from mtkit.documents import FORMATS, translate_document
+from tests.support.documents import MAKERS, same_structure
+
+
+class StandIn:
+    """A translator whose translation of a text is `change(words)`, aligned word for word where it can say."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def change(self, words: list[str]) -> list[str]:
+        if self.name == "reverse":
+            return words[::-1]
+        if self.name == "drop":
+            return [w for k, w in enumerate(words) if k % 3 != 1] or words[:1]
+        if self.name == "noisy":  # a model that writes markup-like characters of its own
+            return [*words[:2], "*", "|", "<b>", "#", "`x`", "[y](z)", "_", *words[2:]]
+        return words
+
+    def translate_stream(self, texts, config, batch_tokens, target_lang=""):
+        for text in texts:
+            yield SimpleNamespace(text=" ".join(self.change(text.split())))
+
+    def align(self, pairs, target_lang=""):
+        if self.name == "reverse":
+            return [[len(s) - 1 - j if len(s) == len(t) else None for j in range(len(t))] for s, t in pairs]
+        if self.name == "same":
+            return [list(range(len(t))) for _, t in pairs]
+        return None  # no attention (CTranslate2): placed proportionally
+
+
+@pytest.mark.parametrize("format", FORMATS)
+@pytest.mark.parametrize("model", ["same", "reverse", "drop", "noisy"])
+def test_generated_documents_keep_their_structure(format, model):
+    rng = random.Random(f"{format}-{model}")
+    for k in range(12):
+        source = MAKERS[format](rng)
+        out = translate_document(source, format, StandIn(model))  # type: ignore[arg-type]
+        assert not same_structure(source, out, format), (k, source, out, same_structure(source, out, format))
+
+
+@pytest.mark.parametrize("format", ["paragraphs", "markdown", "srt", "vtt"])
+def test_the_words_kept_as_they_are_give_the_file_back_byte_for_byte(format):
+    rng = random.Random(format)
+    for _ in range(12):
+        source = MAKERS[format](rng)
+        if format == "markdown":
+            source = source.replace(b"_", b"")  # a translation's own underscores come back escaped
+        assert translate_document(source, format, StandIn("same")) == source  # type: ignore[arg-type]
