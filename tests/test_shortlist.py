@@ -17,7 +17,7 @@ from mtkit.config import DecodeConfig
 from mtkit.data.binarize import BinaryWriter, IndexedDataset
 from mtkit.data.shortlist import learn
 from mtkit.decode.beam import beam_search
-from mtkit.decode.loading import open_model
+from mtkit.decode.loading import prepare as open_model
 from mtkit.decode.shortlist import SPECIAL, shortlisted_search
 from mtkit.errors import MtkitError
 from mtkit.info import describe, render
@@ -134,9 +134,9 @@ def test_translate_uses_the_shortlist_by_default_and_says_what_it_changed(toy, w
     lines = (data / "raw" / "valid.en").read_text().splitlines()
     carrying = open_model(with_shortlist, "cpu")
     plain = open_model(model, "cpu")
-    config = carrying.with_model_defaults(DecodeConfig(max_len_b=8))
+    config = carrying.settings(max_len_b=8)
     assert config.shortlist and config.beam == 4  # not a student: the paper's beam
-    assert plain.with_model_defaults(DecodeConfig()).shortlist is False
+    assert plain.defaults.shortlist is False
     restricted = carrying.translate(lines, config)
     full = carrying.translate(lines, config, shortlist=False)
     assert full == plain.translate(lines, config, shortlist=False)
@@ -151,12 +151,13 @@ def test_a_student_decodes_greedily_unless_told(toy, tmp_path):
     ckpt["provenance"] = {"data": {"distilled": {"teacher": [{"path": "t.pt", "sha256": "ab"}], "decode": {}}}}
     checkpoint.atomic_save(ckpt, tmp_path / "student.pt")
     student = open_model(tmp_path / "student.pt", "cpu")
-    assert student.with_model_defaults(DecodeConfig()).beam == 1
-    assert student.with_model_defaults(DecodeConfig(beam=5), given={"beam"}).beam == 5
-    assert student.with_model_defaults(DecodeConfig(beam=3, nbest=3), given={"nbest"}).beam == 3
-    assert student.describe()["student"] is True
+    assert student.defaults.beam == 1
+    assert student.settings(beam=5).beam == 5
+    assert student.settings(nbest=3).beam == 3  # a beam wide enough for the nbest asked for
+    assert student.describe()["decode_defaults"] == {"beam": 1}
     rendered = render(describe(tmp_path / "student.pt"))
-    assert re.search(r"student of +t\.pt \(sha256 ab\), its beam None; decodes greedily", rendered)
+    assert re.search(r"student of +t\.pt \(sha256 ab\), its beam None", rendered)
+    assert re.search(r"decodes with +beam 1 unless told otherwise", rendered)
 
 
 def test_serve_applies_the_models_own_defaults_as_translate_does(toy, with_shortlist, tmp_path):
@@ -172,7 +173,7 @@ def test_serve_applies_the_models_own_defaults_as_translate_does(toy, with_short
     from tests.support.serve import wait_until
 
     ckpt = checkpoint.load(with_shortlist)
-    ckpt["provenance"] = {"data": {"distilled": {"teacher": [{"path": "t.pt", "sha256": "ab"}], "decode": {}}}}
+    ckpt["decode_defaults"] = {"beam": 1, "shortlist": True}  # a student's (its trainer's), then `mtkit shortlist`'s
     checkpoint.atomic_save(ckpt, tmp_path / "student.pt")
     line = (toy[0] / "raw" / "valid.en").read_text().splitlines()[0]
     for given, beam in ((frozenset(), 1), (frozenset({"beam"}), 4)):
