@@ -41,10 +41,10 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
 
     from mtkit.config import DecodeConfig
     from mtkit.decode import step
-    from mtkit.decode.loading import open_model
+    from mtkit.decode.loading import load_translator
 
     torch.set_num_threads(args.threads)
-    translator = open_model(args.model, device="cpu", precision=args.precision, threads=args.threads)
+    translator = load_translator(args.model, device="cpu", precision=args.precision, threads=args.threads)
     if args.compile:
         from compiled_step import CompiledStep, compile_model
 

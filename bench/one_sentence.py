@@ -44,7 +44,7 @@ def load(model: str, variant: str, threads: int) -> tuple[Any, Any]:
         engine.steps = compile_model(engine.model)  # type: ignore[attr-defined]
     greedy = DecodeConfig(beam=1, shortlist=False)
     if variant == "int8":  # as a student ships: its own defaults, the shortlist where it carries one
-        return translator, translator.with_model_defaults(greedy, given={"beam"})
+        return translator, translator.settings(beam=1)
     return translator, greedy
 
 

@@ -88,7 +88,6 @@ def main() -> None:
     import httpx
     import torch
 
-    from mtkit.config import DecodeConfig
     from mtkit.decode.loading import load_translator
 
     source, target = args.languages.split("-", 1)
@@ -99,9 +98,9 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    translator = load_translator(args.model, device="cpu", precision=args.precision, threads=args.threads)
-    given = DecodeConfig(beam=args.beam) if args.beam else DecodeConfig()  # beam 0: the model's own, as serve does
-    config = translator.with_model_defaults(given, {"beam"} if args.beam else ())
+    given = {"beam": args.beam} if args.beam else {}  # beam 0: the model's own, as serve does
+    translator = load_translator(args.model, device="cpu", precision=args.precision, threads=args.threads, **given)
+    config = translator.defaults
     for _ in range(args.warmup):
         translator.translate([args.sentence], config)
     alone = []

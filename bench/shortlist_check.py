@@ -47,15 +47,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's count).")
     args = parser.parse_args()
 
-    from mtkit.config import DecodeConfig
     from mtkit.decode import loading
     from mtkit.decode.shortlist import Shortlist
 
     sources = Path(args.src).read_text(encoding="utf-8").splitlines()
     refs = Path(args.ref).read_text(encoding="utf-8").splitlines()
-    translator = loading.open_model(args.model, "cpu", args.precision, threads=args.threads)
-    given = {"beam"} if args.beam else set()
-    config = translator.with_model_defaults(DecodeConfig(beam=args.beam or 4), given)
+    given = {"beam": args.beam} if args.beam else {}
+    translator = loading.prepare(args.model, "cpu", args.precision, threads=args.threads, **given)
+    config = translator.defaults
     shortlist: Shortlist | None = getattr(translator.engine, "shortlist", None)
     if shortlist is None:
         sys.exit(f"{args.model} carries no shortlist; add one with `mtkit shortlist`.")

@@ -14,6 +14,7 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import config_diff
+from mtkit.decode_defaults import KEY
 from mtkit.errors import MtkitError
 from mtkit.facts import CHECKPOINT_FILE, CHECKPOINT_NAME
 
@@ -102,7 +103,7 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
         key: state[key].to(torch.float32, copy=True) for key in set(tied.values()) if state[key].is_floating_point()
     }
     step = int(first.get("step", 0))
-    sources, newest = [_source(paths[0], first)], first.get("provenance")
+    sources, newest, defaults = [_source(paths[0], first)], first.get("provenance"), first.get(KEY)
     for path in paths[1:]:
         ckpt = checkpoint.load(path, mmap=True)
         checkpoint.check_finite(ckpt, path)
@@ -118,7 +119,7 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
             acc.add_(ckpt["model"][key])
         sources.append(_source(path, ckpt))
         if int(ckpt.get("step", 0)) >= step:
-            step, newest = int(ckpt.get("step", 0)), ckpt.get("provenance", newest)
+            step, newest, defaults = int(ckpt.get("step", 0)), ckpt.get("provenance", newest), ckpt.get(KEY, defaults)
         del ckpt
     mean: dict[str, torch.Tensor] = {}
     for key in tied.values():
@@ -134,6 +135,7 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
         "step": step,
         "provenance": newest,
         "averaged_from": sources,
+        **({KEY: defaults} if defaults is not None else {}),  # the newest's (mtkit/decode_defaults.py)
     }
 
 

@@ -1,8 +1,8 @@
 """`mtkit distill DATA --out NEW -m TEACHER`: sequence-level knowledge distillation (Kim & Rush 2016) as one step.
 
-The teacher (whatever `mtkit.decode.loading.open_model` opens: a model file, an ensemble, an OPUS-MT or
-CTranslate2 directory) translates DATA/raw/train.SRC with its beam (the `nbest` best of each line, if asked)
-into NEW, a data directory `mtkit train NEW` takes as it is:
+The teacher (whatever `mtkit.decode.loading.plan` finds: a model file, an ensemble, an OPUS-MT or CTranslate2
+directory, with its decoding defaults and the caller's settings over them) translates DATA/raw/train.SRC with its
+beam (the `nbest` best of each line, if asked) into NEW, a data directory `mtkit train NEW` takes as it is:
 
     NEW/raw/train.{src,tgt}        the sources and the teacher's translations (+ DATA's pairs with --mix-references)
     NEW/raw/{valid,test}.*         DATA's own, untouched: the student is validated on real references
@@ -26,10 +26,10 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mtkit import __version__
 from mtkit.atomic import atomic_file, write_atomic
@@ -42,6 +42,9 @@ from mtkit.files import count_lines, data_dir_locked, progress_bar
 from mtkit.provenance import sha256_file
 from mtkit.textio import one_line
 
+if TYPE_CHECKING:
+    from mtkit.decode.loading import Plan
+
 logger = logging.getLogger(__name__)
 
 FORMAT = 1
@@ -51,16 +54,14 @@ CHUNKS = "chunks"
 
 @dataclass
 class DistillOptions:
-    device: str = "auto"
-    precision: str = "fp32"
-    workers: int = 1
-    threads: int = 0
+    """How to distill, beside the teacher and how it runs (its `loading.Plan`: device, precision, workers,
+    threads, decoding settings)."""
+
     batch_tokens: int = DEFAULT_BATCH_TOKENS
     chunk_lines: int = 10_000  # lines decoded and written at a time: what a rerun resumes from
     mix_references: bool = False  # append DATA's own pairs after the teacher's
     restart: bool = False  # discard an earlier distillation in --out (another teacher, other settings)
     progress: bool = False
-    given: Collection[str] = field(default_factory=tuple)  # the decoding fields the user set (engine defaults)
 
 
 def fingerprint_teacher(paths: Sequence[Path]) -> list[dict[str, str]]:
@@ -142,10 +143,9 @@ def _claim(out: Path, settings: dict[str, Any], restart: bool) -> dict[str, Any]
     return previous
 
 
-def distill(
-    data: Path, teacher: Sequence[Path], out: Path, config: DecodeConfig, opts: DistillOptions
-) -> dict[str, Any]:
-    """Translate DATA's training sources with `teacher` into the data directory `out`; returns distill.json."""
+def distill(data: Path, teacher: Plan, out: Path, opts: DistillOptions = DistillOptions()) -> dict[str, Any]:
+    """Translate DATA's training sources with `teacher` (found and checked, `loading.plan`: it decodes by its
+    `defaults`) into the data directory `out`; returns distill.json."""
     data, out = Path(data), Path(out)
     if not data.is_dir():
         raise MtkitError(f"data directory {data} does not exist.")
@@ -157,14 +157,10 @@ def distill(
         raise MtkitError("--chunk-lines must be at least 1.")
     src, tgt, prepared = _languages(data)
     source = data / "raw" / f"train.{src}"
-    from mtkit.decode import loading  # torch (or CTranslate2) only once the arguments are known good
-
-    loader = loading.find(teacher)
-    config = loader.engine().adapt(config, opts.given)
-    loader.engine().check(config)
+    config = teacher.defaults  # the teacher's own defaults under the caller's settings (mtkit/decode_defaults.py)
     lines = count_lines(source)
     settings = {
-        "teacher": fingerprint_teacher(teacher),
+        "teacher": fingerprint_teacher([s.path for s in teacher.model.sources]),
         "decode": dataclasses.asdict(config),
         "source": {"file": f"raw/train.{src}", "sha256": sha256_file(source), "lines": lines},
         "vocabulary_sha256": sha256_file(data / "spm.model"),
@@ -177,7 +173,7 @@ def distill(
             logger.info("%s already holds this distillation; nothing to do (--restart redoes it)", out)
             return {**previous, "reused": True}
         _write_record(out, {"format": FORMAT, "state": "translating", "settings": settings})
-        timing = _translate(loader, teacher, source, out / CHUNKS, lines, config, opts)
+        timing = _translate(teacher, source, out / CHUNKS, lines, config, opts)
         counts = _assemble(data, out, src, tgt, lines, opts)
         record = {
             "format": FORMAT,
@@ -227,13 +223,7 @@ def _read_source(path: Path) -> Iterator[str]:
 
 
 def _translate(
-    loader: Any,
-    teacher: Sequence[Path],
-    source: Path,
-    chunks: Path,
-    lines: int,
-    config: DecodeConfig,
-    opts: DistillOptions,
+    teacher: Plan, source: Path, chunks: Path, lines: int, config: DecodeConfig, opts: DistillOptions
 ) -> dict[str, float]:
     """Every chunk not yet in `chunks` translated and written atomically; progress and an ETA as each ends."""
     chunks.mkdir(exist_ok=True)
@@ -244,7 +234,7 @@ def _translate(
         return {"translate_s": 0.0}
     if done_lines:
         logger.info("resuming: %d of %d chunks were translated before", total - len(todo), total)
-    translator = loader.open(opts.device, opts.precision, opts.workers, opts.threads)
+    translator = teacher.open()
     start, decoded = time.perf_counter(), 0
     wanted = set(todo)
     try:

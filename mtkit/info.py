@@ -106,13 +106,16 @@ def _file_rows(info: dict[str, Any]) -> list[str]:
 
 
 def _student_rows(info: dict[str, Any]) -> list[str]:
-    """A student's teacher (it decodes greedily by default) and a model's shortlist."""
+    """A student's teacher, a model's shortlist and the decoding settings it carries as its own."""
     rows = []
-    student, shortlist = info.get("student"), info.get("shortlist")
+    student, shortlist, defaults = info.get("student"), info.get("shortlist"), info.get("decode_defaults")
     if isinstance(student, dict):
         teachers = ", ".join(f"{t.get('path')} (sha256 {t.get('sha256')})" for t in student.get("teacher") or [])
         beam = (student.get("decode") or {}).get("beam")
-        rows.append(_row("student of", f"{teachers}, its beam {beam}; decodes greedily unless --beam is given"))
+        rows.append(_row("student of", f"{teachers}, its beam {beam}"))
+    if defaults:
+        own = ", ".join(f"{k} {'on' if v is True else 'off' if v is False else v}" for k, v in defaults.items())
+        rows.append(_row("decodes with", f"{own} unless told otherwise (its decode_defaults)"))
     if isinstance(shortlist, dict):
         learned = shortlist.get("learned_from") or {}
         rows.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from mtkit import distill
 from mtkit.config import DecodeConfig
 from mtkit.data.dataset import open_data
+from mtkit.decode import loading
 from mtkit.errors import MtkitError
 from tests.support.distill import toy_task
 
@@ -27,7 +29,8 @@ CONFIG = DecodeConfig(beam=2, max_len_a=1.0, max_len_b=8)
 
 def run(data: Path, teacher: Path, out: Path, **options) -> dict:
     config = options.pop("config", CONFIG)
-    return distill.distill(data, [teacher], out, config, distill.DistillOptions(device="cpu", chunk_lines=5, **options))
+    plan = loading.plan([teacher], device="cpu", **dataclasses.asdict(config))
+    return distill.distill(data, plan, out, distill.DistillOptions(chunk_lines=5, **options))
 
 
 def test_the_new_directory_trains_with_the_same_vocabulary_and_says_where_it_came_from(toy, tmp_path):

@@ -18,7 +18,7 @@ from mtkit.data.binarize import BinaryWriter, IndexedDataset
 from mtkit.data.shortlist import learn
 from mtkit.decode.beam import beam_search
 from mtkit.decode.ensemble import Ensemble, make_step
-from mtkit.decode.loading import open_model
+from mtkit.decode.loading import prepare as open_model
 from mtkit.decode.shortlist import SPECIAL, Restriction
 from mtkit.errors import MtkitError
 from mtkit.info import describe, render
@@ -157,12 +157,12 @@ def test_an_ensemble_searches_through_the_same_shortlist_step(toy, with_shortlis
     emitted = [t for s in few.hypotheses for h in s for t in h.tokens]
     assert emitted and set(emitted) <= {1, 20, 21, 40}  # UNK is one of the four kept
     both = open_model([with_shortlist, with_shortlist], "cpu")
-    assert both.with_model_defaults(DecodeConfig()).shortlist
+    assert both.defaults.shortlist
     one = open_model(with_shortlist, "cpu")
     lines = (toy[0] / "raw" / "valid.en").read_text().splitlines()
     config = DecodeConfig(beam=2, max_len_b=8, shortlist=True)
     assert both.translate(lines, config) == one.translate(lines, config)  # a model twice: itself
-    assert open_model([with_shortlist, toy[2]], "cpu").with_model_defaults(DecodeConfig()).shortlist is False
+    assert open_model([with_shortlist, toy[2]], "cpu").defaults.shortlist is False
 
 
 def test_the_search_emits_only_the_batch_s_rows(with_shortlist):
@@ -197,9 +197,9 @@ def test_translate_uses_the_shortlist_by_default_and_says_what_it_changed(toy, w
     lines = (data / "raw" / "valid.en").read_text().splitlines()
     carrying = open_model(with_shortlist, "cpu")
     plain = open_model(model, "cpu")
-    config = carrying.with_model_defaults(DecodeConfig(max_len_b=8))
+    config = carrying.settings(max_len_b=8)
     assert config.shortlist and config.beam == 4  # not a student: the paper's beam
-    assert plain.with_model_defaults(DecodeConfig()).shortlist is False
+    assert plain.defaults.shortlist is False
     restricted = carrying.translate(lines, config)
     full = carrying.translate(lines, config, shortlist=False)
     assert full == plain.translate(lines, config, shortlist=False)
@@ -219,12 +219,13 @@ def test_a_student_decodes_greedily_unless_told(toy, tmp_path):
     ckpt["provenance"] = {"data": {"distilled": {"teacher": [{"path": "t.pt", "sha256": "ab"}], "decode": {}}}}
     checkpoint.atomic_save(ckpt, tmp_path / "student.pt")
     student = open_model(tmp_path / "student.pt", "cpu")
-    assert student.with_model_defaults(DecodeConfig()).beam == 1
-    assert student.with_model_defaults(DecodeConfig(beam=5), given={"beam"}).beam == 5
-    assert student.with_model_defaults(DecodeConfig(beam=3, nbest=3), given={"nbest"}).beam == 3
-    assert student.describe()["student"] is True
+    assert student.defaults.beam == 1
+    assert student.settings(beam=5).beam == 5
+    assert student.settings(nbest=3).beam == 3  # a beam wide enough for the nbest asked for
+    assert student.describe()["decode_defaults"] == {"beam": 1}
     rendered = render(describe(tmp_path / "student.pt"))
-    assert re.search(r"student of +t\.pt \(sha256 ab\), its beam None; decodes greedily", rendered)
+    assert re.search(r"student of +t\.pt \(sha256 ab\), its beam None", rendered)
+    assert re.search(r"decodes with +beam 1 unless told otherwise", rendered)
 
 
 def test_serve_applies_the_models_own_defaults_as_translate_does(toy, with_shortlist, tmp_path):
@@ -240,7 +241,7 @@ def test_serve_applies_the_models_own_defaults_as_translate_does(toy, with_short
     from tests.support.serve import wait_until
 
     ckpt = checkpoint.load(with_shortlist)
-    ckpt["provenance"] = {"data": {"distilled": {"teacher": [{"path": "t.pt", "sha256": "ab"}], "decode": {}}}}
+    ckpt["decode_defaults"] = {"beam": 1, "shortlist": True}  # a student's (its trainer's), then `mtkit shortlist`'s
     checkpoint.atomic_save(ckpt, tmp_path / "student.pt")
     line = (toy[0] / "raw" / "valid.en").read_text().splitlines()[0]
     for given, beam in ((frozenset(), 1), (frozenset({"beam"}), 4)):

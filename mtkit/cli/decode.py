@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,7 @@ def average(
     err.print(f"mtkit: wrote {escape(str(output))} (model only, step {averaged['step']}).")
 
 
+DECODE_FIELDS = frozenset(f.name for f in dataclasses.fields(DecodeConfig))
 # Flags that only mean something in one mode: said at once instead of silently ignored.
 SAMPLING_ONLY = ("topk", "topp", "temperature", "seed")
 SEARCH_ONLY = ("beam", "alpha", "lenpen")
@@ -257,7 +259,9 @@ def translate(
     if format != "text" and (sampling or prefix or prefix_file or score_only or scores or given.get("nbest", 1) > 1):
         raise MtkitError(f"--format {format} translates its text once: drop --sampling, --prefix, --score-only, "
                          "--scores and --nbest.")  # fmt: skip
-    config = build(DecodeConfig(), {k: v for k, v in given.items() if not (sampling and k == "nbest")})
+    # the decoding flags given: laid over the model's defaults (`loading.prepare`), checked here under their flags
+    changes = {k: v for k, v in given.items() if k in DECODE_FIELDS and not (sampling and k == "nbest")}
+    build(DecodeConfig(), changes)
     sampler = build(SamplingConfig(samples=given.get("nbest", 1)), given) if sampling else None
     if workers > 1 and threads > 1:
         raise MtkitError("each of --workers runs one thread: give --workers N for N cores, without --threads.")
@@ -266,15 +270,11 @@ def translate(
         source = stack.enter_context(open_input(input))
         second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
-        found = loading.find(model, revision)  # what runs the model (a Hub name too): its defaults, said now
-        engine = found.engine()
-        config = engine.adapt(config, given)
-        engine.check(config, sampler)
-        found.check_runtime(device, precision)
-        translator = found.open(device, precision, workers, threads)
+        # find, check (before the weights are read), open, defaults: the model's own under the flags given
+        translator = loading.prepare(model, device, precision, workers, threads, revision, sampling=sampler, **changes)
         stack.callback(translator.close)
         target_lang = translator.check_target_lang(target_lang)  # before any line is read
-        config = translator.with_model_defaults(config, given)  # a student: greedy; a shortlist: used
+        config = translator.defaults
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)
         lines = read_lines_lenient(source, name=str(input or "input"))

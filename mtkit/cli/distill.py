@@ -60,28 +60,27 @@ def distill(
     """
     import logging
 
-    from mtkit import sources
+    from mtkit.decode import loading
     from mtkit.distill import DistillOptions
     from mtkit.distill import distill as run_distill
 
     setup_logging(logging.INFO)
     precision = build(EngineConfig(), given).precision
     given = {k: v for k, v in given.items() if k != "precision"}
-    config = build(DecodeConfig(), given)
-    teacher = [sources.find(m, revision).path for m in model]  # a Hub name: its cached snapshot
+    build(DecodeConfig(), given)  # a bad value said under its flag
+    # the teacher found once (a Hub name: its cached snapshot) and checked; it decodes by its own defaults under
+    # the flags given
+    teacher = loading.plan(
+        model, revision, device=device, precision=precision, workers=workers, threads=threads, **given
+    )  # fmt: skip
     options = DistillOptions(
-        device=device,
-        precision=precision,
-        workers=workers,
-        threads=threads,
         batch_tokens=batch_tokens,
         chunk_lines=chunk_lines,
         mix_references=mix_references,
         restart=restart,
         progress=err.is_terminal,
-        given=tuple(given),
     )
-    record = run_distill(data, teacher, out, config, options)
+    record = run_distill(data, teacher, out, options)
     pairs = record["pairs"]
     err.print(
         f"mtkit: {escape(str(out))}: {pairs['distilled']} distilled pairs"

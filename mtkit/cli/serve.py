@@ -117,34 +117,28 @@ def serve(
 
     Example: mtkit serve -m runs/small/averaged.pt --port 5000
     """
+    import dataclasses
     import logging
 
     _require_extra()
-    from mtkit.decode import loading
     from mtkit.serve.guard import Access, load_api_key
     from mtkit.serve.languages import parse_languages
     from mtkit.serve.payload import Limits
     from mtkit.serve.server import serve as run_server
-    from mtkit.serve.service import ServeSettings, check_models
+    from mtkit.serve.service import ServeSettings
 
     setup_logging(logging.INFO)
     access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
-    found = loading.find(model, revision)  # once: what runs the model (a Hub name too), its defaults, said now
-    check_models(found)
     precision = build(EngineConfig(), given).precision
-    engine = found.engine()
-    decode = engine.adapt(build(DecodeConfig(), given), given)
-    engine.check(decode)
-    found.check_runtime(device, precision)  # "auto" is decided once, when the service opens the model
+    given = {k: v for k, v in given.items() if k != "precision"}  # the rest are decoding's settings
     settings = ServeSettings(
         models=tuple(str(m) for m in model),
-        model=found,
         access=access,
         drain_timeout_s=drain_timeout,
         request_timeout_s=request_timeout,
         max_connections=max_connections,
         read_timeout_s=read_timeout,
-        decode=decode,
+        decode=build(DecodeConfig(), given),
         decode_given=frozenset(given),
         target_lang=target_lang,
         limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
@@ -156,4 +150,6 @@ def serve(
         threads=threads,
         languages=parse_languages(languages) if languages is not None else (),
     )
+    # found once (a Hub name too) and checked before the server starts: "auto" is decided when the service opens it
+    settings = dataclasses.replace(settings, model=settings.plan(revision))
     run_server(settings, host, port)

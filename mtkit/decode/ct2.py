@@ -28,11 +28,10 @@ opens a directory with `open_directory` when it is one of CTranslate2's.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,7 +44,6 @@ from mtkit.errors import MtkitError
 from mtkit.files import read_json
 from mtkit.marian.vocab import load_tokenizer
 from mtkit.precision import DTYPES, check_precision
-from mtkit.provenance import distilled_from
 
 # torch is imported only where asked for (/info's parameter count): CTranslate2 searches without it.
 logger = logging.getLogger(__name__)
@@ -275,18 +273,10 @@ class CT2Engine:
             )
 
     @staticmethod
-    def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
-        """The command line's settings for a CTranslate2 model: its own length penalty (|Y|^alpha, `--lenpen
-        fairseq`) unless --lenpen was given, as mtkit's default GNMT penalty has no CTranslate2 counterpart."""
-        if "lenpen" in given or config.lenpen != "gnmt":
-            return config
-        logger.info("CTranslate2 model: length penalty |Y|^alpha (--lenpen fairseq), CTranslate2's own.")
-        return dataclasses.replace(config, lenpen="fairseq")
-
-    def model_defaults(self) -> dict[str, Any]:
-        """A student's export decodes greedily; one with a vocabulary map uses it (`Engine.model_defaults`)."""
-        student = distilled_from(self.record.get("provenance")) is not None
-        return {**({"beam": 1} if student else {}), **({"shortlist": True} if (self.path / VMAP).is_file() else {})}
+    def defaults() -> dict[str, Any]:
+        """CTranslate2's own length penalty, |Y|^alpha (`--lenpen fairseq`): mtkit's default GNMT penalty has no
+        CTranslate2 counterpart."""
+        return {"lenpen": "fairseq"}
 
     def parameters(self) -> int:
         """The model's parameter count, from the export record's config (a model on the meta device: no memory)."""

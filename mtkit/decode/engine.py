@@ -3,13 +3,14 @@
 Two peers implement `Engine`: mtkit's own search over PyTorch models (mtkit/decode/torch_engine.py) and
 CTranslate2 (mtkit/decode/ct2.py). The loader (mtkit/decode/loading.py) picks one, once, from what the files
 are; from then on the pipeline, the CLI and the server ask the engine, never the path: which settings it runs
-(`check`), its own defaults (`adapt`), what it is (`describe`), where it runs (`device`). Nothing here imports
-torch, so a CTranslate2 model is served without it.
+(`check`), its own defaults (`defaults`: the layer between DecodeConfig's and the model's, mtkit/decode_defaults.py),
+what it is (`describe`), where it runs (`device`). Nothing here imports torch, so a CTranslate2 model is served
+without it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mtkit.config import DecodeConfig, SamplingConfig
@@ -64,13 +65,10 @@ class Engine(Protocol):
         """Refuse, with one sentence (MtkitError), a setting this engine cannot run as mtkit would."""
         ...
 
-    def adapt(self, config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
-        """The command line's settings with this engine's own defaults for the fields not `given`."""
-        ...
-
-    def model_defaults(self) -> dict[str, Any]:
-        """The model's own decoding defaults (DecodeConfig fields) for what the user did not set: a student's
-        greedy search (beam 1), the shortlist of a model that carries one."""
+    @staticmethod
+    def defaults() -> dict[str, Any]:
+        """This engine's own decoding defaults (DecodeConfig fields), laid over DecodeConfig's and under the
+        model's (mtkit/decode_defaults.py): CTranslate2's length penalty."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -1,11 +1,18 @@
 """What `-m` names, opened as a Translator on the engine it calls for: found once, checked once, decided once.
 
-`find(names, revision)` asks mtkit/sources/ what each name is (a model or checkpoint file, a run directory, a
-Hugging Face Marian or OPUS-MT directory, a CTranslate2 export, a Hub name) and returns a `Model`: the sources
-and the `Runner` of the engine that runs them. The CLI and the server ask the Model, never the path: its
-engine's `check` and `adapt` (decoding settings), `check_runtime` (a --device or --precision the engine cannot
-run, said before anything is read and without measuring anything), and `open`, which reads the weights,
-decides the runtime once (precision "auto" resolved and logged once: mtkit.runtime) and hands it to the engine.
+`prepare(names, ...)` is the one way from a model's name to a Translator, for `mtkit translate`, `mtkit serve`,
+`mtkit distill`, the recipes and the Python API (`mtkit.load_translator`): find, check, open, defaults.
+
+- find (`find`): mtkit/sources/ says what each name is (a model or checkpoint file, a run directory, a Hugging
+  Face Marian or OPUS-MT directory, a CTranslate2 export, a Hub name); the answer is a `Model`, the sources and
+  the `Runner` of the engine that runs them.
+- check (`plan`): the caller's decoding settings against the engine (`check`) and the --device and --precision
+  it cannot run (`check_runtime`), said before anything is read and without measuring anything. The result is a
+  `Plan`, which `mtkit serve` opens in the background while it answers /health.
+- open (`Plan.open`): the weights read, the runtime decided once (precision "auto" resolved and logged once:
+  mtkit.runtime) and handed to the engine.
+- defaults: the Translator decodes by DecodeConfig's defaults, then the engine's, then the model's own (its
+  file's `decode_defaults`, mtkit/decode_defaults.py), then the caller's changes (`Translator.defaults`).
 
 Two runners, peers: "mtkit" (mtkit's search over PyTorch models, mtkit/decode/torch_engine.py: mtkit files,
 run directories, Marian directories; several make an ensemble) and "ctranslate2" (mtkit/decode/ct2.py; torch
@@ -17,13 +24,15 @@ from __future__ import annotations
 import logging
 import os
 import typing
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mtkit import sources
 from mtkit.config import DecodeConfig, SamplingConfig
 from mtkit.decode.translator import Translator
+from mtkit.decode_defaults import layered
 from mtkit.errors import MtkitError
 
 if TYPE_CHECKING:
@@ -35,13 +44,13 @@ Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 class EngineKind(Protocol):
-    """An engine's class, as asked before its files are read: `Engine.check` and `Engine.adapt` are static."""
+    """An engine's class, as asked before its files are read: `Engine.check` and `Engine.defaults` are static."""
 
     @staticmethod
     def check(config: DecodeConfig, sampling: SamplingConfig | None = None) -> None: ...
 
     @staticmethod
-    def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig: ...
+    def defaults() -> dict[str, Any]: ...
 
 
 class Runner(Protocol):
@@ -79,13 +88,51 @@ class Model:
     def check_runtime(self, device: str, precision: str) -> None:
         self.runner.check_runtime(device, precision)
 
-    def open(self, device: str = "auto", precision: str = "fp32", workers: int = 1, threads: int = 0) -> Translator:
-        """The Translator: the weights read, the runtime decided (once) and applied. `threads`: CPU threads (0:
-        PyTorch's count): torch.set_num_threads for mtkit's engine, CTranslate2's intra_threads for it.
-        `workers`: batches searched at once (see `Translator`)."""
-        if threads < 0:
-            raise MtkitError("threads must be 0 (PyTorch's count) or more.")
-        return self.runner.open(self.sources, device, precision, workers, threads)
+    def decode_defaults(self) -> dict[str, Any]:
+        """The model's own decoding defaults, read without its weights: its file's; an ensemble's, those its
+        members agree on, without a shortlist (an ensemble searches over the whole output layer)."""
+        each = [source.decode_defaults() for source in self.sources]
+        if len(each) == 1:
+            return each[0]
+        agreed = {k: v for k, v in each[0].items() if all(k in other and other[k] == v for other in each[1:])}
+        return {k: v for k, v in agreed.items() if k != "shortlist"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A model found and the caller's settings checked, nothing read yet: `open` reads it (`mtkit serve` opens it
+    in the background, answering /health meanwhile). `given`: the caller's changes to the decoding defaults."""
+
+    model: Model
+    device: str = "auto"
+    precision: str = "fp32"
+    workers: int = 1
+    threads: int = 0
+    given: Mapping[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def model_defaults(self) -> dict[str, Any]:
+        return self.model.decode_defaults()
+
+    @property
+    def defaults(self) -> DecodeConfig:
+        """What the Translator will decode with when not told (`Translator.defaults`), known before it is opened."""
+        return layered(self.model.engine().defaults(), self.model_defaults, self.given)
+
+    def open(self) -> Translator:
+        """The Translator: the weights read, the runtime decided (once) and applied, the defaults laid. `threads`:
+        CPU threads (0: PyTorch's count): torch.set_num_threads for mtkit's engine, CTranslate2's intra_threads
+        for it. `workers`: batches searched at once (see `Translator`)."""
+        defaults = self.defaults  # a damaged entry is said before the weights are read
+        translator = self.model.runner.open(self.model.sources, self.device, self.precision, self.workers, self.threads)
+        translator.model_defaults, translator.given = dict(self.model_defaults), dict(self.given)
+        own = {**self.model.engine().defaults(), **self.model_defaults}
+        if own:
+            said = ", ".join(f"{k} {getattr(defaults, k)}" for k in own)
+            logger.info(
+                "%s decodes with %s unless told otherwise (its engine's and its own defaults)", self.model.name, said
+            )
+        return translator
 
 
 def as_names(path: Paths) -> list[str | os.PathLike[str]]:
@@ -107,20 +154,60 @@ def find(path: Paths, revision: str | None = None) -> Model:
     return Model(found, RUNNERS[found[0].engine])
 
 
-def open_model(
+def plan(
+    path: Paths,
+    revision: str | None = None,
+    *,
+    device: str = "auto",
+    precision: str = "fp32",
+    workers: int = 1,
+    threads: int = 0,
+    sampling: SamplingConfig | None = None,
+    **changes: Any,
+) -> Plan:
+    """Find and check: the Plan of opening `path` (see `prepare`), or one sentence saying why it cannot be, before
+    anything is read: the names, the decoding `changes` (DecodeConfig fields) and `sampling` the engine cannot
+    run, the device and precision."""
+    if threads < 0:
+        raise MtkitError("threads must be 0 (PyTorch's count) or more.")
+    if workers < 1:
+        raise MtkitError("workers must be at least 1.")
+    model = find(path, revision)
+    engine = model.engine()
+    engine.check(layered(engine.defaults(), {}, changes), sampling)
+    model.check_runtime(device, precision)
+    return Plan(model, device, precision, workers, threads, dict(changes))
+
+
+def prepare(
     path: Paths,
     device: str = "auto",
     precision: str = "fp32",
     workers: int = 1,
     threads: int = 0,
     revision: str | None = None,
+    *,
+    sampling: SamplingConfig | None = None,
+    **changes: Any,
 ) -> Translator:
     """A Translator for `path` (a file, a run directory, a Marian or CTranslate2 directory, a Hugging Face Hub
-    name at `revision`; several paths: an ensemble of mtkit models), on the engine the files call for."""
-    return find(path, revision).open(device, precision, workers, threads)
+    name at `revision`; several paths: an ensemble of mtkit models), on the engine the files call for, decoding by
+    the model's own defaults with `changes` (DecodeConfig fields, e.g. beam=5) laid over them: find, check, open,
+    defaults. `sampling`: checked against the engine as the settings are."""
+    found = plan(
+        path,
+        revision,
+        device=device,
+        precision=precision,
+        workers=workers,
+        threads=threads,
+        sampling=sampling,
+        **changes,
+    )
+    return found.open()
 
 
-load_translator = open_model  # `mtkit.load_translator`: the Python API's name since 0.2 (docs/reference/api.md)
+load_translator = prepare  # `mtkit.load_translator`: the Python API's name since 0.2 (docs/reference/api.md)
 
 
 # ----------------------------------------------------------------------------- the two runners
@@ -188,7 +275,7 @@ def open_torch(
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
     from mtkit.marian.vocab import load_tokenizer
-    from mtkit.provenance import data_languages, distilled_from
+    from mtkit.provenance import data_languages
 
     if threads:
         torch.set_num_threads(threads)
@@ -205,12 +292,10 @@ def open_torch(
         checkpoint.check_finite(ckpt, source.path)
         models.append(typing.cast("Transformer", checkpoint.build_from(ckpt)))
         vocabs.append(ckpt["vocab"])
-        student = distilled_from(ckpt.get("provenance")) is not None  # trained on `mtkit distill` data
         about = about or {
             "path": str(source.path),
             "kind": ckpt.get("kind"),
             "step": ckpt.get("step"),
-            "student": student,
             "languages": data_languages(ckpt.get("provenance")),
         }
         shortlists.append(Shortlist.of(ckpt, source.path))

@@ -1,13 +1,13 @@
 """mtkit's own engine: beam search, sampling and forced scoring over PyTorch models (one, or an ensemble).
 
 One of the two peers behind the text pipeline (mtkit/decode/engine.py); the other is CTranslate2
-(mtkit/decode/ct2.py). It runs every setting of DecodeConfig, so `check` and `adapt` change nothing.
+(mtkit/decode/ct2.py). It runs every setting of DecodeConfig, so `check` refuses nothing and `defaults` adds none.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
@@ -29,7 +29,7 @@ class TorchEngine:
     The models are used as they are, never changed: on `device`, in eval mode (dropout off), with whatever
     kernels were applied to them (the loader, mtkit/decode/loading.py, applies mtkit.runtime's decisions to
     the models it loads; a training model keeps training's). `about`: what /info says of the file (path,
-    kind, step; `student`: trained on a teacher's translations), given by the loader that read it. `shortlist`:
+    kind, step, languages), given by the loader that read it. `shortlist`:
     the lexical shortlist the file carries (mtkit/decode/shortlist.py), searched with `DecodeConfig.shortlist`.
     """
 
@@ -121,13 +121,9 @@ class TorchEngine:
         """Every setting of DecodeConfig runs here."""
 
     @staticmethod
-    def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
-        """mtkit's defaults are the paper's: nothing to change."""
-        return config
-
-    def model_defaults(self) -> dict[str, Any]:
-        """A student decodes greedily (Kim & Rush 2016), and a model that carries a shortlist uses it."""
-        return {**({"beam": 1} if self.about.get("student") else {}), **({"shortlist": True} if self.shortlist else {})}
+    def defaults() -> dict[str, Any]:
+        """mtkit's defaults are DecodeConfig's, the paper's: none of its own."""
+        return {}
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -137,7 +133,6 @@ class TorchEngine:
             "languages": self.about.get("languages"),
             "architecture": dataclasses.asdict(self.model.cfg),
             "parameters": sum(p.numel() for p in self.model.parameters()),
-            "student": bool(self.about.get("student")),
             "shortlist": self.shortlist is not None,
         }
 

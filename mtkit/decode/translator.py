@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import logging
 import sys
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
@@ -28,6 +28,7 @@ from mtkit.decode.engine import Engine
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
 from mtkit.decode.sentences import Losses, Pieces, joiner, source_language
+from mtkit.decode_defaults import layered
 from mtkit.errors import MtkitError
 
 # No torch here: the engine (mtkit/decode/engine.py) imports what it runs on; CTranslate2 needs no torch (and
@@ -64,11 +65,24 @@ class Translator:
         >>> translator.translate(["A man is riding a bike."], sampling=SamplingConfig(topk=10, seed=3))
         >>> translator.score([("A man is riding a bike.", "Ein Mann fährt Fahrrad.")])[0].logprob
 
-    `mtkit.load_translator` (mtkit/decode/loading.py) opens files on the engine they call for; models in hand
-    (a training run's): `Translator(TorchEngine(model.eval(), device), vocab)`.
+    `mtkit.load_translator` (mtkit/decode/loading.py's `prepare`) opens files on the engine they call for, with
+    the model's own decoding defaults; models in hand (a training run's): `Translator(TorchEngine(model.eval(),
+    device), vocab)`.
+
+    What it decodes with when not told (`defaults`): DecodeConfig's defaults (the paper's), then the engine's
+    (CTranslate2's length penalty), then the model's (`model_defaults`: a student's beam 1, its shortlist), then
+    `given` (what `prepare` was asked for: a command line's flags); `translate(lines, beam=5)` lays its own
+    changes over them (mtkit/decode_defaults.py).
     """
 
-    def __init__(self, engine: Engine, vocab: Tokenizer, workers: int = 1):
+    def __init__(
+        self,
+        engine: Engine,
+        vocab: Tokenizer,
+        workers: int = 1,
+        model_defaults: Mapping[str, Any] | None = None,
+        given: Mapping[str, Any] | None = None,
+    ):
         """`workers`: batches searched at once. With mtkit's engine (CPU only, Linux) each in a process of its
         own that runs one thread, forked from this one as it is made, before a caller's threads exist (a fork
         copies only the thread that makes it, and a lock another thread held would stay held); the weights are
@@ -92,6 +106,9 @@ class Translator:
         self.engine = engine
         self.vocab = vocab
         self.workers = workers
+        self.model_defaults = dict(model_defaults or {})
+        self.given = dict(given or {})
+        self.settings()  # checked now: a damaged default is said before any line is read
         self._pool: WorkerPool[Translator] | None = None
         self._languages: Any = None  # the model's recorded (source, target), asked once: sentences' rules
         if workers > 1 and forked:
@@ -114,17 +131,19 @@ class Translator:
         it is no language code or this model has no token for it (a bilingual model has none)."""
         return target_language(self.vocab, target_lang)
 
-    def with_model_defaults(self, config: DecodeConfig, given: Collection[str] = ()) -> DecodeConfig:
-        """`config` with the model's own defaults (`Engine.model_defaults`: a student's beam 1, its shortlist)
-        for the fields not `given`; a beam stays wide enough for --nbest."""
-        own = {k: v for k, v in self.engine.model_defaults().items() if k not in given}
-        if "beam" in own:
-            own["beam"] = max(own["beam"], config.nbest)
-        return dataclasses.replace(config, **own) if own else config
+    @property
+    def defaults(self) -> DecodeConfig:
+        """What it decodes with when not told: DecodeConfig's, the engine's, the model's, then `given`."""
+        return self.settings()
+
+    def settings(self, **changes: Any) -> DecodeConfig:
+        """What decodes with `changes` (DecodeConfig fields) laid over this translator's defaults: the one place
+        the layers meet (`decode_defaults.layered`; a model's beam stays wide enough for the nbest asked for)."""
+        return layered(self.engine.defaults(), self.model_defaults, {**self.given, **changes})
 
     def describe(self) -> dict[str, Any]:
         """What /info says about the model."""
-        return {**self.engine.describe(), "vocab_size": len(self.vocab)}
+        return {**self.engine.describe(), "vocab_size": len(self.vocab), "decode_defaults": dict(self.model_defaults)}
 
     def _run(self, jobs: Sequence[Callable[[Translator], R]]) -> Iterator[tuple[int, R]]:
         """(index, result) of each job: in order, here, with one worker; else as each is done, `workers` at a time."""
@@ -158,29 +177,30 @@ class Translator:
     def translate(
         self,
         lines: Sequence[Source],
-        config: DecodeConfig = DecodeConfig(),
+        config: DecodeConfig | None = None,
         *,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         sampling: SamplingConfig | None = None,
         target_lang: str = "",
         **changes: Any,
     ) -> list[str]:
-        """Translations of `lines`, one for each, in order: by `config` (the paper's settings by default) with
-        `changes` to its fields, e.g. `translate(lines, beam=1)` (DecodeConfig checks their names and values).
+        """Translations of `lines`, one for each, in order: by `changes` laid over the defaults, e.g.
+        `translate(lines, beam=1)` (`settings`; DecodeConfig checks their names and values); a whole `config`
+        given is used as it is, with `changes` to its fields.
 
         A line may be (source, target prefix): its translation then begins with the prefix.
         With `sampling`, each translation is a sample (its first, for `sampling.samples` > 1).
         `target_lang`: a multilingual model's output language (`check_target_lang`): each line gets the token
         >>LANG<< in front, unless it starts with such a token.
         """
-        config = dataclasses.replace(config, **changes)
+        config = self.settings(**changes) if config is None else dataclasses.replace(config, **changes)
         stream = self.translate_stream(lines, config, batch_tokens, sampling=sampling, target_lang=target_lang)
         return [t.text for t in stream]
 
     def translate_stream(
         self,
         lines: Iterable[Source],
-        config: DecodeConfig = DecodeConfig(),
+        config: DecodeConfig | None = None,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         chunk_lines: int = DEFAULT_CHUNK_LINES,
         sampling: SamplingConfig | None = None,
@@ -188,12 +208,13 @@ class Translator:
     ) -> Iterator[Translation]:
         """Translations in input order, yielded as soon as every earlier line's is ready.
 
-        Beam search by `config`, or with `sampling` `sampling.samples` samples of each line (in
+        Beam search by `config` (None: `defaults`), or with `sampling` `sampling.samples` samples of each line (in
         sample order, scored log P(Y|X)). A line given as (source, prefix) has its output begin with the prefix.
         `target_lang`: see `translate`; checked before any line is read.
         """
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
+        config = self.defaults if config is None else config
         self.engine.check(config, sampling)
         target_lang = self.check_target_lang(target_lang)
         losses = Losses()

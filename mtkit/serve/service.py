@@ -46,7 +46,8 @@ class ServeSettings:
     """What `mtkit serve` was asked for, beside the host and port."""
 
     models: tuple[str, ...]  # what -m named
-    model: loading.Model | None = None  # what it was found to be, by the CLI before the server starts (else here)
+    model: loading.Plan | None = None  # what it was found to be and checked, by the CLI before the server starts
+    #                                    (else here): `changes` laid over the model's own decoding defaults
     decode: DecodeConfig = DecodeConfig()
     decode_given: frozenset[str] = frozenset()  # the decode fields the command line set: the model's own
     #                                             defaults (a student's greedy search, its shortlist) fill the rest
@@ -81,6 +82,21 @@ class ServeSettings:
     def name(self) -> str:
         return "+".join(Path(m).name for m in self.models)
 
+    @property
+    def changes(self) -> dict[str, Any]:
+        """The decoding settings asked for: the fields given, and any other `decode` holds that is not DecodeConfig's
+        own default; laid over the model's defaults (`loading.plan`)."""
+        paper = dataclasses.asdict(DecodeConfig())
+        return {k: v for k, v in dataclasses.asdict(self.decode).items() if k in self.decode_given or v != paper[k]}
+
+    def plan(self, revision: str | None = None) -> loading.Plan:
+        """The model -m named, found and its settings checked (nothing read yet): `Plan.open` reads it."""
+        found = loading.plan(
+            self.models, revision, device=self.device, precision=self.precision, threads=self.threads, **self.changes
+        )
+        check_models(found.model)
+        return found
+
 
 def check_models(model: loading.Model) -> None:
     """Said before the server starts: (for now) one model, not an ensemble."""
@@ -89,10 +105,9 @@ def check_models(model: loading.Model) -> None:
 
 
 def load_translator(settings: ServeSettings) -> Translator:
-    """The Translator of the model the settings name (found once: by the CLI, or here), on their runtime."""
-    model = settings.model or loading.find(settings.models)
-    check_models(model)
-    return model.open(settings.device, settings.precision, threads=settings.threads)
+    """The Translator of the model the settings name (found and checked once: by the CLI, or here), on their
+    runtime, decoding by the model's defaults under the command line's settings."""
+    return (settings.model or settings.plan()).open()
 
 
 class Service:
@@ -140,7 +155,7 @@ class Service:
         translator = self.translator = load_translator(s)
         translator.check_target_lang(s.target_lang)  # --target-lang the model has no token for: refused at start
         self.vocab = translator.vocab
-        self.defaults = translator.with_model_defaults(s.decode, s.decode_given)  # as `mtkit translate` applies them
+        self.defaults = translator.defaults  # the model's own under the command line's, as `mtkit translate` has them
         self.info = {
             "model": s.name,
             "models": [translator.describe()],

@@ -11,6 +11,8 @@ claimed by the first of `KINDS` that recognises it, each a class of the same few
 - `checkpoint()`: the dict `mtkit.checkpoint.load` gives (config, weights, vocabulary bytes), for what mtkit's
   engine runs, `mtkit export` converts and `train --init` starts from;
 - `tokenizer()`: the text-to-ids of the model (data/tokenizer.py);
+- `decode_defaults()`: the decoding settings the model carries as its own (mtkit/decode_defaults.py), read
+  without its weights;
 - `describe()`: what `mtkit info` prints, as a dict.
 
 Every command that takes a model (`translate`, `serve`, `info`, `export`, `train --init`, `bpe --from`) and the
@@ -24,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
+from mtkit import decode_defaults
 from mtkit.data.tokenizer import Tokenizer
 from mtkit.errors import MtkitError
 from mtkit.files import read_model_file
@@ -40,6 +43,8 @@ class Source(Protocol):
     path: Path
 
     def checkpoint(self) -> dict[str, Any]: ...
+
+    def decode_defaults(self) -> dict[str, Any]: ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -67,6 +72,10 @@ class MarianDirectory:
         from mtkit.marian.opus import load_hf_dir
 
         return {"format": FORMAT, "version": VERSION, **load_hf_dir(self.path)}
+
+    def decode_defaults(self) -> dict[str, Any]:
+        """None: it decodes by mtkit's defaults (its generation_config.json is not read)."""
+        return {}
 
     def describe(self) -> dict[str, Any]:
         return {**describe_file(self.path, self.checkpoint()), "source": self.kind}
@@ -99,6 +108,10 @@ class CT2Export:
             "was exported from."
         )
 
+    def decode_defaults(self) -> dict[str, Any]:
+        """The export record's; an older export's from its provenance and its vocabulary map."""
+        return decode_defaults.of(self.record(), shortlist=(self.path / "vmap.txt").is_file(), where=self.path)
+
     def describe(self) -> dict[str, Any]:
         from mtkit.config import ModelConfig, config_from_dict
         from mtkit.facts import architecture
@@ -120,6 +133,7 @@ class CT2Export:
             "model_bytes": (self.path / "model.bin").stat().st_size,
             "vmap_entries": sum(1 for _ in vmap.open(encoding="utf-8")) - 1 if vmap.is_file() else None,
             "student": distilled_from(record.get("provenance")),
+            "decode_defaults": self.decode_defaults(),
             "quantization": record.get("quantization"),
             "step": record.get("step"),
             "exported_from": record.get("source"),

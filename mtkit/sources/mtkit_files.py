@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mtkit import decode_defaults
 from mtkit.errors import MtkitError
 from mtkit.facts import CHECKPOINT_NAME, architecture, best_score, parameters, run_metrics
 from mtkit.provenance import distilled_from, read_run_json
@@ -40,6 +41,9 @@ class ModelFile:
         checkpoint.require_model(ckpt, self.path)
         return ckpt
 
+    def decode_defaults(self) -> dict[str, Any]:
+        return decode_defaults.of(self.checkpoint(), where=self.path)
+
     def describe(self) -> dict[str, Any]:
         return describe_file(self.path)
 
@@ -64,6 +68,11 @@ class RunDirectory:
 
     def checkpoint(self) -> dict[str, Any]:
         return dict(self._newest()["checkpoint"])
+
+    def decode_defaults(self) -> dict[str, Any]:
+        """Its newest readable checkpoint's."""
+        newest = self._newest()
+        return decode_defaults.of(newest["checkpoint"], where=newest["path"])
 
     def _newest(self) -> dict[str, Any]:
         """The newest readable checkpoint's path and dict, read once (as resume picks it), or one sentence."""
@@ -125,6 +134,7 @@ def describe_file(path: Path, ckpt: dict[str, Any] | None = None) -> dict[str, A
         "taken_from": ckpt.get("taken_from"),
         "student": distilled_from(ckpt.get("provenance")),
         "shortlist": _shortlist(ckpt.get("shortlist")),
+        "decode_defaults": decode_defaults.of(ckpt, where=path),
     }
 
 

@@ -65,20 +65,26 @@ def child(spec: dict[str, Any]) -> None:
     import statistics
     import time
 
-    from mtkit.config import DecodeConfig
-    from mtkit.decode.loading import find
+    from mtkit.decode.loading import prepare
 
     paths = [Path(p) for p in spec["models"]]
-    engine = find(paths).engine()
-    # The CTranslate2 engine's own length penalty (|Y|^alpha), as `mtkit translate -m DIR` runs it.
-    config = engine.adapt(DecodeConfig(beam=spec["beam"], shortlist=spec["shortlist"]), {"beam", "shortlist"})
-    translator = find(paths).open("cpu", spec["precision"], spec["workers"], spec["threads"])
+    # as `mtkit translate -m PATH --beam B --shortlist/--no-shortlist` runs it: the engine's own defaults under
+    # them (CTranslate2's length penalty, |Y|^alpha)
+    translator = prepare(
+        paths,
+        "cpu",
+        spec["precision"],
+        spec["workers"],
+        spec["threads"],
+        beam=spec["beam"],
+        shortlist=spec["shortlist"],
+    )
     lines = Path(spec["src"]).read_text(encoding="utf-8").splitlines()
-    translator.translate(lines[:WARMUP_LINES], config)
+    translator.translate(lines[:WARMUP_LINES])
     passes = []
     for _ in range(TIMED_PASSES):
         start = time.perf_counter()
-        output = translator.translate(lines, config)  # the same output each pass: the search is deterministic
+        output = translator.translate(lines)  # the same output each pass: the search is deterministic
         passes.append(time.perf_counter() - start)
     Path(spec["output"]).write_text("".join(line + "\n" for line in output), encoding="utf-8")
     peak = sum(peak_kib(pid) for pid in ["self", *worker_pids()])

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from mtkit.config import DecodeConfig
-from mtkit.decode.loading import open_model
+from mtkit.decode.loading import load_translator
 from tests.support.recipes import load_script
 
 pytestmark = [
@@ -39,8 +39,8 @@ def compiler_settings_restored() -> Iterator[None]:
 def test_the_compiled_step_translates_as_the_eager_one(
     trained_model, toy_sentences, compiler_settings_restored
 ) -> None:
-    eager = open_model(trained_model, device="cpu")
-    fast = open_model(trained_model, device="cpu")
+    eager = load_translator(trained_model, device="cpu")
+    fast = load_translator(trained_model, device="cpu")
     compiled = load_script("bench/compiled_step.py")
     engine = fast.engine
     engine.steps = steps = compiled.compile_model(engine.model)  # type: ignore[attr-defined]

@@ -7,10 +7,9 @@ registry decides what a path is, once, and a new source is one `register`.
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -88,16 +87,13 @@ class Echo:
             raise MtkitError("Echo runs no beam of 3.")
 
     @staticmethod
-    def adapt(config: DecodeConfig, given: Collection[str]) -> DecodeConfig:
-        return config if "beam" in given else dataclasses.replace(config, beam=1)
+    def defaults() -> dict[str, Any]:
+        return {"beam": 1}  # its own default: a beam of 1
 
     def align(
         self, vocab: Tokenizer, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], target_lang: str = ""
     ) -> None:
         return None
-
-    def model_defaults(self) -> dict[str, Any]:
-        return {}
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "echo"}
@@ -116,7 +112,8 @@ def test_the_pipeline_runs_any_engine_and_keeps_input_order():
     assert [t.text for t in out] == [" ".join(line.split()) for line in lines]
     assert translator.translate([("a b", "c")]) == ["c a b"]
     assert [s.length for s in translator.score([("a", "b c")])] == [3]
-    assert translator.describe() == {"kind": "echo", "vocab_size": 1004} and translator.device == "cpu"
+    assert translator.describe() == {"kind": "echo", "vocab_size": 1004, "decode_defaults": {}}
+    assert translator.device == "cpu"
     translator.close()
     assert engine.closed
 
@@ -167,8 +164,8 @@ def test_the_registry_says_what_a_path_is_once(tmp_path, cli_model):
         loading.find(tmp_path / "missing.pt")
     with pytest.raises(MtkitError, match="--lenpen fairseq"):
         loading.find(ct2).engine().check(DecodeConfig(beam=4, lenpen="gnmt"))
-    assert loading.find(ct2).engine().adapt(DecodeConfig(), ()).lenpen == "fairseq"
-    assert loading.find(cli_model).engine().adapt(DecodeConfig(), ()) == DecodeConfig()
+    assert loading.find(ct2).engine().defaults() == {"lenpen": "fairseq"}
+    assert loading.find(cli_model).engine().defaults() == {}
 
 
 class EchoSource:
@@ -186,6 +183,9 @@ class EchoSource:
 
     def checkpoint(self) -> dict[str, Any]:
         raise AssertionError("the echo engine reads no mtkit weights")
+
+    def decode_defaults(self) -> dict[str, Any]:
+        return {}
 
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "kind": self.kind}
@@ -206,10 +206,11 @@ def test_a_new_source_is_one_kind_and_a_new_engine_one_runner(monkeypatch):
 
     monkeypatch.setattr(sources, "KINDS", (EchoSource, *sources.KINDS))
     monkeypatch.setitem(loading.RUNNERS, "echo", EchoRunner)
-    translator = loading.open_model("echo-model", device="cpu", threads=2)
+    translator = loading.prepare("echo-model", device="cpu", threads=2)
     assert translator.translate(["x y"]) == ["x y"]
     assert opened == [([Path("echo-model")], "cpu", "fp32", 1, 2)]
-    assert loading.find("echo-model").engine().adapt(DecodeConfig(), ()).beam == 1
+    assert translator.defaults.beam == 1  # the engine's own default, laid over DecodeConfig's
+    assert loading.prepare("echo-model", beam=2).defaults.beam == 2  # the caller's over it
     from mtkit.info import describe
 
     assert describe("echo-model") == {"path": "echo-model", "kind": "echo model"}
