@@ -30,8 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from procstat import cpu_name  # noqa: E402  # bench/ is a script's sys.path[0]
-from rounds import latency  # noqa: E402
+from harness import cpu_name, latency  # noqa: E402  # bench/ is a script's sys.path[0]
 
 
 def percentiles(ms: list[float]) -> str:

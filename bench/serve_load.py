@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 from bad_clients import BAD, bad_summary, run_spoilers, set_key  # bench/bad_clients.py
-from procstat import read_stat  # bench/procstat.py: a script's directory is on sys.path
+from harness import read_stat  # bench/harness.py: a script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
