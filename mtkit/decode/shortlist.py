@@ -10,7 +10,7 @@ The search itself is unchanged: it runs over column numbers of the restricted la
 into token ids for the model and back), with the special ids kept first so that EOS, BOS and PAD keep their
 numbers. A shortlisted translation can differ from the full one where the full one would use a piece outside
 the candidates, or where a near tie between two pieces turns (each is normalised over fewer pieces);
-`bench/shortlist_check.py` reports both changes, in BLEU and in lines.
+docs/distill.md says how often, in BLEU and in lines.
 """
 
 from __future__ import annotations
