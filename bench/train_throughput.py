@@ -53,8 +53,9 @@ def mtkit(*args: str) -> subprocess.CompletedProcess:
 
 
 def make_corpus(out: Path, sentences: int, vocab: int, seed: int) -> Path:
-    """A data directory of random words with WMT-like lengths: its raw text written as `mtkit prepare` lays it out
-    (DIR/raw/SPLIT.LANG), then `mtkit bpe` (no Moses normalisation needed, so it runs where sacremoses is missing)."""
+    """A data directory of random words with WMT-like lengths, src -> tgt: its raw text written as `mtkit prepare`
+    lays it out (DIR/raw/SPLIT.LANG), then `mtkit bpe` (no Moses normalisation: it runs where sacremoses is
+    missing)."""
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
     words = {lang: ["".join(rng.choices(letters, k=rng.randint(2, 9))) for _ in range(2 * vocab)] for lang in "ed"}
@@ -62,7 +63,7 @@ def make_corpus(out: Path, sentences: int, vocab: int, seed: int) -> Path:
     raw.mkdir(parents=True, exist_ok=True)
     for split, n in (("train", sentences), ("valid", 64)):
         lengths = [max(1, min(200, round(rng.lognormvariate(3.0, 0.55)))) for _ in range(n)]
-        for lang, name in (("e", "en"), ("d", "de")):
+        for lang, name in (("e", "src"), ("d", "tgt")):  # no language: `mtkit bpe` takes them in this order
             text = "".join(
                 " ".join(rng.choices(words[lang], k=max(1, round(n_words * rng.uniform(0.8, 1.25))))) + "\n"
                 for n_words in lengths

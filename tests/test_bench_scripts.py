@@ -22,11 +22,11 @@ def test_train_throughputs_synthetic_corpus_is_data_that_training_reads(tmp_path
     """The corpus is made by `mtkit prepare custom` and `mtkit bpe`: a data directory of the asked vocabulary with
     WMT-like lengths, which `mtkit train` reads."""
     data = open_data(load_script("bench/train_throughput.py").make_corpus(tmp_path / "data", 50, 400, seed=1))
-    assert data.vocab_size == 400 and (data.src_lang, data.tgt_lang) == ("en", "de")
+    assert data.vocab_size == 400 and (data.src_lang, data.tgt_lang) == ("src", "tgt")
     train, valid = data.split("train"), data.split("valid")
     assert (len(train), len(valid)) == (50, 64)
     assert train.max_id() < 400 and train.src_sizes.min() >= 1
-    words = [len(line.split()) for line in (data.path / "raw" / "train.en").read_text().splitlines()]
+    words = [len(line.split()) for line in (data.path / "raw" / "train.src").read_text().splitlines()]
     assert 10 < sum(words) / len(words) < 50  # WMT-like sentences (median ~20 words)
 
 
@@ -191,7 +191,7 @@ def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli
         "TRAIN_ARGS": "--sentences 200 --vocab 400 --threads 1 --peak-gflops 100",
         "RECIPE_ARGS": "--dry-run",
         "SYSTEMS": "mtkit-fp32",
-        "DECODE_ARGS": "--limit 4 --max-len-b 3",  # an untrained model's search runs to its length limit
+        "DECODE_ARGS": "--limit 4 --max-len-b 3 --threads 1",  # an untrained model's search runs to its length limit
     }
     done = subprocess.run(
         ["bash", str(ROOT / "bench" / "gpu_run.sh")], env=env, capture_output=True, text=True, timeout=300
