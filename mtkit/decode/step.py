@@ -18,9 +18,8 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 from mtkit.model.transformer import Transformer
 from mtkit.runtime.int8 import Int8Linear
 
-# Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs). On a 2-core
-# Zen 4 EPYC, 2,000 rows x 256 -> 8,000 with its log-softmax: 69 ms in one product, 56 ms in
-# blocks of 256 (46 ms with the weight packed for oneDNN); for 800 rows the two are even.
+# Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs): blocks measured faster
+# than one product on many rows, even on fewer (docs/benchmarks.md, "Figures behind the code's choices": this module).
 PROJECT_ROWS = 256
 
 
@@ -56,8 +55,8 @@ class Int8Rows:
     the whole matrix: 0-d tensors), and its bias.
 
     Why kept: fbgemm holds the layer's weight packed, and unpacking it (`layer.weight()`, and `layer.bias()` again)
-    took 3.2 ms each for 8,000 x 256 on a 2-core Zen 4 EPYC, paid by every shortlisted batch: a one-sentence
-    request of a student took 21 ms with its shortlist against 12 ms without."""
+    cost milliseconds, paid by every shortlisted batch: a one-sentence request of a student took far longer with
+    its shortlist than without (docs/benchmarks.md, "Figures behind the code's choices": this module)."""
 
     ints: Tensor
     scales: Tensor
@@ -100,7 +99,8 @@ def output_rows(model: Transformer, rows: Tensor) -> Callable[[Tensor], Tensor]:
     """The output layer restricted to `rows` (the Marian logits bias included), as a function of the states.
 
     An int8 layer (dynamic quantization, `--precision int8`) stays int8: its rows' integers with their own
-    per-row scales, repacked (about 1 ms a batch), so the rows' logits are the full layer's and the product keeps
+    per-row scales, repacked (a millisecond or so a batch), so the rows' logits are the full layer's and the product
+    keeps
     int8's speed; a dequantized fp32 copy measured slower than the whole int8 layer."""
     layer = model.output_proj
     extra = model.final_logits_bias.index_select(0, rows) if model.cfg.output_bias else None

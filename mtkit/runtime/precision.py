@@ -153,7 +153,7 @@ def check_trainable(precision: str, device: torch.device) -> None:
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise MtkitError(f"{torch.cuda.get_device_name(device)} has no bf16 support; use --precision fp16 or fp32.")
     if precision == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
-        # Emulated bf16 measured 3-20x slower than fp32 (the same row).
+        # Emulated bf16 measured several times slower than fp32 (the same row); the message says how much.
         raise MtkitError(
             "--precision bf16 is 3-20x slower than fp32 on this CPU (bf16 is emulated: it has no AVX512-BF16 or "
             "AMX instructions); use --precision fp32."
