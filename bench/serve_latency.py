@@ -87,8 +87,7 @@ def main() -> None:
     import httpx
     import torch
 
-    from mtkit.config import DecodeConfig
-    from mtkit.decode.loading import load_translator
+    from mtkit import DecodeConfig, load_translator
 
     source, target = args.languages.split("-", 1)
     load_before = os.getloadavg()

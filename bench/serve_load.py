@@ -276,8 +276,7 @@ def batch_baseline(args: argparse.Namespace, lines: list[str], chunks: list[int]
     """
     import torch
 
-    from mtkit.config import DecodeConfig
-    from mtkit.decode.loading import load_translator
+    from mtkit import DecodeConfig, load_translator
 
     if args.threads:
         torch.set_num_threads(args.threads)

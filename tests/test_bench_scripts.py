@@ -42,8 +42,7 @@ def test_no_bench_imports_mtkit_internals() -> None:
                 internal.append(f"{script.name}: from {node.module} import ...")
             elif isinstance(node, ast.Import):
                 internal += [f"{script.name}: import {a.name}" for a in node.names if a.name.startswith("mtkit.")]
-    allowed = {"serve_latency.py", "serve_load.py"}  # the server's benches, being moved by their owner
-    assert not [line for line in internal if line.split(":")[0] not in allowed], internal
+    assert not internal, internal
 
 
 def test_a_record_holds_the_command_commit_date_machine_settings_and_passes(tmp_path: Path) -> None:

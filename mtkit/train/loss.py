@@ -28,8 +28,9 @@ CHUNK_ELEMENTS = 1 << 24
 TEMPORARY_CHUNK_ELEMENTS = 1 << 22
 # Other devices (a GPU): neither reason holds there (no parallel regions to pay for, no glibc heap), and each
 # chunk is another dozen kernel launches where launches already bound a small update (on an H200 `base` trained
-# slower in bf16 than in fp32 at 4,096 tokens an update: README, "On a GPU"). One chunk of up to 1 GiB of float32
-# instead: a 4,096-token batch of a 37k vocabulary is 151M elements, one chunk (bf16 logits took 37, fp32 10).
+# slower in bf16 than in fp32 at 4,096 tokens an update: docs/benchmarks.md, "GPU runs"). One chunk of up to
+# 1 GiB of float32 instead: a 4,096-token batch of a 37k vocabulary is 151M elements, one chunk (docs/benchmarks.md,
+# "Figures behind the code's choices": this module).
 # Not yet timed on a GPU.
 DEVICE_CHUNK_ELEMENTS = 1 << 28
 
