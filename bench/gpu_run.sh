@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The GPU checks in one pass, for a lent GPU machine whose time is short: eager training throughput of base and
+# The GPU checks in one pass, for a GPU machine whose time is short: eager training throughput of base and
 # big in bf16 at 4,096 tokens a batch and at the paper's ~25k-token update in as few steps as fit (--max-tokens
 # auto), with MFU(6N), s/update and peak GPU memory; the compiled step of base at that update (torch.compile,
 # without CUDA graphs unless COMPILE_MODE says otherwise); the Multi30k recipe trained (--minutes 1, --precision
 # and --compile auto), averaged, decoded and scored on the GPU; and decoding on the GPU
 # (bench/translate_speed.py --device cuda, mtkit fp32 and bf16) of the assets' model, and of a distilled student
-# when the assets hold one. (Attention alone: bench/cuda_attention.py.)
+# when the assets hold one.
 # At most 8.5 minutes of parts (75 + 75 + 150 + 140 + 35 + 35 s limits). Every part has its own time limit and
 # the script goes on after a part fails, so that one call gives every figure it can; each part's output is also
 # kept in $OUT, at most 7 files (the device tool brings back 8: room for `... | tee $OUT/all.txt`).

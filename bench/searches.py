@@ -1,7 +1,7 @@
 """How every system of the decoding benches searches, in one place: mtkit's DecodeConfig and CTranslate2's
 translate_batch with the same beam, length normalisation, longest output and stop rule, read from a job that
-bench/translate_speed.py's command line makes (`search_settings`). bench/translate_speed.py and
-bench/cpu_split.py both search through these, so their figures are of the same search.
+bench/translate_speed.py's command line makes (`search_settings`), so that every row's figures are of the same
+search.
 
 from searches import ct2_translate, decode_config, on_gpu, search_settings   # bench/ is a script's sys.path[0]
 """
@@ -24,7 +24,7 @@ def on_gpu(job: dict[str, Any]) -> bool:
 def decode_config(job: dict[str, Any]) -> Any:
     """mtkit's DecodeConfig for the job's search: beam, fairseq's length normalisation, longest output, stop rule."""
     sys.path.insert(0, str(ROOT))
-    from mtkit.config import DecodeConfig
+    from mtkit import DecodeConfig
 
     return DecodeConfig(
         beam=job["beam"],
@@ -69,6 +69,6 @@ def ct2_translate(job: dict[str, Any], compute_type: str) -> tuple[Callable[[lis
 
 
 def search_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """What a child needs of the command line to search as every other system does (bench/cpu_split.py too)."""
+    """What a child needs of the command line to search as every other system does."""
     keys = ("beam", "alpha", "max_len_b", "batch_tokens", "threads", "workers", "device", "early_stop")
     return {key: getattr(args, key) for key in keys}

@@ -26,8 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from procstat import cpu_name  # bench/ is a script's sys.path[0]
-from rounds import latency, paired_ratio
+from harness import cpu_name, latency, paired_ratio  # bench/ is a script's sys.path[0]
 from serve_latency import start_server
 
 

@@ -30,8 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from procstat import cpu_name  # noqa: E402  # bench/ is a script's sys.path[0]
-from rounds import latency  # noqa: E402
+from harness import cpu_name, latency  # noqa: E402  # bench/ is a script's sys.path[0]
 
 
 def percentiles(ms: list[float]) -> str:
@@ -88,7 +87,7 @@ def main() -> None:
     import httpx
     import torch
 
-    from mtkit.decode.loading import load_translator
+    from mtkit import load_translator
 
     source, target = args.languages.split("-", 1)
     load_before = os.getloadavg()

@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 from bad_clients import BAD, bad_summary, run_spoilers, set_key  # bench/bad_clients.py
-from procstat import read_stat  # bench/procstat.py: a script's directory is on sys.path
+from harness import read_stat  # bench/harness.py: a script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -276,8 +276,7 @@ def batch_baseline(args: argparse.Namespace, lines: list[str], chunks: list[int]
     """
     import torch
 
-    from mtkit.config import DecodeConfig
-    from mtkit.decode.loading import load_translator
+    from mtkit import DecodeConfig, load_translator
 
     if args.threads:
         torch.set_num_threads(args.threads)

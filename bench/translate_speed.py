@@ -1,8 +1,12 @@
 """Decoding speed side by side: mtkit fp32/int8, the same weights exported to CTranslate2 fp32/int8 (its own Python
 API: ct2-*), and mtkit's text pipeline over that export (`mtkit translate -m CT2DIR`: mtkit-ct2-*).
 
-    python bench/translate_speed.py --model /work/models/m30k/model.pt          # Multi30k test_2016_flickr
+    python bench/translate_speed.py --model M.pt                          # Multi30k test_2016_flickr
     python bench/translate_speed.py --model M.pt --rounds 5 --limit 200  # a shared machine: A B, B A, ...; best, paired
+    python bench/translate_speed.py --model M.pt --rounds 3 --record docs/results/NAME.json   # keep the record
+
+Everything goes through the public API: `mtkit.load_translator` for the mtkit rows, `mtkit export` (the CLI) for
+the CTranslate2 directory, and CTranslate2's own Python API for the ct2-* rows.
 
 Every system translates the same sentences in a child process of its own (one after the
 other, never at once), so that each peak RSS is its own: the child reads VmHWM from
@@ -39,15 +43,13 @@ all the sentences once before the clock starts, not 8 (each new shape costs a ke
 
     python bench/translate_speed.py --model M.pt --device cuda --systems mtkit-fp32,mtkit-bf16,mtkit-fp16
 
-`--compile` adds the row mtkit-compiled: mtkit fp32 with its decoder step torch.compiled (bench/compiled_step.py),
-warmed up on all the sentences (its warmup_s: the compilations and one pass), its ratio to mtkit-fp32; same outputs.
-
 The CTranslate2 rows need `pip install 'mtkit[ct2]'`. Ratios are sentences/s over CTranslate2 fp32's (mtkit
 int8 and mtkit-ct2-int8 over CTranslate2 int8's): mtkit-ct2-* over ct2-* is mtkit's overhead around CTranslate2:
 
     python bench/translate_speed.py --model M.pt --systems ct2-fp32,mtkit-ct2-fp32,ct2-int8,mtkit-ct2-int8 --rounds 5
 
-The last line printed is one JSON object with every figure.
+Speed is sentences/s and output words/s (whitespace-separated words: the same count for every system). The last
+line printed is one JSON object with every figure; `--record PATH` also writes it as a record (bench/harness.py).
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ import gzip
 import hashlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -65,15 +66,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from procstat import PeakPss, cpu_name, peak_rss_mib, workers_peak_rss_mib  # bench/ is a script's sys.path[0]
-from rounds import keep_best, paired_ratio
-from searches import ct2_translate, decode_config, on_gpu, search_settings
-from speed_table import print_table
+from harness import PeakPss, Record, cpu_name, keep_best, paired_ratio, peak_rss_mib, workers_peak_rss_mib
+from searches import ct2_translate, decode_config, on_gpu, search_settings  # bench/ is a script's sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "mtkit" / "data" / "multi30k"  # the Multi30k that ships with mtkit
 SYSTEMS = ("mtkit-fp32", "mtkit-int8", "ct2-fp32", "ct2-int8", "mtkit-ct2-fp32", "mtkit-ct2-int8")
-GPU_ONLY = ("mtkit-bf16", "mtkit-fp16", "mtkit-compiled")  # on request (mtkit-compiled: --compile, any device)
+GPU_ONLY = ("mtkit-bf16", "mtkit-fp16")  # on request
 WARMUP = 8
 
 
@@ -89,69 +88,60 @@ def warmup_lines(job: dict[str, Any]) -> list[str]:
     """What a child translates before the clock starts: the first WARMUP lines; on a GPU all of them, as every
     new shape costs a kernel choice there the first time (an H200: 1.1-1.4 s for a first pass over the 1,000
     test sentences, 0.6-0.8 s for the next ones) and a deployed translator has met them."""
-    return job["lines"] if on_gpu(job) or job.get("compiled") else job["lines"][:WARMUP]
+    return job["lines"] if on_gpu(job) else job["lines"][:WARMUP]
 
 
-def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], int, float, float, float | None, float | None]:
-    """(outputs, target tokens, seconds, the workers' peak RSS in MiB, peak GPU MiB, peak PSS MiB) of mtkit's
+def run_mtkit(job: dict[str, Any], precision: str) -> tuple[list[str], float, float, float | None, float | None]:
+    """(outputs, seconds, the workers' peak RSS in MiB, peak GPU MiB, peak PSS MiB) of `mtkit.load_translator`'s
     Translator (over the CTranslate2 export for mtkit-ct2-*); the PSS only with forked workers, from a second,
     untimed pass (`PeakPss`)."""
     sys.path.insert(0, str(ROOT))
-    from mtkit.decode.loading import load_translator
+    import mtkit
 
-    ct2, compiled = precision.startswith("ct2-"), precision == "compiled"
-    precision = "fp32" if compiled else precision.removeprefix("ct2-")
+    ct2 = precision.startswith("ct2-")
+    precision = precision.removeprefix("ct2-")
     model = job["ct2_dir"] if ct2 else job["model"]
     torch = None
     if not ct2 or on_gpu(job):  # mtkit over CTranslate2 runs without torch, as `mtkit translate -m CT2DIR` does
         import torch
 
         torch.set_num_threads(job["threads"])
-    translator = load_translator(
+    translator = mtkit.load_translator(
         model, device=job["device"], precision=precision, workers=job["workers"], threads=job["threads"]
     )
     config = decode_config(job)
-    if compiled:
-        from compiled_step import compile_model  # bench/ is a script's sys.path[0]
-
-        engine = translator.engine
-        engine.steps = compile_model(engine.model)  # type: ignore[attr-defined]  # handed to the search
-        job["compiled"] = True  # warmed up on every line: each new kind of batch shape compiles once
-    lines, start = job["lines"], time.perf_counter()
+    lines = job["lines"]
     list(translator.translate_stream(warmup_lines(job), config, job["batch_tokens"]))
-    job["warmup_s"], start = time.perf_counter() - start, time.perf_counter()
+    start = time.perf_counter()
     outputs = [t.text for t in translator.translate_stream(lines, config, job["batch_tokens"])]
     seconds = time.perf_counter() - start
-    tokens = sum(map(len, translator.vocab.encode_batch(outputs)))
     gpu = torch.cuda.max_memory_allocated() / 2**20 if torch is not None and on_gpu(job) else None
     pss = None
     if job["workers"] > 1 and not ct2:  # CTranslate2's inter_threads are threads of one process
         with PeakPss() as peak:
             list(translator.translate_stream(lines, config, job["batch_tokens"]))
         pss = peak.peak
-    return outputs, tokens, seconds, workers_peak_rss_mib(), gpu, pss
+    return outputs, seconds, workers_peak_rss_mib(), gpu, pss
 
 
-def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], int, float]:
-    """(outputs, target tokens, seconds) of ctranslate2.Translator on the exported directory."""
-    translate, sp = ct2_translate(job, compute_type)
+def run_ct2(job: dict[str, Any], compute_type: str) -> tuple[list[str], float]:
+    """(outputs, seconds) of ctranslate2.Translator on the exported directory."""
+    translate, _ = ct2_translate(job, compute_type)
     translate(warmup_lines(job))
     start = time.perf_counter()
     outputs = translate(job["lines"])
-    seconds = time.perf_counter() - start
-    return outputs, sum(map(len, sp.encode(outputs))), seconds  # tokens counted as for mtkit: the text re-encoded
+    return outputs, time.perf_counter() - start
 
 
 def child(system: str, job_path: str, out_path: str) -> None:
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
     workers, gpu, pss = 0.0, None, None
     if system.startswith("mtkit"):
-        outputs, tokens, seconds, workers, gpu, pss = run_mtkit(job, system.split("-", 1)[1])
+        outputs, seconds, workers, gpu, pss = run_mtkit(job, system.split("-", 1)[1])
     else:
-        outputs, tokens, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
+        outputs, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
     peak = peak_rss_mib() + workers
-    result = {"outputs": outputs, "tgt_tokens": tokens, "seconds": seconds, "peak_rss_mib": peak, "peak_gpu_mib": gpu}
-    result["peak_pss_mib"], result["warmup_s"] = pss, job.get("warmup_s")
+    result = {"outputs": outputs, "seconds": seconds, "peak_rss_mib": peak, "peak_gpu_mib": gpu, "peak_pss_mib": pss}
     if gpu is not None:
         import torch
 
@@ -166,12 +156,6 @@ def available(system: str, device: str) -> str | None:
         return "skipped: no such system"
     if system == "mtkit-fp16" and not device.startswith("cuda"):
         return "skipped: fp16 decoding runs on CUDA only"
-    if system == "mtkit-int8":
-        sys.path.insert(0, str(ROOT))
-        from mtkit.config import DECODE_PRECISION_CHOICES
-
-        if "int8" not in DECODE_PRECISION_CHOICES:
-            return "skipped: this mtkit has no --precision int8"
     if "ct2" in system:
         try:
             import ctranslate2  # noqa: F401
@@ -181,11 +165,12 @@ def available(system: str, device: str) -> str | None:
 
 
 def export_model(model: str, directory: Path) -> str:
-    """The model exported once in fp32; CTranslate2 quantizes to int8 on load (compute_type)."""
-    sys.path.insert(0, str(ROOT))
-    from mtkit.export import export
-
-    return str(export(model, directory / "ct2"))
+    """The model exported once in fp32 by `mtkit export`; CTranslate2 quantizes to int8 on load (compute_type)."""
+    out = directory / "ct2"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "mtkit", "export", model, "--format", "ctranslate2", "-o", str(out)]
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    return str(out)
 
 
 def run_child(system: str, job_path: Path, tmp: Path) -> dict[str, Any]:
@@ -208,17 +193,16 @@ def bleu(outputs: list[str], refs: list[str] | None) -> float | None:
 
 
 def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) -> dict[str, Any]:
+    words = sum(len(line.split()) for line in r["outputs"])
     return {
         "system": system,
         "seconds": round(r["seconds"], 3),
         "sentences_per_s": round(n / r["seconds"], 2),
-        "tgt_tokens_per_s": round(r["tgt_tokens"] / r["seconds"], 1),
-        "tgt_tokens": r["tgt_tokens"],
+        "words_per_s": round(words / r["seconds"], 1),
         "peak_rss_mib": round(r["peak_rss_mib"], 1),
         **({"peak_gpu_mib": round(r["peak_gpu_mib"], 1), "gpu": r["gpu"]} if r.get("peak_gpu_mib") is not None else {}),
         **({"peak_pss_mib": round(r["peak_pss_mib"], 1)} if r.get("peak_pss_mib") is not None else {}),
         "bleu": bleu(r["outputs"], refs),
-        **({"warmup_s": round(r["warmup_s"], 1)} if r.get("warmup_s") is not None else {}),
         "outputs_sha256": hashlib.sha256("\n".join(r["outputs"]).encode()).hexdigest()[:16],
     }
 
@@ -227,11 +211,11 @@ def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
     """Each system's speed over its anchor's: best round over best round (vs_ANCHOR) and, with several rounds,
     the median over rounds of the two systems' ratio within a round (paired_vs_ANCHOR).
 
-    The paired median is the steadier figure on a shared machine (bench/rounds.py says why).
+    The paired median is the steadier figure on a shared machine (bench/harness.py says why).
     """
     anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
     anchors |= {"mtkit-ct2-fp32": "ct2-fp32", "mtkit-ct2-int8": "ct2-int8"}
-    anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32", "mtkit-compiled": "mtkit-fp32"}
+    anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32"}
     for system, anchor in anchors.items():
         if system in rows and anchor in rows:
             row, other = rows[system], rows[anchor]
@@ -275,7 +259,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "RSS, and give each ratio paired too (the median of the rounds' ratios): on a shared machine a slow spell "
         "then cannot fall on one system alone",
     )
-    parser.add_argument("--compile", action="store_true", help="add mtkit-compiled (see above) after mtkit-fp32")
+    parser.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -296,13 +280,13 @@ def main() -> None:
     if args.child:
         child(args.child, args.job, args.out)
         return
+    record = Record()
     lines = read_lines(args.input, args.limit)
     refs = read_lines(args.ref, args.limit) if args.ref else None
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if args.compile and "mtkit-compiled" not in systems:
-        systems.insert(systems.index("mtkit-fp32") + 1 if "mtkit-fp32" in systems else 0, "mtkit-compiled")
     notes = {s: note for s in systems if (note := available(s, args.device))}
     rows: dict[str, dict[str, Any]] = {}
+    passes: dict[str, list[float]] = {s: [] for s in systems}
     with tempfile.TemporaryDirectory(prefix="translate-speed-") as name:
         tmp = Path(name)
         job = {
@@ -318,32 +302,46 @@ def main() -> None:
                 row = summarise(system, run_child(system, job_path, tmp), len(lines), refs)
                 print(f"{system}: {row['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
                 rows[system] = keep_best(rows.get(system), row)
+                passes[system].append(row["seconds"])
     add_ratios(rows)
     print_table(rows, notes)
-    print(
-        json.dumps(
-            {
-                "bench": "translate_speed",
-                "model": args.model,
-                "input": args.input,
-                "sentences": len(lines),
-                "beam": args.beam,
-                "lenpen": f"fairseq alpha {args.alpha}",
-                "max_len_b": args.max_len_b,
-                "batch_tokens": args.batch_tokens,
-                "threads": args.threads,
-                "workers": args.workers,
-                "rounds": args.rounds,
-                "rows": list(rows.values()),
-                "notes": notes,
-                "device": args.device,
-                "cpu": cpu_name(),
-                "cpus": os.cpu_count(),
-                "load_average_1min": round(os.getloadavg()[0], 2),
-                "python": platform.python_version(),
-            }
+    settings = {
+        "model": Path(args.model).name,
+        "input": Path(args.input).name,
+        "sentences": len(lines),
+        "beam": args.beam,
+        "lenpen": f"fairseq alpha {args.alpha}",
+        "max_len_b": args.max_len_b,
+        "batch_tokens": args.batch_tokens,
+        "threads": args.threads,
+        "workers": args.workers,
+        "rounds": args.rounds,
+        "device": args.device,
+    }
+    results = {"rows": list(rows.values()), "notes": notes}
+    record.write(args.record, settings, {s: p for s, p in passes.items() if p}, results)
+    print(json.dumps({"bench": "translate_speed", **settings, **results, "cpu": cpu_name(), "cpus": os.cpu_count()}))
+
+
+def print_table(rows: dict[str, dict[str, Any]], notes: dict[str, str]) -> None:
+    """Each row's figures and ratios."""
+    print(f"{'system':<14} {'sent/s':>8} {'words/s':>9} {'peak RSS MiB':>13} {'BLEU':>6}  ratio")
+    for system, row in rows.items():
+        ratios = [
+            f"{v:.2f}x {k[3:]}" + (f" (paired {row['paired_' + k]:.2f}x)" if "paired_" + k in row else "")
+            for k, v in row.items()
+            if k.startswith("vs_")
+        ]
+        if "peak_gpu_mib" in row:
+            ratios.append(f"peak GPU {row['peak_gpu_mib']:,.0f} MiB")
+        if "peak_pss_mib" in row:
+            ratios.append(f"peak PSS {row['peak_pss_mib']:,.0f} MiB (the workers together)")
+        print(
+            f"{system:<14} {row['sentences_per_s']:>8.2f} {row['words_per_s']:>9.1f} "
+            f"{row['peak_rss_mib']:>13.0f} {row['bleu'] if row['bleu'] is not None else '-':>6}  {', '.join(ratios)}"
         )
-    )
+    for system, note in notes.items():
+        print(f"{system:<14} {note}")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,17 @@
-"""Write the headline figures of README.md, docs/index.md and docs/benchmarks.md from docs/figures.yaml, and
-every results table of a run from its JSON in docs/results/.
+"""Write every figure the pages show from the records under docs/results/: the headline tables of README.md,
+docs/index.md and docs/benchmarks.md (each headline's values taken from its record, as docs/figures.yaml says
+where), and every results table of a run.
 
-    python docs/gen_figures.py            # rewrite the tables between <!-- figures:begin --> and <!-- figures:end -->
+    python docs/gen_figures.py            # rewrite the generated regions of every page
     python docs/gen_figures.py --check    # exit 1 if a committed page differs (tests/test_docs_figures.py too)
 
-README.md and docs/index.md show one row per measurement (its headline, machine and a link); docs/benchmarks.md
-shows every run behind each headline with its machine, command and date. Change a figure in docs/figures.yaml,
-never in a page.
-
-A whole run's table (a recipe's results.py prints it, and its rows as JSON on the last line) is kept as
-docs/results/NAME.json: the rows as printed, the command, machine and date, and `renderer`, the script whose
-`table(rows, sentences, words)` wrote it. Any page (README.md, docs/, a recipe's README) shows it between
-`<!-- table:NAME begin ... -->` and `<!-- table:NAME end -->`, rendered by that same function, so a table that two
-pages show is one file and reads the same in both.
+A record is the JSON a script wrote when it measured (bench/harness.py's `Record`, or a recipe's results.py for
+its table): the command, the commit, the date, the machine, the settings, the raw passes. README.md and
+docs/index.md show one row per headline (its figures, the machine and a link); docs/benchmarks.md shows each
+headline's record: command, commit, date, machine. A page shows a whole run's table between
+`<!-- table:NAME begin ... -->` and `<!-- table:NAME end -->`: rendered by the record's `renderer` (a script
+whose `table(rows, sentences, words)` printed it) or, for a bench's record, as its results field by field.
+Change a figure by measuring again, never in a page.
 """
 
 from __future__ import annotations
@@ -50,6 +49,52 @@ def measurements() -> list[dict[str, Any]]:
     return list(yaml.safe_load(DATA.read_text(encoding="utf-8"))["measurements"])
 
 
+def record(name: str) -> dict[str, Any]:
+    path = RESULTS / name
+    if not path.is_file():
+        raise SystemExit(f"docs/figures.yaml or a page names the record {name!r}, but {path} does not exist")
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def lookup(data: Any, path: str) -> Any:
+    """A value of a record by a dotted path; a list of rows is indexed by a row's "name"."""
+    for key in path.split("."):
+        if isinstance(data, list):
+            data = next(row for row in data if row.get("name") == key)
+        else:
+            data = data[key]
+    return data
+
+
+def value(data: dict[str, Any], spec: dict[str, Any]) -> str:
+    """One figure of a headline, as figures.yaml's `values` entry says: `path` (dotted, through rows by name), or
+    `ratio` [path a, path b] (a / b); times `scale`; formatted by `format` (a format spec, e.g. ".2f")."""
+    if "ratio" in spec:
+        a, b = (float(lookup(data, path)) for path in spec["ratio"])
+        number: Any = a / b
+    else:
+        number = lookup(data, spec["path"])
+    if "scale" in spec:
+        number = float(number) * float(spec["scale"])
+    return format(number, spec.get("format", ""))
+
+
+def headline(m: dict[str, Any]) -> str:
+    data = record(m["record"])
+    return str(m["headline"]).format(**{name: value(data, spec) for name, spec in m.get("values", {}).items()})
+
+
+def machine(data: dict[str, Any]) -> str:
+    """A record's machine in words: a string as older records give it, else CPU, flags, cores and load."""
+    facts = data["machine"]
+    if isinstance(facts, str):
+        return facts
+    flags = ", ".join(facts.get("cpu_flags") or []) or "no flags read"
+    gpu = f"{facts['gpu']}, " if facts.get("gpu") else ""
+    return f"{gpu}{facts['cpu']} ({flags}), {facts['cores']} cores, load {facts['load_1min']} at start"
+
+
 def _cell(text: str, site: bool = True) -> str:
     """A table cell: `|` escaped as `\\|`, except inside code spans on a page of the site, where Python-Markdown
     keeps a pipe in the cell and would show the backslash; GitHub's tables (README.md) need it escaped there too."""
@@ -62,20 +107,22 @@ def summary(link_prefix: str, site: bool = True) -> str:
     for m in measurements():
         name = m["link"].split("#")[0].removesuffix(".md")
         rows.append(
-            f"| {_cell(m['task'], site)} | {_cell(m['headline'], site)} | {_cell(m['machine'], site)} | "
-            f"[{name}]({link_prefix}{m['link']}) |"
+            f"| {_cell(m['task'], site)} | {_cell(headline(m), site)} | {_cell(machine(record(m['record'])), site)} "
+            f"| [{name}]({link_prefix}{m['link']}) |"
         )
     return "\n".join(rows)
 
 
 def runs() -> str:
-    rows = ["| measurement | machine | command | date | result |", "|---|---|---|---|---|"]
+    rows = ["| measurement | result | command | commit | date | machine | record |", "|---|---|---|---|---|---|---|"]
     for m in measurements():
-        for run in m["runs"]:
-            rows.append(
-                f"| {_cell(m['task'])} | {_cell(run['machine'])} | {_cell('`' + run['command'] + '`')} | "
-                f"{_cell(run['date'])} | {_cell(run['result'])} |"
-            )
+        data = record(m["record"])
+        sha = (data.get("commit") or {}).get("commit", "")[:7] or "not recorded"
+        link = f"[{m['record']}](results/{m['record']})"
+        rows.append(
+            f"| {_cell(m['task'])} | {_cell(headline(m))} | {_cell('`' + data['command'] + '`')} | {sha} | "
+            f"{_cell(str(data['date'])[:10])} | {_cell(machine(data))} | {link} |"
+        )
     return "\n".join(rows)
 
 
@@ -87,11 +134,15 @@ PAGES = {
 
 
 def results_table(name: str) -> str:
-    """docs/results/NAME.json's rows as its renderer's `table` writes them."""
-    path = RESULTS / f"{name}.json"
-    if not path.is_file():
-        raise SystemExit(f"a page shows the table {name!r}, but {path.relative_to(ROOT)} does not exist")
-    run = json.loads(path.read_text(encoding="utf-8"))
+    """docs/results/NAME.json as a table: its rows as its renderer's `table` writes them, or a bench's record
+    field by field."""
+    run = record(f"{name}.json")
+    if "renderer" not in run:
+        lines = ["| | |", "|---|---|", f"| command | `{run['command']}` |", f"| date | {str(run['date'])[:10]} |"]
+        lines += [f"| machine | {_cell(machine(run))} |"]
+        lines += [f"| {key} | {_cell(json.dumps(v) if isinstance(v, (dict, list)) else v)} |" for key, v in
+                  run["results"].items()]  # fmt: skip
+        return "\n".join(lines)
     spec = importlib.util.spec_from_file_location(f"renderer_{name}", ROOT / run["renderer"])
     assert spec is not None and spec.loader is not None
     renderer = importlib.util.module_from_spec(spec)
@@ -110,18 +161,17 @@ def render_tables(text: str) -> str:
     )
 
 
+def all_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "recipes").glob("*/README.md"))]
+
+
 def table_pages() -> list[Path]:
     """The pages that show a results table."""
-    pages = [
-        ROOT / "README.md",
-        *sorted((ROOT / "docs").rglob("*.md")),
-        *sorted((ROOT / "recipes").glob("*/README.md")),
-    ]
-    return [p for p in pages if "<!-- table:" in p.read_text(encoding="utf-8")]
+    return [p for p in all_pages() if "<!-- table:" in p.read_text(encoding="utf-8")]
 
 
 def render(page: Path, text: str) -> str:
-    """`text` with its figures region replaced by what figures.yaml gives; a page without the region is an error."""
+    """`text` with its figures region replaced by what the records give; a page without the region is an error."""
     if not REGION.search(text):
         raise SystemExit(f"{page.relative_to(ROOT)} has no {BEGIN} ... {END} region")
     return REGION.sub(lambda _: f"{BEGIN}\n{PAGES[page]()}\n{END}", text, count=1)

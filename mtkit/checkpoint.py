@@ -241,8 +241,8 @@ def without_init() -> Iterator[None]:
     """torch.nn.init's functions as no-ops while a model is built on the meta device, whose weights come next.
 
     On meta tensors they run PyTorch's Python decompositions, whose first use imports torch._dynamo and sympy:
-    ~70 MiB of memory and seconds for a process that only decodes (a Multi30k `small` model: RSS +86 MiB and
-    5.7 s to build on a loaded 2-core EPYC, +17 MiB and 0.2 s without). Transformers' `no_init_weights` does
+    tens of MiB of memory and seconds for a process that only decodes (docs/benchmarks.md, "Figures behind the code's
+    choices": this module). Transformers' `no_init_weights` does
     the same; nothing else runs in between (a process builds its models before it starts threads)."""
     names = ("uniform_", "normal_", "xavier_uniform_", "kaiming_uniform_", "zeros_", "ones_", "constant_")
     saved = {name: getattr(torch.nn.init, name) for name in names}
@@ -260,7 +260,7 @@ def build_from(ckpt: dict[str, Any]) -> torch.nn.Module:
 
     The model is built without storage (on the meta device) and takes the checkpoint's tensors as its own
     (`assign`), in fp32 as a freshly built model has them: no random initialisation, and no second copy of the
-    weights beside the checkpoint's (an OPUS-MT base model: about 280 MiB less at its peak). Its position
+    weights beside the checkpoint's (the same row). Its position
     tables, which no checkpoint holds, are computed afterwards."""
     from mtkit.model import Transformer
     from mtkit.model.transformer import PositionalEncoding

@@ -5,17 +5,14 @@ glibc serves a request above its mmap threshold (128 KB, rising to at most 32 MB
 freed) with a fresh mapping and unmaps it on free, and gives the top of its heap back to the kernel
 once more than the trim threshold lies free there. A training update frees and allocates the same
 large activations and gradients again and again, so every update touched fresh pages, one minor page
-fault per 4 KB, and a fault is slow in a virtual machine. On a 2-core AMD EPYC (Zen 3, a KVM guest),
-`base` on Multi30k at max-tokens 4096 took 100,000-290,000 faults in most updates. With mmap off and
-trimming off the faults stop after the third update (the heap has reached its high-water mark), and the
-mean of updates 4-14 fell from 10.28 to 9.35 s on the same batches, at the same peak RSS;
-fairseq 0.12, which keeps glibc's defaults, took ~240,000 faults an update on the same data.
+fault per 4 KB, and a fault is slow in a virtual machine. With mmap off and trimming off the faults stop
+after the third update (the heap has reached its high-water mark), and updates measured faster at the same
+peak RSS (docs/benchmarks.md, "Figures behind the code's choices": this module).
 
 The cost: memory a run frees stays with the process until it exits (the peak RSS is what a training
 run needs anyway). glibc only; elsewhere, or where the environment already tunes glibc's malloc, or with
-MTKIT_CPU_HEAP=default, nothing changes. Decoding keeps the defaults: on the same machine it measured within
-noise this way (a mean of 100.8 against 96.2 sentences/s over four alternating pairs) and its peak RSS rose from
-545-566 to 664-708 MiB, near the issue's bound of twice CTranslate2's.
+MTKIT_CPU_HEAP=default, nothing changes. Decoding keeps the defaults: there it measured within noise this way
+while its peak memory rose by a fifth (the same row).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `base_language` is the rule that `zh-Hans`, `pt_BR` and `EN` count as `zh`, `pt` and `en` (which BLEU
 tokenizer, whether a script has spaces, what `mtkit clean --langid` expects). `Identifier` is langid.py's model
-through py3langid (its maintained fork; the extra `mtkit[langid]`, chosen by bench/langid_short.py: the most
+through py3langid (its maintained fork; the extra `mtkit[langid]`, chosen as the most
 accurate of four libraries on short sentences), loaded once on first use, optionally restricted to some
 languages: `mtkit clean --langid` classifies among all of them, serve's `/detect` ranks among a model's.
 

@@ -80,8 +80,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def sha256_file(path: Path) -> str:
-    """sha256 of a file in 1 MiB blocks; not files.fingerprint, whose line count costs ~40% more time here
-    (bench/provenance_hash.py), and a run may start on gigabytes of arrays."""
+    """sha256 of a file in 1 MiB blocks; not files.fingerprint, whose line count costs more time here, and a run
+    may start on gigabytes of arrays."""
     sha = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 20):

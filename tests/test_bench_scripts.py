@@ -19,31 +19,55 @@ from tests.support.recipes import load_script
 
 
 def test_train_throughputs_synthetic_corpus_is_data_that_training_reads(tmp_path: Path) -> None:
-    data = open_data(load_script("bench/train_throughput.py").make_corpus(tmp_path / "data", 50, 1000, seed=1))
-    assert data.vocab_size == 1000 and (data.src_lang, data.tgt_lang) == ("en", "de")
+    """The corpus is made by `mtkit prepare custom` and `mtkit bpe`: a data directory of the asked vocabulary with
+    WMT-like lengths, which `mtkit train` reads."""
+    data = open_data(load_script("bench/train_throughput.py").make_corpus(tmp_path / "data", 50, 400, seed=1))
+    assert data.vocab_size == 400 and (data.src_lang, data.tgt_lang) == ("src", "tgt")
     train, valid = data.split("train"), data.split("valid")
     assert (len(train), len(valid)) == (50, 64)
-    assert train.max_id() < 1000 and train.src_sizes.min() >= 1 and 10 < train.src_sizes.mean() < 50
+    assert train.max_id() < 400 and train.src_sizes.min() >= 1
+    words = [len(line.split()) for line in (data.path / "raw" / "train.src").read_text().splitlines()]
+    assert 10 < sum(words) / len(words) < 50  # WMT-like sentences (median ~20 words)
 
 
-def test_decode_abs_paired_speedup_compares_rounds_run_back_to_back() -> None:
-    """A variant 10% slower than the first within every round is 0.91x paired, however the machine's speed
-    moved from one round to the next; the median, lowest and highest of the rounds' ratios come back."""
-    paired = load_script("bench/decode_ab.py").paired_speedups
-    seconds = {"a": [10.0, 8.0, 12.0], "b": [11.0, 8.8, 13.2], "c": [5.0, 8.0, 24.0]}
-    result = paired(seconds, "a")
-    assert result["a"] == (1.0, 1.0, 1.0)
-    assert result["b"] == pytest.approx((1 / 1.1, 1 / 1.1, 1 / 1.1))
-    assert result["c"] == pytest.approx((1.0, 0.5, 2.0))  # median, lowest, highest
-    even = paired({"a": [1.0, 1.0], "b": [1.0, 0.5]}, "a")["b"]
-    assert even == pytest.approx((1.5, 1.0, 2.0))  # an even number of rounds: the middle two's mean
+def test_no_bench_imports_mtkit_internals() -> None:
+    """bench/ measures what a user runs: `import mtkit` and its public names, the command line, the server; a
+    question about an internal is answered by a script that lives while it is open, then leaves."""
+    import ast
+
+    internal = []
+    for script in sorted((ROOT / "bench").rglob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mtkit."):
+                internal.append(f"{script.name}: from {node.module} import ...")
+            elif isinstance(node, ast.Import):
+                internal += [f"{script.name}: import {a.name}" for a in node.names if a.name.startswith("mtkit.")]
+    assert not internal, internal
+
+
+def test_a_record_holds_the_command_commit_date_machine_settings_and_passes(tmp_path: Path) -> None:
+    """bench/harness.py's record: what a reader needs to trust and rerun a figure. Paths outside the repository
+    keep only their name; the load is the one when the bench began."""
+    harness = load_script("bench/harness.py")
+    argv = [str(ROOT / "bench" / "one_sentence.py"), "--model", "/somewhere/private/student.pt", "--rounds", "3"]
+    record = harness.Record(argv)
+    path = tmp_path / "results" / "x.json"
+    record.write(str(path), {"rounds": 3}, {"fp32": [1.0, 2.0]}, {"p50": 1.5})
+    data = json.loads(path.read_text())
+    assert data["format"] == "mtkit-bench-record" and data["command"] == (
+        "python bench/one_sentence.py --model student.pt --rounds 3"
+    )
+    assert len(data["commit"]["commit"]) == 40 and data["date"] == record.started
+    assert data["machine"]["cpu"] and data["machine"]["cores"] >= 1 and data["machine"]["load_1min"] == record.load
+    assert data["settings"] == {"rounds": 3} and data["passes"] == {"fp32": [1.0, 2.0]}
+    assert "/somewhere" not in path.read_text()
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc/PID/stat")
 def test_procstat_counters_see_a_fresh_buffers_page_faults_and_a_childs_cpu() -> None:
     """Writing 64 MiB of fresh memory costs this process at least one minor page fault per 4 KiB page;
-    a child's CPU time counts toward the total as the workers' does (`bench/decode_ab.py`'s figures)."""
-    bench = load_script("bench/procstat.py")
+    a child's CPU time counts toward the total as the workers' does."""
+    bench = load_script("bench/harness.py")
     go, burnt = os.pipe(), os.pipe()
     before = bench.counters()
     pid = os.fork()
@@ -96,7 +120,7 @@ def resident_mib(pid: str) -> float:
 def test_translate_speeds_pss_counts_what_a_forked_worker_shares_once() -> None:
     """`--workers` memory: 64 MiB written before a fork, then shared by parent and child, is 64 MiB in the PSS
     sum, where adding up the two processes' resident sizes counts it twice."""
-    bench = load_script("bench/procstat.py")
+    bench = load_script("bench/harness.py")
     shared = b"\1" * (64 * 2**20)  # written, so resident in the parent before the fork
     read, write = os.pipe()
     pid = os.fork()
@@ -120,7 +144,7 @@ def test_translate_speeds_pss_counts_what_a_forked_worker_shares_once() -> None:
 
 
 def test_the_paired_ratio_is_the_median_of_each_rounds_own_ratio_and_needs_matching_rounds() -> None:
-    paired_ratio = load_script("bench/rounds.py").paired_ratio
+    paired_ratio = load_script("bench/harness.py").paired_ratio
     assert paired_ratio([2.0, 3.0, 9.0], [1.0, 3.0, 3.0]) == (2.0, 1.0, 3.0)
     with pytest.raises(ValueError, match="same number"):
         paired_ratio([1.0, 2.0], [1.0])
@@ -166,7 +190,7 @@ def test_gpu_run_sh_runs_whole_on_the_cpu_with_a_tiny_preset(tmp_path: Path, cli
         "TRAIN_ARGS": "--sentences 200 --vocab 400 --threads 1 --peak-gflops 100",
         "RECIPE_ARGS": "--dry-run",
         "SYSTEMS": "mtkit-fp32",
-        "DECODE_ARGS": "--limit 4 --max-len-b 3",  # an untrained model's search runs to its length limit
+        "DECODE_ARGS": "--limit 4 --max-len-b 3 --threads 1",  # an untrained model's search runs to its length limit
     }
     done = subprocess.run(
         ["bash", str(ROOT / "bench" / "gpu_run.sh")], env=env, capture_output=True, text=True, timeout=300
@@ -201,44 +225,34 @@ def test_the_peers_scripts_parse_and_the_fairseq_comparison_runs_one_of_them() -
     assert set(bench.FAIRSEQ_ARCH.values()) <= {"small", "big"}
 
 
-def test_shortlist_checks_comparison_counts_identical_lines_and_the_bleu_change() -> None:
-    compare = load_script("bench/shortlist_check.py").compare
-    refs = ["a man rides a red bike .", "two dogs play in the snow ."]
-    figures = compare(["a man rides a red bike .", "two dogs play ."], refs, refs)
-    assert figures["identical_lines"] == 0.5 and figures["bleu_full"] == 100.0
-    assert figures["bleu_change"] == pytest.approx(figures["bleu_shortlist"] - 100.0) and figures["bleu_change"] < 0
+def test_one_sentence_times_each_variant_per_sentence_through_the_public_api(cli_model: Path, monkeypatch) -> None:
+    """bench/one_sentence.py on a tiny model: each variant is `mtkit.load_translator` at its own precision, every
+    call translates one sentence, every sentence is timed in every round, the variants take turns (fp32 first in
+    even rounds, int8 first in odd ones), and each variant's outputs are its own translator's."""
+    import mtkit
 
-
-def test_one_sentence_times_each_variant_per_sentence_and_compares_outputs(cli_model: Path) -> None:
-    """bench/one_sentence.py on a tiny model: every sentence timed in every round, the first variant's outputs
-    the reference (fp32 equals itself; int8 decodes too)."""
     bench = load_script("bench/one_sentence.py")
+    real, opened, calls = mtkit.load_translator, {}, []
+
+    def spy(model, **kwargs):
+        translator = real(model, **kwargs)
+        precision, translate = kwargs["precision"], translator.translate
+        opened[precision] = translator
+
+        def one_by_one(lines, *args, **kw):
+            calls.append((precision, list(lines)))
+            return translate(lines, *args, **kw)
+
+        translator.translate = one_by_one
+        return translator
+
+    monkeypatch.setattr(mtkit, "load_translator", spy)
     lines = ["a b c", "d e", "f g h i"]
     results = bench.measure(str(cli_model), lines, ["fp32", "int8"], rounds=2, threads=1)
-    assert set(results) == {"fp32", "int8"}
-    assert all(len(r["ms"]) == 2 * len(lines) and len(r["outputs"]) == len(lines) for r in results.values())
-    assert all(ms > 0 for r in results.values() for ms in r["ms"])
-
-
-def test_cpu_split_sorts_perf_samples_into_classes() -> None:
-    """bench/cpu_split.py: products wherever they run (generated code, MKL's, PyTorch's small bmm), waiting in
-    OpenMP, Python, memory (libc and the kernel) and every other kernel, from perf's report lines."""
-    split = load_script("bench/cpu_split.py").split
-    report = "\n".join(
-        [
-            "# Overhead  Samples  Shared Object  Symbol",
-            "    40.00%      400  [JIT] tid 123         [.] 0x00007f476d1632a5",
-            "    10.00%      100  libtorch_cpu.so       [.] mkl_blas_def_sgemm_scopy_down16_bdz",
-            "     5.00%       50  libtorch_cpu.so       [.] at::native::bmm_out_or_baddbmm_",
-            "     9.00%       90  libtorch_cpu.so       [.] at::native::serial_vec_log_softmax_lastdim_range",
-            "     8.00%       80  libgomp.so.1          [.] 0x000000000001de62",
-            "     7.00%       70  libpython3.11.so.1.0  [.] _PyEval_EvalFrameDefault",
-            "     6.00%       60  libc.so.6             [.] __memmove_avx512_unaligned_erms",
-            "     5.00%       50  [kernel.kallsyms]     [k] clear_page_erms",
-            "     4.00%       40  libctranslate2.so.4   [.] ctranslate2::ops::TopK::compute",
-            "     1.00%       10  libfoo.so             [.] bar",
-        ]
-    )
-    assert split(report) == {
-        "products": 550, "kernels": 130, "python": 70, "memory": 110, "waiting": 80, "other": 10,
-    }  # fmt: skip
+    assert set(opened) == {"fp32", "int8"} and set(results) == {"fp32", "int8"}
+    assert all(len(batch) == 1 for _, batch in calls)  # one sentence a call: a lone request's latency
+    timed = [precision for precision, _ in calls[6:]]  # after the warm-up: each variant translates the 3 lines once
+    assert timed == ["fp32"] * 3 + ["int8"] * 3 + ["int8"] * 3 + ["fp32"] * 3  # A B, then B A
+    for variant, result in results.items():
+        assert len(result["ms"]) == 2 * len(lines) and all(ms > 0 for ms in result["ms"])
+        assert result["outputs"] == [opened[variant].translate([line], beam=1)[0] for line in lines]

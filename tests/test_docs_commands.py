@@ -23,16 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer
 from typer._click import exceptions as click_errors  # typer carries its own click since 0.26
 
 from mtkit import hub
-from mtkit.cli import app
 from mtkit.data import corpora, prepare
-from mtkit.errors import MtkitError
 from tests.support import docblocks
 from tests.support.cli import ROOT, run_cli
 from tests.support.corpora import full_multi30k, read_gz, short_pairs
+from tests.support.docblocks import parse
 from tests.support.training import FAST
 
 # What a runnable block's `mtkit train` gets appended so that it takes seconds (later options win in click): the
@@ -59,40 +57,6 @@ def quick(argv: list[str]) -> list[str]:
             at = options.index(dropped)
             options = options[:at] + options[at + 2 :]
     return options
-
-
-def parse(argv: list[str], partial: bool = False) -> None:
-    """Parse `mtkit ...` down to its (sub)command with mtkit's own click command; raise click's error.
-
-    `partial`: inline code in a sentence (`mtkit translate --beam 1`) names a command and some options, not all
-    that a run needs; a missing argument, or an option named without its value, is then not an error."""
-    command = typer.main.get_command(app)
-    if partial and argv == ["mtkit"]:
-        return  # `torchrun ... -m mtkit`: the launcher, naming mtkit
-    ctx = None
-    rest = argv[1:]
-    name = "mtkit"
-    while True:
-        try:
-            ctx = command.make_context(name, list(rest), parent=ctx, resilient_parsing=False)
-        except (typer.Exit, SystemExit) as stop:  # --help, --version, completion: parsed, then the command stops
-            assert getattr(stop, "exit_code", getattr(stop, "code", 0)) in (0, None)
-            return
-        except (click_errors.MissingParameter, click_errors.BadOptionUsage) as error:
-            if partial and (isinstance(error, click_errors.MissingParameter) or "requires an argument" in str(error)):
-                return
-            raise
-        except MtkitError as error:  # `--config FILE` is read while parsing: a file of the docs' example
-            assert str(error).startswith("cannot read the config file"), error
-            return
-        if not hasattr(command, "resolve_command"):
-            assert not ctx.args, f"arguments left unparsed: {ctx.args}"
-            return
-        rest = [*ctx._protected_args, *ctx.args]  # click keeps the subcommand name aside
-        if not rest:
-            return
-        name, command, rest = command.resolve_command(ctx, rest)
-        assert command is not None
 
 
 def documented_commands() -> tuple[list[tuple[str, list[str], bool]], list[str]]:

@@ -1,14 +1,21 @@
-"""Every headline figure comes from docs/figures.yaml: the pages' tables are what docs/gen_figures.py writes, and
-wherever README.md, docs/*.md, the recipes' READMEs or CHANGELOG.md's Unreleased section state a measurement in
-prose (the measurement's `said` patterns), they state the same figure."""
+"""Every figure a page shows comes from a record under docs/results/: the tables are what docs/gen_figures.py
+renders from the records, each record says how it was measured (its command still parses, its commit exists, its
+date and machine are real), and a measurement stated anywhere in README.md, docs/ or a recipe's README, outside
+the generated tables and the clearly marked historical regions, is a figure some record holds."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.recipes import dry_run, load_script, parse_line, parse_mtkit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs"))
@@ -17,69 +24,183 @@ try:
 finally:
     sys.path.remove(str(ROOT / "docs"))
 
+RECORDS = sorted(gen_figures.RESULTS.glob("*.json"))
+# Regions of a page whose figures are not mtkit's measurements of today, each opening with its label where a reader
+# sees it: what was measured before records were kept, and what a page quotes (a paper's table) or estimates.
+UNRECORDED = re.compile(r"<!-- (?P<kind>unrecorded|quoted):begin -->\n(?P<body>.*?)<!-- (?P=kind):end -->", re.S)
+LABELS = {"unrecorded": "*Historical, unrecorded:", "quoted": "*Quoted or estimated, not measured by mtkit:"}
+UNRECORDED_LABEL = LABELS["unrecorded"]
+GENERATED = re.compile(f"{gen_figures.REGION.pattern}|{gen_figures.TABLE.pattern}", re.S)
+NUMBER = r"\d[\d,]*(?:\.\d+)?"
+# What a page states as a measurement: a ratio (5.45x, 1.14-1.78x), a number with a unit of speed, time or size,
+# a decimal beside BLEU, or a score's shape anywhere (two digits and one or two decimals: 36.73, 21.3, but not a
+# version's 2.13.0). Settings are written as options (`--batch-wait-ms 5`, in code) or in words.
+FIGURE = re.compile(
+    rf"(?P<a>{NUMBER})(?:-(?P<b>{NUMBER}))?(?:x\b| ?(?:ms|us|s/update|MiB|MB|GB|GiB|KiB|tok/s|tokens/s|"
+    rf"target tokens/s|sentences/s|sent/s|words/s)\b)|(?P<c>\d+\.\d+)(?= (?:test )?(?:sacre)?BLEU)"
+    r"|(?<![\d.])(?P<d>[1-9]\d\.\d{1,2})(?![\d.]*\d)"
+)
+# Figures that are settings or facts of a format, not measurements, each with why.
+NOT_MEASURED = {
+    "1.25x": "--precision auto's margin around its bar (docs/training.md)",
+    "1.2x": "--precision auto's bar for a training pass",
+    "1.1x": "--precision auto's bar for a product",
+    "300 MB": "the size of an OPUS-MT model on the Hub, a file's size",
+    "80 GB": "a GPU's memory, as its maker states it",
+    "63.1": "`base`'s parameters in millions, counted from its architecture",
+    "100 MB": "the size of a fault test's input line",
+    "64 MiB": "the most mtkit reads of a model directory's small file, a limit",
+    "31 MB": "`small`'s model file: its parameters, 4 bytes each",
+    "92 MB": "`small`'s checkpoint: its parameters and Adam's two moments, 4 bytes each",
+}
+# Pages whose figures are not checked yet, each with why.
+UNCHECKED = {
+    "docs/reference/cli.md": "generated from the command line's help: its numbers are options' defaults",
+    "docs/serving.md": "being rewritten beside the server's adapters; its figures are checked once that lands",
+}
 
-def prose_pages() -> dict[str, str]:
-    pages = [
-        ROOT / "README.md",
-        *sorted((ROOT / "docs").rglob("*.md")),
-        *sorted((ROOT / "recipes").glob("*/README.md")),
-    ]
-    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in pages}
-    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    texts["CHANGELOG.md (Unreleased)"] = changelog.split("\n## [", 2)[1] if "\n## [" in changelog else changelog
-    return texts
+
+def pages() -> dict[str, str]:
+    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in gen_figures.all_pages()}
+
+
+def prose(text: str) -> str:
+    """What a page states in its own words: without generated tables, historical regions, code blocks and spans."""
+    text = GENERATED.sub("", text)
+    text = UNRECORDED.sub("", text)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def numbers(value: object) -> set[str]:
+    """A record's figures as a page may print them: each number at 0-3 decimals, commas taken out."""
+    found: set[str] = set()
+    if isinstance(value, dict):  # raw passes are what figures are made of, not figures: a page states the results
+        for key, v in value.items():
+            found |= set() if key in ("passes", "commit", "machine", "date") else numbers(v)
+    elif isinstance(value, list):
+        for v in value:
+            found |= numbers(v)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        found |= {f"{value:.{d}f}" for d in range(4)} | {str(value)}
+    return found
+
+
+def recorded() -> set[str]:
+    """Every figure the records hold, and every figure the tables rendered from them show."""
+    found: set[str] = set()
+    for path in RECORDS:
+        found |= numbers(json.loads(path.read_text(encoding="utf-8")))
+    for text in pages().values():
+        for region in GENERATED.finditer(text):
+            found |= {n.replace(",", "") for n in re.findall(NUMBER, region[0])}
+    return found
+
+
+def unrecorded(texts: dict[str, str]) -> list[str]:
+    """'page: figure' for every measurement stated outside the tables and historical regions that no record holds."""
+    known = recorded()
+    wrong = []
+    for name, text in texts.items():
+        if name in UNCHECKED:
+            continue
+        for match in FIGURE.finditer(prose(text)):
+            if match[0] in NOT_MEASURED:
+                continue
+            for figure in filter(None, (match["a"], match["b"], match["c"], match["d"])):
+                if figure.replace(",", "") not in known:
+                    wrong.append(f"{name}: {match[0]}")
+    return wrong
 
 
 @pytest.mark.parametrize("page", list(gen_figures.PAGES), ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_tables_are_what_figures_yaml_gives(page: Path) -> None:
+def test_the_headline_tables_are_what_the_records_give(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
     assert gen_figures.render(page, text) == text, "run `python docs/gen_figures.py` and commit the pages"
 
 
-def test_every_measurement_has_its_machine_command_and_date() -> None:
+def test_no_page_states_a_measurement_that_no_record_holds() -> None:
+    wrong = unrecorded(pages())
+    assert not wrong, "figures without a record (measure them with --record, or move them to a marked region):\n" + (
+        "\n".join(wrong)
+    )
+
+
+def test_a_page_with_a_figure_no_record_holds_fails_and_a_marked_region_passes() -> None:
+    stated = "The student runs 9.87x the teacher, 123.4 sentences/s, and scores 40.12 sacreBLEU."
+    assert unrecorded({"page.md": stated}) == ["page.md: 9.87x", "page.md: 123.4 sentences/s", "page.md: 40.12"]
+    marked = f"<!-- unrecorded:begin -->\n{UNRECORDED_LABEL} old.*\n{stated}\n<!-- unrecorded:end -->"
+    assert unrecorded({"page.md": marked}) == [] and unrecorded({"page.md": "`--beam 4` and 36.73 BLEU"}) == []
+
+
+def test_every_historical_or_quoted_region_says_so_where_a_reader_sees_it() -> None:
+    for name, text in pages().items():
+        for kind in LABELS:
+            assert text.count(f"<!-- {kind}:begin -->") == text.count(f"<!-- {kind}:end -->"), name
+        for region in UNRECORDED.finditer(text):
+            assert region["body"].lstrip().startswith(LABELS[region["kind"]]), f"{name}: a region without its label"
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
+def test_every_record_has_its_command_commit_date_machine_and_passes(path: Path) -> None:
+    """What a reader needs to trust a figure and rerun it. A bench's record (bench/harness.py) names its commit,
+    which must be one of this repository's, and the machine as facts (the CPU, its flags, cores, the load at
+    start); a recipe's table record (with its `renderer`) came before the writer and names the machine in words."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["command"].split()[0] in ("python", "bash", "mtkit"), data["command"]
+    date = dt.date.fromisoformat(str(data["date"])[:10])
+    assert dt.date(2026, 1, 1) <= date <= dt.date.today(), date
+    if "renderer" in data:
+        assert (ROOT / data["renderer"]).is_file() and data["machine"] and data["rows"]
+        one = data.get("timing") == "one timed pass"  # its seconds are the pass
+        assert all(row.get("passes") or one for row in data["rows"]), "every row keeps its raw passes"
+        return
+    assert data["format"] == "mtkit-bench-record" and data["passes"] and data["settings"] is not None
+    sha = data["commit"]["commit"]
+    known = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True)
+    assert re.fullmatch(r"[0-9a-f]{40}", sha) and known.returncode == 0, f"{sha} is no commit of this repository"
+    facts = data["machine"]
+    assert facts["cpu"] and isinstance(facts["cpu_flags"], list) and facts["cores"] >= 1
+    assert isinstance(facts["load_1min"], (int, float))
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
+def test_every_records_command_parses_at_the_current_command_line(path: Path, tmp_path: Path) -> None:
+    """A bench's command with the bench's own parser; a recipe's with its dry run, each `mtkit` line it prints with
+    mtkit's typer app; an `mtkit` command with the app itself."""
+    argv = shlex.split(json.loads(path.read_text(encoding="utf-8"))["command"])
+    if argv[0] == "python":
+        script = load_script(argv[1])
+        script.parse_args(argv[2:])
+    elif argv[0] == "bash":
+        recipe = Path(argv[1]).parent.name
+        for line in dry_run(recipe, *argv[2:], cwd=tmp_path):
+            if line.startswith(("mtkit ", "torchrun ")):
+                parse_mtkit(parse_line(line)[0])
+    else:
+        parse_mtkit(argv)
+
+
+def test_a_command_the_current_parsers_refuse_fails_the_check(tmp_path: Path) -> None:
+    bench = load_script("bench/one_sentence.py")
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--model", "m.pt", "--src", "x", "--variants", "compiled"])  # a variant that left
+    with pytest.raises(AssertionError):
+        dry_run("multi30k-distill", "--preset", "small", cwd=tmp_path)
+
+
+def test_every_headline_names_a_record_and_fills_its_sentence_from_it() -> None:
     for m in gen_figures.measurements():
-        assert m["figure"] in m["headline"], m["id"]
-        for run in m["runs"]:
-            assert run["machine"] and run["command"] and run["date"] and run["result"], (m["id"], run)
-
-
-def stated(texts: dict[str, str]) -> dict[str, set[tuple[str, str]]]:
-    """{measurement id: {(figure, page)}} for every statement the `said` patterns find."""
-    found: dict[str, set[tuple[str, str]]] = {}
-    for m in gen_figures.measurements():
-        for pattern in m["said"]:
-            for name, text in texts.items():
-                for match in re.finditer(pattern, text):
-                    found.setdefault(m["id"], set()).add((match[1], name))
-    return found
-
-
-def test_no_two_pages_state_different_figures_for_one_measurement() -> None:
-    figures = {m["id"]: m["figure"] for m in gen_figures.measurements()}
-    found = stated(prose_pages())
-    wrong = [
-        f"{page}: {figure} (figures.yaml: {figures[mid]})"
-        for mid, hits in found.items()
-        for figure, page in hits
-        if figure != figures[mid]
-    ]
-    assert not wrong, "figures that disagree with docs/figures.yaml:\n" + "\n".join(sorted(wrong))
-    assert {"multi30k", "quick", "train-speed", "decode-speed"} <= set(found), "the patterns find the tables at least"
-
-
-def test_a_page_with_an_older_figure_fails() -> None:
-    texts = {
-        "README.md": "(12-25 test BLEU after its 3 minutes of training)",
-        "docs/index.md": "**38.5** sacreBLEU (`small`, 25 minutes",
-    }
-    found = stated(texts)
-    assert ("12-25", "README.md") in found["quick"] and ("38.5", "docs/index.md") in found["multi30k"]
+        assert (gen_figures.RESULTS / m["record"]).is_file(), m["id"]
+        text = gen_figures.headline(m)
+        assert "{" not in text and all(gen_figures.value(gen_figures.record(m["record"]), v) in text
+                                       for v in m.get("values", {}).values())  # fmt: skip
 
 
 def test_the_results_tables_are_what_their_json_gives() -> None:
-    pages = gen_figures.table_pages()
-    assert ROOT / "docs" / "distill.md" in pages and ROOT / "recipes" / "multi30k-distill" / "README.md" in pages
-    for page in pages:
+    pages_ = gen_figures.table_pages()
+    assert ROOT / "docs" / "distill.md" in pages_ and ROOT / "recipes" / "multi30k-distill" / "README.md" in pages_
+    for page in pages_:
         text = page.read_text(encoding="utf-8")
         assert gen_figures.render_tables(text) == text, f"run `python docs/gen_figures.py` ({page.relative_to(ROOT)})"
 

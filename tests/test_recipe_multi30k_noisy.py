@@ -18,13 +18,14 @@ WORDS = {
 
 
 def _fake_multi30k(root: Path, n: int = 400) -> Path:
-    """Multi30k's layout with n synthetic captions a language, aligned by line (word i of each list is one word)."""
+    """The shipped Multi30k's layout (train.LANG.gz side by side) with n synthetic captions a language, aligned by
+    line (word i of each list is one word)."""
     import random
 
     rng = random.Random(4)
     rows = [[rng.randrange(13) for _ in range(rng.randint(4, 9))] for _ in range(n)]
     for lang, words in WORDS.items():
-        folder = root / ("multi30k-en-de" if lang in ("en", "de") else "multi30k-fr-cs")
+        folder = root
         folder.mkdir(parents=True, exist_ok=True)
         text = "".join(" ".join(words[i] for i in row).capitalize() + ".\n" for row in rows)
         with gzip.open(folder / f"train.{lang}.gz", "wt", encoding="utf-8") as f:
@@ -33,7 +34,7 @@ def _fake_multi30k(root: Path, n: int = 400) -> Path:
 
 
 def test_the_noisy_corpus_is_deterministic_and_each_rule_finds_its_noise(tmp_path):
-    bench = load_script("bench/multi30k_noisy.py")
+    bench = load_script("recipes/multi30k-noisy/noise.py")
     data = _fake_multi30k(tmp_path / "data")
     counts = bench.build(data, tmp_path / "a", seed=1)
     bench.build(data, tmp_path / "b", seed=1)
@@ -52,7 +53,7 @@ def test_the_noisy_corpus_is_deterministic_and_each_rule_finds_its_noise(tmp_pat
 def test_dry_run_trains_clean_noisy_and_cleaned_alike(tmp_path):
     data = tmp_path / "da ta"
     lines = dry_run("multi30k-noisy", "--data", str(data), "--minutes", "10", cwd=tmp_path)
-    assert shlex.split(lines[0])[:2] == ["python", str(ROOT / "bench" / "multi30k_noisy.py")]
+    assert shlex.split(lines[0])[:2] == ["python", str(ROOT / "recipes" / "multi30k-noisy" / "noise.py")]
     assert shlex.split(lines[2])[-4:] == [
         "--max-char-ratio",
         "2",
@@ -67,8 +68,8 @@ def test_dry_run_trains_clean_noisy_and_cleaned_alike(tmp_path):
     settings = [{k: v for k, v in p.items() if k not in ("data", "out")} for p in trains]
     assert settings[0] == settings[1] == settings[2] and settings[0]["max_minutes"] == 10
     prepares = [params for name, params in steps if name == "prepare"]
-    assert prepares[0]["train_src"] == data / "multi30k-en-de" / "train.en.gz"
-    assert all(p["valid_src"] == data / "multi30k-en-de" / "val.en.gz" for p in prepares)
+    assert prepares[0]["train_src"] == data / "train.en.gz"
+    assert all(p["valid_src"] == data / "val.en.gz" for p in prepares)
     assert all(params["lang"] == "de" for name, params in steps if name == "score")
 
 
@@ -112,20 +113,16 @@ def test_the_dual_system_scores_with_a_model_each_way_and_drops_a_share(tmp_path
     done = run_recipe("multi30k-noisy", "--data", str(tmp_path), "--systems", "dual", "--dual-xent-drop", "4",
                       "--dry-run", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and "--dual-xent-drop must be a share between 0 and 1" in done.stderr
-    done = run_recipe("multi30k-noisy", "--data", str(tmp_path), "--systems", "dual", "--out", str(tmp_path / "o"),
-                      cwd=tmp_path)  # fmt: skip
+    done = run_recipe("multi30k-noisy", "--systems", "dual", "--out", str(tmp_path / "o"), cwd=tmp_path)
     assert done.returncode == 2 and "needs the cleaned system's model" in done.stderr
 
 
-def test_the_recipe_needs_its_data(tmp_path):
-    done = run_recipe("multi30k-noisy", cwd=tmp_path)
-    assert done.returncode == 2 and "give --data DIR" in done.stderr
-
-
-def test_the_scale_benchs_corpus_is_mostly_new_pairs_with_some_noise(tmp_path):
-    bench = load_script("bench/clean_scale.py")
-    src, tgt = bench.make(_fake_multi30k(tmp_path / "data"), 500, tmp_path)
-    en, de = src.read_text(encoding="utf-8").splitlines(), tgt.read_text(encoding="utf-8").splitlines()
-    assert len(en) == len(de) and 500 < len(en) < 540  # about 2% exact duplicates added
-    assert sum(s == t for s, t in zip(en, de)) > 0 and sum(s.startswith("<p>") for s in en) > 0
-    assert len(set(zip(en, de))) > 0.95 * len(en)
+def test_the_recipe_reads_the_shipped_corpus_by_default_and_says_when_data_lacks_it(tmp_path):
+    """As written in its README, with no --data: the Multi30k that ships with mtkit, every language of it."""
+    lines = dry_run("multi30k-noisy", cwd=tmp_path)
+    shipped = ROOT / "mtkit" / "data" / "multi30k"
+    assert shlex.split(lines[0])[shlex.split(lines[0]).index("--data") + 1] == str(shipped)
+    for lang in ("en", "de", "fr", "cs"):
+        assert (shipped / f"train.{lang}.gz").is_file()
+    done = run_recipe("multi30k-noisy", "--data", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2 and "does not hold Multi30k's files" in done.stderr

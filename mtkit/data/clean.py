@@ -14,7 +14,7 @@ What happens to each training pair (dev and test sets never come here):
    a space, and runs of spaces collapse. `PunctNormalizer` (normalize.py) applies sacremoses'
    own rule table with precompiled patterns and skips a rule when the one character every
    match of it must contain is absent: output identical to sacremoses' (the tests compare
-   them), at 10-25x its speed.
+   them), many times faster (docs/benchmarks.md: mtkit/data/normalize.py).
 3. Filters, the first one that applies is counted: `empty` (a side is empty after step 2),
    `too_long` (a side has more than 250 words), `ratio` (one side has more than 1.5 times
    the words of the other), `too_long_chars` and `char_ratio` (the same tests counted in

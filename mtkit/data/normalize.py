@@ -1,7 +1,8 @@
 """Step 2 of cleaning (clean.py): Moses punctuation normalisation and non-printing characters, fast.
 
 `PunctNormalizer` gives sacremoses' `MosesPunctNormalizer(lang).normalize` output (the tests
-compare them on real text) at 10-25x its speed; `remove_non_printing` is Moses'
+compare them on real text) many times faster (docs/benchmarks.md, "Figures behind the code's choices": this module);
+`remove_non_printing` is Moses'
 remove-non-printing-char.perl plus the Unicode line and paragraph separators.
 """
 

@@ -308,7 +308,7 @@ class Runner:
 
 def first_drops(rules: Sequence[Rule], sources: list[str], targets: list[str]) -> list[str | None]:
     """The rule that drops each pair of texts (None: kept), the rules applied one after the other in this process,
-    as the runner counts them: what a report of each rule's catch needs (bench/multi30k_noisy.py)."""
+    as the runner counts them: what a report of each rule's catch needs (recipes/multi30k-noisy/noise.py)."""
     dropped_by: list[str | None] = [None] * len(sources)
     alive = list(range(len(sources)))
     for rule in rules:

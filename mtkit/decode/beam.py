@@ -57,8 +57,8 @@ def top_k(x: Tensor, count: int, group: int = 16) -> tuple[Tensor, Tensor]:
     width), and only the `count` groups with the largest maxima are searched: an element outside
     them is at most its own group's maximum, which is at most the count-th largest maximum, and each
     of those `count` groups holds an element at least that large. A maximum over groups is one
-    vectorised pass; torch.topk over the whole row is not (a beam-4 step over an 8,000-word
-    vocabulary, 200 x 32,000: 3.9 ms for torch.topk, 1.2 ms this way on a 2-core Zen 4 EPYC).
+    vectorised pass; torch.topk over the whole row is not (docs/benchmarks.md, "Figures behind the code's choices": this
+    module).
     Equal values may come in another order than torch.topk's. Other devices, and widths that do
     not split into groups of `group` or have fewer groups than `count`, keep torch.topk.
     """
@@ -275,8 +275,8 @@ def greedy(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     (B, limit) tensor instead of being gathered and concatenated every step; the rows at their length limit
     are looked at only once the shortest limit is reached; the step is reordered only when a sentence
     leaves (a `Step` keeps its rows as they are when not told otherwise). The step has one row per sentence, as
-    `beam_search` and the shortlist make it. Measured: about half the operations
-    around each decoder step, 1.03x on a 6+2 student's int8 test-set decode (2-core Zen 4 EPYC).
+    `beam_search` and the shortlist make it. It takes about half the operations around each decoder step
+    (the same row).
     """
     B, device, dtype = src.size(0), src.device, step.dtype
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)

@@ -316,7 +316,7 @@ def open_directory(path: Path, device: str, precision: str, workers: int, thread
     """mtkit's text pipeline over CTranslate2, for `mtkit translate|serve -m DIR` (mtkit/decode/loading.py).
 
     `threads`: CTranslate2's intra_threads; 0 takes PyTorch's count (`mtkit.device.default_threads`), as mtkit's
-    own engine would run. torch itself is not imported: CTranslate2 searches, and torch would cost ~200 MiB."""
+    own engine would run. torch itself is not imported: CTranslate2 searches, and torch would cost hundreds of MiB."""
     import_ctranslate2()
     name = next((n for n in TOKENIZER_NAMES if (path / n).is_file()), None)
     if name is None:

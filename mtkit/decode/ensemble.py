@@ -76,7 +76,7 @@ class EnsembleStep:
 
 
 # How a search gets its Step: (the model or ensemble, src (B, S), rows per sentence, cache capacity) -> Step.
-# `make_step` is mtkit's; a benchmark may hand the engine another (bench/compiled_step.py: a compiled step).
+# `make_step` is mtkit's; a caller that measures another step (a compiled one, say) may hand the engine that.
 StepFactory = Callable[["Transformer | Ensemble", Tensor, int, int], Step]
 
 

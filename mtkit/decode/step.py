@@ -14,9 +14,8 @@ from torch import Tensor
 
 from mtkit.model.transformer import Transformer
 
-# Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs). On a 2-core
-# Zen 4 EPYC, 2,000 rows x 256 -> 8,000 with its log-softmax: 69 ms in one product, 56 ms in
-# blocks of 256 (46 ms with the weight packed for oneDNN); for 800 rows the two are even.
+# Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs): blocks measured faster
+# than one product on many rows, even on fewer (docs/benchmarks.md, "Figures behind the code's choices": this module).
 PROJECT_ROWS = 256
 
 

@@ -52,7 +52,7 @@ class TorchEngine:
         self.model = models[0]
         self.about = dict(about or {})
         # How a beam search makes its Step (None: mtkit's ModelStep, or an ensemble's). Handed in by whoever
-        # measures another step (bench/compiled_step.py), so that decoding itself never asks.
+        # measures another step (a compiled one, say), so that decoding itself never asks.
         self.steps: StepFactory | None = None
         self.shortlist = shortlist  # an ensemble's: the union of its members' (Shortlist.union)
 

@@ -32,7 +32,7 @@ from mtkit.decode_defaults import layered
 from mtkit.errors import MtkitError
 
 # No torch here: the engine (mtkit/decode/engine.py) imports what it runs on; CTranslate2 needs no torch (and
-# its import costs ~200 MiB of memory).
+# its import costs hundreds of MiB of memory).
 
 logger = logging.getLogger(__name__)
 

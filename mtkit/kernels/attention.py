@@ -20,18 +20,16 @@ from mtkit.kernels.dropout import dropout
 def math_attention_is_faster(q: Tensor, k: Tensor) -> bool:
     """Whether `attention_math` beats PyTorch's fused kernel (flash attention) here: on the CPU, by shape and dtype.
 
-    Measured on a 2-core Zen 4 EPYC (`python bench/attention_speed.py`, training cases forward + backward
-    with 4 and 8 heads); the fused CPU kernel is tiled for long blocks of queries and keys, and
-    translation's are short.
-    - Training in bf16 or fp16 (autocast): up to 128 positions. The fused kernel's backward pass in bf16
-      is slow on the CPU: 135 ms against 31 for 290 sentences of 14 tokens with 8 heads (`base` on
-      Multi30k), 4.3-4.5x at 14 tokens, 1.7-1.8x at 128; at 250 the fused kernel is even or ahead (0.8-1.0x).
-    - Training in fp32: never. The math path measured 1.1-2.0x per call below 32 tokens (0.6-0.9x from 32),
-      but whole `small` fp32 updates on Multi30k did not gain (2,703 and 2,728 target tokens/s against
-      2,840 and 2,689, alternating) and peak RSS rose by 80-150 MB, past fairseq's.
+    The fused CPU kernel is tiled for long blocks of queries and keys, and translation's are short. The
+    bounds below are where the math path measured faster (docs/benchmarks.md, "Figures behind the code's choices": this
+    module):
+    - Training in bf16 or fp16 (autocast): up to 128 positions (the fused kernel's bf16 backward pass is
+      slow on the CPU).
+    - Training in fp32: never (faster per call on short blocks, but whole updates did not gain, and the
+      peak memory rose).
     - No gradient: query blocks of at most 16 (a decoding step's one query per row, a sentence's beams
-      against its source, an encoder's 16-token sentences: 1.0-4.6x in fp32), and in bf16 or fp16 any
-      block of at most 64 positions (1.7-3.7x; 0.5-1.4x at 128).
+      against its source, an encoder's 16-token sentences), and in bf16 or fp16 any block of at most 64
+      positions.
     Other devices always take the fused kernel.
     """
     if q.device.type != "cpu":
@@ -48,16 +46,14 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal
 
     On a Hopper GPU PyTorch prefers cuDNN's kernel in bf16 and fp16, and cuDNN builds a plan for every
     new shape. Translation meets new shapes all the time (every batch's lengths in training, one more
-    key at every decoding step), and the plans cost far more than the attention. On an H200 (torch 2.11,
-    `python bench/cuda_attention.py`): a bf16 decoding step's attention 129 ms with cuDNN's kernel allowed,
-    0.12 without; a training batch's, forward and backward, 276 ms and 0.53. Whole bf16 `base` training
-    updates of 4,096 tokens took 0.31 s with it allowed, 0.066 without (fp32: 0.05); a bf16 beam search of
-    1,000 sentences 12.6 s and 1.4. The flash and memory-efficient kernels need no plan. A caller who switched
+    key at every decoding step), and the plans cost far more than the attention: on an H200 whole bf16 training
+    updates and beam searches ran several times faster without it (docs/benchmarks.md, "Figures behind the code's
+    choices": this module). The flash and memory-efficient kernels need no plan. A caller who switched
     cuDNN's kernel off keeps it off.
     """
     if q.device.type != "cuda" or not torch.backends.cuda.cudnn_sdp_enabled():  # type: ignore[no-untyped-call]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
-    torch.backends.cuda.enable_cudnn_sdp(False)  # 1.5 us, against ~30 for torch.nn.attention.sdpa_kernel
+    torch.backends.cuda.enable_cudnn_sdp(False)  # far cheaper than torch.nn.attention.sdpa_kernel
     try:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
     finally:
@@ -71,8 +67,8 @@ def attention_math(
 
     The softmax is float32 whatever q and k are. In training the scores are float32 too, as the fused
     kernel keeps them: bf16 or fp16 q and k are widened for the first product, which runs outside
-    autocast (rounding the scores to bf16 first, as fairseq's attention does, measured 1.3-1.6x faster
-    and is not the fused kernel's arithmetic). The probabilities are narrowed to v's type for the second
+    autocast (rounding the scores to bf16 first, as fairseq's attention does, measured faster and is not
+    the fused kernel's arithmetic). The probabilities are narrowed to v's type for the second
     product. `causal` masks a square block (training); a block of queries after cached positions comes
     with its own `mask`. `dropout_p` drops attention probabilities (training only).
     """
@@ -98,16 +94,15 @@ def softmax(scores: Tensor) -> Tensor:
     PyTorch's CPU softmax is slow on rows shorter than 16, its AVX-512 width in fp32 (9 ns an element on
     rows of 12, under 1 ns on rows of 32), and a decoding step's rows are short: a self-attention's as long
     as the output so far, a cross-attention's as the source (13 tokens on average in Multi30k). For those
-    rows it is computed here as max, exp, sum and divide, each one pass over all rows at once: 4,096 rows
-    of 12 took 433 us as torch.softmax and 86 us so on a 2-core Zen 4 EPYC (rows of 16 and longer:
-    torch.softmax is the faster, 51 us against 93 for rows of 16). Few rows are the other way round: four
-    passes cost four operations' overhead, so up to 1,024 scores (a one-sentence request's step: heads x keys)
-    torch.softmax is the faster again (16 rows of 12: 4.0 us against 10.8; 64 rows of 12: 9.3 against 11.0;
-    128 rows of 12: 17.2 against 13.2, same CPU). Its in-place passes leave nothing for a backward pass: under
+    rows it is computed here as max, exp, sum and divide, each one pass over all rows at once, which measured
+    faster on many short rows; torch.softmax stays the faster on rows of 16 and longer, and on few rows, where
+    four passes cost four operations' overhead: up to 1,024 scores (a one-sentence request's step: heads x
+    keys) (docs/benchmarks.md, "Figures behind the code's choices": this module). Its in-place passes leave nothing for
+    a backward pass: under
     autograd `attention_math` calls torch's softmax instead.
     """
     x = scores.float() if scores.dtype in (torch.bfloat16, torch.float16) else scores
-    # Traced by torch.compile (bench/compiled_step.py): inductor fuses the softmax, with no branch on the length.
+    # Traced by torch.compile: inductor fuses the softmax, with no branch on the length.
     if torch.compiler.is_compiling() or x.size(-1) >= 16 or x.numel() <= 1024 or x.device.type != "cpu":
         return x.softmax(-1)
     weights = (x - x.amax(-1, keepdim=True)).exp_()

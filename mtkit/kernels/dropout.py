@@ -1,12 +1,11 @@
 """Dropout (section 5.4) with a cheaper random mask on the CPU.
 
 Not in the paper: an engineering choice of kernel. PyTorch's CPU dropout draws its mask with
-`bernoulli_`, a double-precision draw per element: 20 ms for a `small` feed-forward activation
-(3840 x 1024) on a 2-core AMD EPYC, 9% of a training update once the matrix products ran
-through oneDNN. Here each element gets one 31-bit integer draw compared against p * 2^31 (the
-same keep probability, to within 2^-31), and the mask is applied, forward and backward, by
-PyTorch's own one-pass dropout-backward kernel: 1.5x faster forward and backward, 7-10% off a
-`small` update (`python bench/dropout_speed.py`). Other devices keep `F.dropout`, fused there, and so does a
+`bernoulli_`, a double-precision draw per element, a noticeable share of a CPU training update once
+the matrix products ran through oneDNN. Here each element gets one 31-bit integer draw compared against
+p * 2^31 (the same keep probability, to within 2^-31), and the mask is applied, forward and backward, by
+PyTorch's own one-pass dropout-backward kernel, which measured faster (docs/benchmarks.md, "Figures behind the code's
+choices": this module). Other devices keep `F.dropout`, fused there, and so does a
 step that torch.compile traces (mtkit/train/compile.py): `random_` has no traced form, and inductor fuses
 F.dropout's mask into the kernels around it.
 """

@@ -67,8 +67,8 @@ class PackedWeight:
     """A weight reordered once into oneDNN's blocked layout, for products that only read it (inference).
 
     Given a plain weight, oneDNN reorders it inside every product; when a late decoding step has
-    few rows left that costs more than the product itself (8 rows x 256 -> 8,000: 0.43 ms plain,
-    0.18 ms packed on a 2-core Zen 4 EPYC; 64 rows: 2.1 vs 1.3 ms; 2,000 rows: 62 vs 58 ms).
+    few rows left that costs more than the product itself (docs/benchmarks.md, "Figures behind the code's choices": this
+    module).
     It is valid while its weight is unchanged: an in-place update (an optimizer step) bumps the
     weight's version and a new tensor (`model.to`) has a new address; either way `linear` goes
     back to the plain weight, so a stale copy is never read.

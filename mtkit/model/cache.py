@@ -169,8 +169,8 @@ def move_rows(history: Tensor, rows: Tensor, changed: Tensor, length: int) -> No
 
     As one gather and one scatter of whole (H * d_k) rows of the buffer seen as a matrix, for all layers
     at once, instead of indexing each layer's (length, N, H, d_k) keys and values, which reads them element
-    by element: one tensor's reorder of 392 rows x 8 positions, 29% of them moving, took 138 us indexed and
-    68 us as rows on a 2-core Zen 4 EPYC; over a beam-4 decode of the Multi30k test set, 214 ms against 253.
+    by element, which measured about half as fast (docs/benchmarks.md, "Figures behind the code's choices": this
+    module).
     Sources are read before any row is written.
     """
     blocks, capacity, room = history.shape[:3]

@@ -32,7 +32,7 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         # Computed on the CPU whatever the default device: under `with torch.device("meta")` (a model built
         # without storage, mtkit/checkpoint.py) torch.arange runs its meta decomposition, whose first call
-        # imports sympy and torch._dynamo: ~80 MiB of RSS and seconds for every model loaded.
+        # imports sympy and torch._dynamo: tens of MiB of RSS and seconds for every model loaded.
         cpu = torch.device("cpu")
         pos = torch.arange(max_positions, dtype=torch.float32, device=cpu).unsqueeze(1)  # (P, 1)
         steps = torch.arange(0, d_model, 2, dtype=torch.float32, device=cpu)

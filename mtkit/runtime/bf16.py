@@ -2,8 +2,8 @@
 
 Not in the paper (it trained in fp32 on P100s). Native bf16 on an x86 CPU means the instructions that compute in
 it, AVX512-BF16 (Cooper Lake, AMD Zen 4 and later) and AMX-BF16 (Sapphire Rapids and later); without them oneDNN
-emulates bf16 with fp32 instructions and runs it slower than fp32 (measured: a training pass 0.29-0.37x fp32 on an
-AVX-512 Xeon without AVX512-BF16, an update ~20x slower on an AVX2-only AMD EPYC). oneDNN's own test
+emulates bf16 with fp32 instructions and runs it far slower than fp32 (docs/benchmarks.md, "Figures behind the code's
+choices": mtkit/runtime/precision.py). oneDNN's own test
 (`torch.ops.mkldnn._is_mkldnn_bf16_supported`) answers yes for any AVX-512 CPU, since it runs bf16 there, so the
 flags are read instead: Linux's /proc/cpuinfo, else PyTorch's own CPU checks. ONEDNN_MAX_CPU_ISA, which caps the
 instructions oneDNN uses (also how an AMX Xeon stands in for an older CPU), caps them here too. On a CUDA GPU,
@@ -135,8 +135,9 @@ def bf16_update_speedup(
     """fp32 time / bf16 time of a training pass (forward, loss, backward) of this model on a synthetic batch of
     `tokens` a side: the median of the pairs at LENGTHS but the first (see the module docstring).
 
-    The matrix products alone overstate bf16's gain once fp32's run through oneDNN: for `small` (d_model 256)
-    they measured 1.8x, training 0.93x (fp32 faster). Each pair has a new sentence length, as token-bucketed
+    The matrix products alone overstate bf16's gain once fp32's run through oneDNN (for `small` they measured bf16
+    faster where whole training passes measured it slower: docs/benchmarks.md, "Figures behind the code's choices",
+    mtkit/runtime/precision.py). Each pair has a new sentence length, as token-bucketed
     batches do (oneDNN compiles kernels per shape, and bf16's cost more); fp32 through `matmul`, the backend an
     fp32 run would use. Says first, in the log, about how long it takes. Torch's RNG is left as it was:
     training's seed decides the weights, not this measurement. `attempt` numbers a repeated measurement.
@@ -172,8 +173,7 @@ def bf16_update_speedup(
 def announce(model: torch.nn.Module, cfg: ModelConfig, tokens: int, device: torch.device) -> None:
     """Log, before the passes run, that they do and about how long they take: an fp32 product of the model's
     width gives this device's speed, and a pass costs ~6 x its weights x its tokens in products (forward 2x,
-    backward 4x), times 1.5 for what is not a product (softmax, layer norm, the loss): within 2x of the time taken
-    on a 2-core AMD EPYC for `small` and `base`."""
+    backward 4x), times 1.5 for what is not a product (softmax, layer norm, the loss): an estimate, said as one."""
     x = torch.randn(2048, cfg.d_model, device=device)
     w = torch.randn(4 * cfg.d_model, cfg.d_model, device=device)
     best = float("inf")

@@ -3,17 +3,14 @@
 Dynamic: weights are stored as int8 with one scale per output row (per channel, as CTranslate2
 quantizes), activations are quantized on the fly per batch, and the matrix products run in int8
 (fbgemm/oneDNN). The fp32 copies of the quantized weights are dropped, which is most of the model's
-memory. With one scale per matrix instead, int8 output moved with any rounding elsewhere: a softmax
-change that left every fp32 output the same took the Multi30k recipe's seed-1 model from 37.92 to 37.84
-BLEU in int8, 0.31 below fp32's 38.15 (`python bench/translate_speed.py`, 2-core Zen 4 EPYC); per
-channel it scores 37.96, and the seed-2 and seed-3 models 0.18 and 0.07 above their fp32 scores, at the
-same speed.
+memory. With one scale per matrix instead, int8 output moved with any rounding elsewhere, and scored below
+fp32; per channel it scored as fp32 did, at the same speed (docs/benchmarks.md, "Figures behind the code's choices":
+this module).
 
 The products run through `torch.ao.quantization.quantize_dynamic`, which PyTorch deprecated in favour of
 torchao. torchao 0.18's equivalent (Int8DynamicActivationInt8WeightConfig: int8 per-token activations,
-int8 per-channel weights) ran 4.5x slower than this path without torch.compile, and slower than fp32: 64
-sentences x 20 greedy steps of a random `small` model took 36.9 s against 8.1 s here and 16.4 s in plain
-fp32 (2 threads, a busy 2-core Zen 3 EPYC, torch 2.13). So this one function is the only place that names
+int8 per-channel weights) ran several times slower than this path without torch.compile, and slower than fp32
+(the same row). So this one function is the only place that names
 the old API; `TESTED_TORCH` says which versions it is tested on, and tests/decode/test_quantize.py fails
 with what to do the day the API is gone.
 """
@@ -54,8 +51,9 @@ class Int8Linear(DynamicLinear):
 
     Why: torch.ao's `forward` reaches the int8 product through torch.ops' overload packet, which checks every
     call's arguments in Python for a script object that may need Python dispatch, then calls `.to` on the
-    result; for the one-row products of a one-sentence request that was a third of a product's time (a
-    256 x 768 layer, one row: about 30 us a call against 20 us for the operator itself, 2-core Zen 4 EPYC).
+    result; for the one-row products of a one-sentence request that was a third of a product's time (docs/benchmarks.md,
+    "Figures behind the code's choices":
+    mtkit/runtime/int8.py).
     Here the operator is called as its one overload, and max(0, .) is fused into it (`relu=True`, Eq. (2)'s
     inner half: fbgemm's linear_relu_dynamic, which gives exactly relu(linear_dynamic)). The result is the
     same tensor as torch.ao's (tests/decode/test_quantize.py).

@@ -3,10 +3,10 @@
 Not in the paper: an engineering choice of kernel. PyTorch's CPU wheels send an fp32
 `F.linear` to MKL's sgemm, and MKL picks its code by the CPU's vendor: on an AMD EPYC with
 AVX-512 it runs its generic AVX2 kernels. oneDNN, shipped in the same wheel (it runs PyTorch's
-bf16 products already), uses AVX-512 there. On a 2-core AMD EPYC (Zen 5) the products of the
-model's shapes measured 1.8-2.9x faster forward, 2.0-2.3x for dx and 1.1-2.1x for dW through
-oneDNN (`python bench/matmul_speed.py`); CTranslate2 makes the same choice (oneDNN on non-Intel
-CPUs). Where MKL runs its best code (Intel CPUs) the two may be close, so the backend is chosen
+bf16 products already), uses AVX-512 there and measured faster at the model's shapes (docs/benchmarks.md, "Figures
+behind the code's choices": this
+module); CTranslate2 makes the same choice (oneDNN on non-Intel CPUs). Where MKL runs its best code (Intel CPUs) the two
+may be close, so the backend is chosen
 by measuring both on the model's width (`resolve_backend`), and the choice is logged with its
 reason. The op is internal to PyTorch, so it is also checked against `F.linear` first
 (`onednn_works`), and any failure there keeps PyTorch's default. The measurement is taken once per machine and

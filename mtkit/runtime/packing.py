@@ -3,11 +3,10 @@
 Decoding can read a weight that oneDNN reordered once into its own layout, which an MKL product
 cannot: MKL reorders its operand inside every call. Where products go through oneDNN every weight is
 packed. Where measurement kept MKL, each weight is still timed both ways at a decoding step's sizes
-(`packed_speedup`) and packed where oneDNN with the packed weight wins: on a 2-core AMD EPYC (Zen 3,
-AVX2 only), whose MKL products are as fast as oneDNN's on plain weights, the output layer (256 -> 8,000)
-of the Multi30k recipe's model measured 1.2-1.5x faster packed and its 256 -> 768 and 256 -> 1,024
-layers 1.0-1.16x (oneDNN adds a bias as it writes, MKL in a pass of its own), the others 0.83-1.08x;
-the recipe's test set then decoded 1.14x faster (`bench/decode_ab.py`). Each shape's measurement is kept per
+(`packed_speedup`) and packed where oneDNN with the packed weight wins: on a CPU whose MKL products are as fast as
+oneDNN's on plain weights, the output layer and the layers with a bias gained (oneDNN adds a bias as it writes,
+MKL in a pass of its own), the others not (docs/benchmarks.md, "Figures behind the code's choices": this module). Each
+shape's measurement is kept per
 machine (mtkit/runtime/kept.py), so that the same command packs the same weights whatever the load.
 """
 

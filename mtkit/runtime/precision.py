@@ -32,21 +32,20 @@ from mtkit.runtime.kept import remembered
 
 logger = logging.getLogger(__name__)
 
-# `ASSETS=.assets OUT=out bash bench/gpu_run.sh` on an NVIDIA H200 (torch 2.11, CUDA 13.0): the Multi30k `small`
-# model's 1,000 test sentences, beam 4, bf16 0.86x fp32 sentences/s at 4,096-token batches and 0.57x at 16,384,
-# while a bf16 product of width 512 measured 2.28x fp32 on the same GPU.
+# A whole search measured slower in bf16 than in fp32 on a GPU although a product of its width measured faster
+# (docs/benchmarks.md, "Figures behind the code's choices": this module).
 GPU_DECODING_WHY = (
     "translation on a GPU measured slower in bf16 than in fp32 (NVIDIA H200: 0.57-0.86x, launch-bound); "
     "--precision bf16 asks for it"
 )
 
 # How much faster bf16 must measure for auto to take it. A training pass leaves out what costs the same
-# in both (the optimizer step, the data) and meets fewer shapes than a run: on a 2-core AMD EPYC its
-# ratio was 1.12 for `small` where whole updates measured 0.93 (fp32 faster), 1.35 for `base` (1.30).
+# in both (the optimizer step, the data) and meets fewer shapes than a run, so it overstates bf16's gain a little
+# (the same row).
 MIN_PRODUCT_SPEEDUP, MIN_PASS_SPEEDUP = 1.1, 1.2
 # A measurement within this factor of the bar is taken again; where the two fall on both sides of the bar, the
-# device's capability decides (bf16: it has the instructions). Under load on a 2-core Xeon with AMX one measurement
-# chose fp32 where a quiet run measured bf16 1.34x faster.
+# device's capability decides (bf16: it has the instructions): a measurement under load once chose otherwise than a
+# quiet one (the same row).
 NEAR = 1.25
 AUTO_ENV = "MTKIT_AUTO_PRECISION"  # pins what "auto" resolves to (the tests set fp32, for the same results anywhere)
 
@@ -154,8 +153,7 @@ def check_trainable(precision: str, device: torch.device) -> None:
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise MtkitError(f"{torch.cuda.get_device_name(device)} has no bf16 support; use --precision fp16 or fp32.")
     if precision == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
-        # Measured: an update of `small` took 44 s in bf16 against 2 s in fp32 on an AVX2-only EPYC; a training
-        # pass of `base` 0.29-0.37x fp32 on an AVX-512 Xeon without AVX512-BF16.
+        # Emulated bf16 measured several times slower than fp32 (the same row); the message says how much.
         raise MtkitError(
             "--precision bf16 is 3-20x slower than fp32 on this CPU (bf16 is emulated: it has no AVX512-BF16 or "
             "AMX instructions); use --precision fp32."

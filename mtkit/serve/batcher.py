@@ -17,9 +17,8 @@ Every use of the model runs in this one thread: `call` queues other work (the ma
 pass) for it, and a server loads the model in it too (`start=False`, then `work()` in the loading
 thread). PyTorch's OpenMP keeps a team of threads for each thread that runs a parallel operation,
 so two such threads make more threads than cores, and waking them between operations then costs what
-the operations do. Measured on a 2-core Zen 4 (student, int8, one sentence): in process, 12 ms in the
-one thread that ran the model, 24-29 ms in a second one; served, when markup's alignment pass ran in
-an executor thread, one `format: html` request took every later request from 18 to 33 ms.
+the operations do: a sentence took about twice as long in a second thread (docs/benchmarks.md, "Figures behind the
+code's choices": this module).
 """
 
 from __future__ import annotations

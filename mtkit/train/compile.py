@@ -1,7 +1,7 @@
 """torch.compile of the training step (the model and the loss), decided once per run like --precision auto.
 
 Not in the paper: an engineering choice. On a GPU an eager update is hundreds of small kernel launches
-(a profile of `base` on an H200 put 24% of the CPU time in cudaLaunchKernel); compiled, the forward and
+(a profile of `base` on a GPU found a quarter of the CPU's time launching kernels); compiled, the forward and
 backward passes are a few fused kernels, and with mode "reduce-overhead" each batch shape's step is
 recorded once as a CUDA graph and replayed. Shapes are what a compiled step specialises on, so a
 compiling run pads its batches to a few bucket lengths (mtkit/data/batching.py, --length-buckets) and
@@ -19,7 +19,7 @@ with one sentence naming the cause and `--compile off`.
 On the CPU `auto` stays off. Inductor lowers oneDNN's linear op (mtkit/kernels/linear.py) only for frozen
 inference weights (its lowering asserts the weight is a constant), so a compiled CPU step runs its
 products through PyTorch's default kernels (MKL) instead, losing oneDNN's speedup where it was chosen,
-and compiling takes a minute or two even for a 1+1-layer model on a 2-core AMD EPYC (Zen 3). `--compile on`
+and compiling takes minutes even for a 1+1-layer model on a small CPU. `--compile on`
 still works there (the tests compare it with eager), with a C++ compiler.
 
 A compiled step is one graph per function (the model's forward, the loss), with no break: while traced
@@ -61,12 +61,9 @@ DYNAMIC_ENV = "MTKIT_COMPILE_DYNAMIC"  # 0: one specialised compilation per batc
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch", "triton")  # whose errors fall back
 COMPILER_FILES = ("torch/_dynamo/", "torch/_inductor/", "torch/_functorch/", "/triton/")
 CUDA_MODE = "reduce-overhead"  # CUDA graphs: one recording per batch shape, replayed
-# `python bench/train_throughput.py --preset small --compile off --compile on` on a 2-core AMD EPYC (Zen 3):
-# eager 949 target tokens/s, compiled 423 (113 s to compile, 5.7 GB peak RSS against 2.4).
-# `ASSETS=.assets OUT=out bash bench/gpu_run.sh` on an NVIDIA H200 (torch 2.11, CUDA 13.0), base in bf16, mode
-# reduce-overhead: at 4,096-token batches (162 shapes) not compiled within 120 s; at the 25,000-token update (31
-# shapes) the process died after ~140 s leaving only an inductor warning. Eager ran 68,241 and 298,742 target
-# tokens/s there. The next GPU run compiles without CUDA graphs (COMPILE_MODE, the bench's exit status).
+# What GPU_WHY and CPU_WHY say was measured: docs/benchmarks.md, "Figures behind the code's choices", this module. The
+# next GPU run compiles without CUDA graphs
+# (COMPILE_MODE, the bench's exit status).
 GPU_WHY = (
     "on an H200 (bench/gpu_run.sh) the compiled step took over 2 minutes to compile and then died without an "
     "error: eager; --compile on"

@@ -42,7 +42,8 @@ FINETUNE_PEAK_LR = 1e-4
 # (mtkit/config.py), and an update a few seconds long for an OPUS-MT-sized model there.
 FINETUNE_CPU_MAX_TOKENS = 2048
 WARMUP_SHARE = 10  # the warmup is at most a tenth of the updates the budget allows
-# `small` on 2 AMD EPYC cores (recipes/multi30k-en-de): ~4,650 source + target tokens a second.
+# `small`'s training speed on 2 CPU cores (source + target tokens a second), the yardstick of the budget's estimate
+# (docs/benchmarks.md, "Figures behind the code's choices": this module).
 SMALL_CPU_TOKENS_PER_S = 4650.0
 # Fields a fine-tuning run may change: regularisation, not the architecture.
 FREE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")

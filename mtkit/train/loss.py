@@ -17,19 +17,20 @@ from torch import Tensor
 
 from mtkit.config import PAD
 
-# Rows of logits handled at once: chunk x V values, 64 MB of float32. Smaller chunks (4 MB, cache-sized) measured
-# 1.3-2x slower on a busy 2-core EPYC: each op is a parallel region, and fewer, larger ones pay less for it.
+# Rows of logits handled at once: chunk x V values, 64 MB of float32. Smaller, cache-sized chunks measured slower
+# (docs/benchmarks.md, "Figures behind the code's choices": this module): each op is a parallel region, and fewer,
+# larger ones pay less for it.
 CHUNK_ELEMENTS = 1 << 24
 # With bf16 or fp16 logits each chunk's float32 log-probabilities are a temporary of their own. Chunks of 16 MB of
 # float32 keep it below glibc's 32 MB mmap threshold, so the heap reuses its memory, where a 64 MB one is mapped
-# anew per chunk and faulted in page by page: the loss and gradient of 4,060 x 8,000 bf16 logits (a `base` batch
-# on Multi30k) took 150-164 ms with 64 MB chunks (79k page faults a call) and 90-120 ms with 16 MB (25-31k) on a
-# 2-core Zen 4 EPYC. float32 logits have no such temporary and keep the larger chunks (77-80 ms against 81-95).
+# anew per chunk and faulted in page by page (the same row). float32 logits have no such temporary and keep the
+# larger chunks.
 TEMPORARY_CHUNK_ELEMENTS = 1 << 22
 # Other devices (a GPU): neither reason holds there (no parallel regions to pay for, no glibc heap), and each
 # chunk is another dozen kernel launches where launches already bound a small update (on an H200 `base` trained
-# slower in bf16 than in fp32 at 4,096 tokens an update: README, "On a GPU"). One chunk of up to 1 GiB of float32
-# instead: a 4,096-token batch of a 37k vocabulary is 151M elements, one chunk (bf16 logits took 37, fp32 10).
+# slower in bf16 than in fp32 at 4,096 tokens an update: docs/benchmarks.md, "GPU runs"). One chunk of up to
+# 1 GiB of float32 instead: a 4,096-token batch of a 37k vocabulary is 151M elements, one chunk (docs/benchmarks.md,
+# "Figures behind the code's choices": this module).
 # Not yet timed on a GPU.
 DEVICE_CHUNK_ELEMENTS = 1 << 28
 

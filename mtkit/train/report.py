@@ -160,6 +160,7 @@ def train_line(log: MetricsLog, w: Window, p: Progress, cfg: TrainConfig, lr: fl
         lr=lr,
         grad_norm=w.grad_norm(),
         tokens_per_s=w.real / max(w.seconds, 1e-9),
+        tgt_tokens_per_s=w.tgt / max(w.seconds, 1e-9),  # fairseq's wps: non-pad target tokens, EOS included
         pad_eff=w.real / max(w.padded, 1),
         s_per_update=s_per_update,
         eta_h=round(eta_s / 3600, 3),

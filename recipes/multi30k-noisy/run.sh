@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Multi30k-noisy: what web-like noise costs a Multi30k En-De model, and how much of it `mtkit clean` wins back.
-#   bash run.sh --data DIR                        # three 25-minute trainings: clean, noisy, cleaned
-#   bash run.sh --data DIR --steps 1590            # 1,590 updates each instead of 25 minutes (any load)
-#   bash run.sh --data DIR --systems 'noisy cleaned'  # only those (the clean one is the Multi30k recipe's run)
-#   bash run.sh --data DIR --systems dual          # the cleaned set cleaned again by dual cross-entropy
-#   bash run.sh --data DIR --dry-run              # print every command, run none
+#   bash run.sh                                   # three 25-minute trainings: clean, noisy, cleaned
+#   bash run.sh --steps 1590                      # 1,590 updates each instead of 25 minutes (any load)
+#   bash run.sh --systems 'noisy cleaned'         # only those (the clean one is the Multi30k recipe's run)
+#   bash run.sh --systems dual                    # the cleaned set cleaned again by dual cross-entropy
+#   bash run.sh --dry-run                         # print every command, run none
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -13,10 +13,10 @@ source "$here/../lib.sh"
 
 usage() {
     cat <<EOF
-usage: run.sh --data DIR [--minutes M | --steps N] [--seed N] [--max-char-ratio R] [--systems S]
+usage: run.sh [--data DIR] [--minutes M | --steps N] [--seed N] [--max-char-ratio R] [--systems S]
               [--dual-xent-drop SHARE] [--out DIR] [--dry-run]
 
-Builds Multi30k-noisy (bench/multi30k_noisy.py: the 29,000 training pairs with about 30% noise:
+Builds Multi30k-noisy (noise.py: the 29,000 training pairs with about 30% noise:
 misaligned pairs, French or Czech targets, copies, truncations, HTML, duplicates), cleans it with
 mtkit clean --all --max-char-ratio R, and reports what each rule removed (OUT/report.md). Then trains
 the Multi30k recipe's 'small' model for M minutes on each of the clean, the noisy and the cleaned
@@ -29,7 +29,8 @@ and mtkit clean --dual-xent-drop SHARE drops the worst-scored share (OUT/dual/tr
 the same model is then trained on what is left. It needs the cleaned system's model: train both at once,
 or the cleaned one first.
 
-  --data DIR          a directory holding multi30k-en-de/ and multi30k-fr-cs/ with Multi30k's .gz files
+  --data DIR          Multi30k's files (train, val and test_2016_flickr, .en/.de/.fr/.cs.gz); default: the
+                      copy that ships with mtkit (mtkit/data/multi30k)
   --minutes M         training budget of each run in minutes (default 25)
   --steps N           instead, N updates each (checkpoints every N/25): the same models whatever else
                       the machine runs, e.g. the update count the 25 minutes reach on this CPU
@@ -49,7 +50,7 @@ die() {
     exit 2
 }
 
-data="" minutes=25 steps="" seed=1 ratio=2 out="" systems="clean noisy cleaned" drop=0.04
+data=$root/mtkit/data/multi30k minutes=25 steps="" seed=1 ratio=2 out="" systems="clean noisy cleaned" drop=0.04
 DRY_RUN=0
 while (($#)); do
     case $1 in
@@ -66,7 +67,8 @@ while (($#)); do
     esac
     shift
 done
-[[ -n $data ]] || die "give --data DIR, the directory holding multi30k-en-de/ and multi30k-fr-cs/"
+((DRY_RUN)) || [[ -f $data/train.cs.gz && -f $data/test_2016_flickr.de.gz ]] ||
+    die "$data does not hold Multi30k's files (train.{en,de,fr,cs}.gz, val and test_2016_flickr .en/.de.gz)"
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
 [[ $seed =~ ^[0-9]+$ ]] || die "--seed must be a whole number, got '$seed'"
 [[ -z $steps ]] || is_count "$steps" || die "--steps must be a positive whole number, got '$steps'"
@@ -89,12 +91,12 @@ if [[ " ${chosen[*]} " == *" dual "* && " ${chosen[*]} " != *" cleaned "* ]] && 
     die "the dual system needs the cleaned system's model ($out/cleaned/averaged.pt): --systems 'cleaned dual'"
 fi
 training_budget "$minutes" "$steps"  # BUDGET: the options of either budget (../lib.sh)
-m30k=$data/multi30k-en-de
+m30k=$data
 
-step "build noisy" python "$root/bench/multi30k_noisy.py" build --data "$data" --out "$out/noisy" --seed "$seed"
+step "build noisy" python "$here/noise.py" build --data "$data" --out "$out/noisy" --seed "$seed"
 step "clean noisy" mtkit clean "$out/noisy/train.en" "$out/noisy/train.de" --out "$out/cleaned/train" --all \
     --max-char-ratio "$ratio"
-step_to "report" "$out/report.md" python "$root/bench/multi30k_noisy.py" report "$out/noisy" --all \
+step_to "report" "$out/report.md" python "$here/noise.py" report "$out/noisy" --all \
     --max-char-ratio "$ratio"
 # train_system NAME SRC TGT VALID_SRC VALID_TGT TEST_SRC TEST_TGT: the Multi30k recipe's training, averaging,
 # decoding and scoring, unchanged, on one training set (OUT/NAME)
@@ -126,7 +128,7 @@ for system in "${chosen[@]}"; do
             models=("$out/cleaned/averaged.pt" "$out/backward/averaged.pt")
             step "clean dual" mtkit clean "$out/noisy/train.en" "$out/noisy/train.de" --out "$out/dual/train" --all \
                 --max-char-ratio "$ratio" --dual-xent "${models[@]}" --dual-xent-drop "$drop"
-            step_to "report dual" "$out/report-dual.md" python "$root/bench/multi30k_noisy.py" report "$out/noisy" \
+            step_to "report dual" "$out/report-dual.md" python "$here/noise.py" report "$out/noisy" \
                 --all --max-char-ratio "$ratio" --dual-xent "${models[@]}" --dual-xent-drop "$drop"
             train_system dual "$out/dual/train.en" "$out/dual/train.de" "${heldout[@]}"
             ;;

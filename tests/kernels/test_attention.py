@@ -117,7 +117,7 @@ class OnCuda:
 
 
 def test_cuda_attention_runs_without_cudnns_kernel_and_leaves_the_switch_as_it_was(monkeypatch):
-    """cuDNN's kernel plans anew for every shape (bench/cuda_attention.py: ~130 ms a decoding step on an H200):
+    """cuDNN's kernel plans anew for every shape (docs/benchmarks.md: seconds a decoding step on an H200):
     off for the call on CUDA, back on after it, even when the call fails; a caller's own 'off' is kept."""
     seen = []
 

@@ -38,7 +38,7 @@ def dry_run(recipe: str, *args: str, cwd: Path, watch: Path | None = None, made:
 
 def load_script(relative: str) -> ModuleType:
     """The Python script at ROOT / `relative` (not a package module), imported as a module of its own, with its
-    directory on sys.path as when it runs (bench/ scripts import bench/procstat.py)."""
+    directory on sys.path as when it runs (bench/ scripts import bench/harness.py)."""
     path = ROOT / relative
     if str(path.parent) not in sys.path:
         sys.path.append(str(path.parent))

@@ -1,13 +1,14 @@
 """Multi30k-noisy: the Multi30k En-De training set with about 30% web-like noise, and what `mtkit clean` removes.
 
-    python bench/multi30k_noisy.py build --data ../shared/data --out noisy      # noisy/train.{en,de,kind}
-    python bench/multi30k_noisy.py report noisy --all --max-char-ratio 3       # each rule against each noise
+    python recipes/multi30k-noisy/noise.py build --out noisy          # noisy/train.{en,de,kind}, from the shipped copy
+    python recipes/multi30k-noisy/noise.py report noisy --all --max-char-ratio 3      # each rule against each noise
 
 `build` is deterministic (--seed): of the 29,000 pairs, 7% have their targets shuffled among themselves
 (misaligned), 4% get the French and 4% the Czech caption as target (Multi30k's own translations of the same
 image: the wrong language, well formed), 4% the source copied as target, 4% the target cut to its first third,
 4% an HTML fragment on one or both sides; then 2% exact and 2% near duplicates (case and punctuation changed)
-of other pairs are added after them. noisy/train.kind names each line's noise ("clean" for none).
+of other pairs are added after them. noisy/train.kind names each line's noise ("clean" for none). It reads the
+Multi30k that ships with mtkit (mtkit/data/multi30k: train.{en,de,fr,cs}.gz), or --data DIR laid out alike.
 
 `report` runs mtkit's cleaning rules (the options of `mtkit clean`) over noisy/train.{en,de}, pair by pair
 in order, and prints a table: for each kind of noise, how many pairs each rule dropped and how many were kept;
@@ -25,7 +26,8 @@ import random
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "mtkit" / "data" / "multi30k"  # Multi30k's files, every language of it, as mtkit ships them
 sys.path.insert(0, str(ROOT))
 
 from mtkit.data.runner import first_drops  # noqa: E402
@@ -49,8 +51,7 @@ def _read(path: Path) -> list[str]:
 
 def build(data: Path, out: Path, seed: int = 1) -> dict[str, int]:
     """Write out/train.{en,de,kind}; returns the pairs of each kind."""
-    en, de = _read(data / "multi30k-en-de" / "train.en.gz"), _read(data / "multi30k-en-de" / "train.de.gz")
-    fr, cs = _read(data / "multi30k-fr-cs" / "train.fr.gz"), _read(data / "multi30k-fr-cs" / "train.cs.gz")
+    en, de, fr, cs = (_read(data / f"train.{lang}.gz") for lang in ("en", "de", "fr", "cs"))
     rng = random.Random(seed)
     order = list(range(len(en)))
     rng.shuffle(order)
@@ -148,7 +149,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="write OUT/train.{en,de,kind}")
-    b.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    b.add_argument("--data", type=Path, default=SHIPPED, help="Multi30k's train.{en,de,fr,cs}.gz (default: shipped)")
     b.add_argument("--out", type=Path, required=True)
     b.add_argument("--seed", type=int, default=1)
     r = sub.add_parser("report", help="what each rule of mtkit clean removes from NOISY")

@@ -1,0 +1,285 @@
+"""The benches' one harness: rounds taken in turns, what a process used (Linux's /proc), the table, and the record.
+
+    from harness import Record, latency, paired_ratio, table   # bench/ is a script's sys.path[0]
+
+Rounds: two systems measured back to back in one round see nearly the same machine, so the median over rounds
+of their within-round ratio (`paired_ratio`) is steadier than best round over best round on a machine whose
+speed drifts or that others share. A bench runs its systems A B, then B A, and keeps every pass.
+
+Records: every figure a page shows comes from a JSON file under docs/results/ that the bench measuring it wrote
+(`Record`, given `--record docs/results/NAME.json`): the command, the commit, the date, the machine (CPU model
+and flags, cores, threads, the load when the bench started), the settings, the raw passes and what was made of
+them. docs/gen_figures.py renders pages from these files; tests/test_results_registry.py checks that each
+record's command still parses and that the pages state no figure the records do not hold.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import glob
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMAT, VERSION = "mtkit-bench-record", 1
+# The CPU flags a figure depends on (the products' instruction sets); the rest of the list says nothing about speed.
+FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "avx512_fp16")
+
+
+# ----------------------------------------------------------------------------------------------------- rounds
+def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> tuple[float, float, float]:
+    """(median, lowest, highest) over rounds of numerators[i] / denominators[i], round by round."""
+    if not numerators or len(numerators) != len(denominators):
+        raise ValueError("a paired ratio needs the same number (at least one) of rounds on both sides")
+    ratios = [a / b for a, b in zip(numerators, denominators)]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def latency(ms: Sequence[float]) -> dict[str, float]:
+    """p50, p90, p99 and the mean of per-request times (inclusive percentiles, as every latency bench gives them)."""
+    q = statistics.quantiles(ms, n=100, method="inclusive")
+    return {"p50": q[49], "p90": q[89], "p99": q[98], "mean": statistics.fmean(ms)}
+
+
+def keep_best(best: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any]:
+    """The faster of two rounds' rows, with every round's sentences/s and the highest peak RSS (and PSS) of them all.
+
+    Best speed: a shared machine only ever slows a round down. Highest memory: the peak is what a user must
+    provision for, and it varies between identical runs.
+    """
+    if best is None:
+        return {**row, "rounds_sentences_per_s": [row["sentences_per_s"]]}
+    rounds = [*best["rounds_sentences_per_s"], row["sentences_per_s"]]
+    faster = row if row["sentences_per_s"] > best["sentences_per_s"] else best
+    kept = {**faster, "rounds_sentences_per_s": rounds, "peak_rss_mib": max(best["peak_rss_mib"], row["peak_rss_mib"])}
+    if "peak_pss_mib" in row:
+        kept["peak_pss_mib"] = max(best.get("peak_pss_mib", 0.0), row["peak_pss_mib"])
+    return kept
+
+
+# ----------------------------------------------------------------------------------------------------- the table
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """A Markdown table of `rows` in `columns` (a missing value: "-"; floats to 2 decimals)."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        return f"{value:,.2f}" if isinstance(value, float) else str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------- processes
+Counters = dict[str, tuple[float, float, int, float]]  # {pid: (CPU s, of them in the kernel, minor faults, VmHWM MiB)}
+
+
+def read_stat(path: str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first): the name may hold spaces."""
+    with open(path, encoding="ascii", errors="replace") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def child_pids() -> list[str]:
+    """The process ids of this process's children (mtkit's --workers)."""
+    pids = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            if int(read_stat(stat)[1]) == os.getpid():
+                pids.append(stat.split("/")[2])
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+    return pids
+
+
+def peak_rss_mib(pid: str = "self") -> float:
+    """A process's own high-water mark of resident memory (VmHWM), in MiB: this one's by default."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def workers_peak_rss_mib() -> float:
+    """The VmHWM of this process's child processes (mtkit's --workers) added up, in MiB: an upper bound, since the
+    weights a forked worker shares with its parent count in both."""
+    return sum(peak_rss_mib(pid) for pid in child_pids())
+
+
+def counters() -> Counters:
+    """This process's and its children's counters so far: {pid: (CPU seconds, of them in the kernel, minor page
+    faults, peak RSS MiB)}. A minor page fault is the kernel mapping (and zeroing) a page on its first touch."""
+    found = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in [str(os.getpid()), *child_pids()]:
+        try:
+            fields = read_stat(f"/proc/{pid}/stat")
+            hwm = peak_rss_mib(pid)
+        except (OSError, IndexError, ValueError):
+            continue
+        found[pid] = ((int(fields[11]) + int(fields[12])) / tick, int(fields[12]) / tick, int(fields[7]), hwm)
+    return found
+
+
+def totals(before: Counters, after: Counters) -> dict[str, float]:
+    """What the processes of `after` used since `before` (`counters`), added up; peak RSS: their peaks added up."""
+    zero = (0.0, 0.0, 0, 0.0)
+    return {
+        "cpu_seconds": sum(a[0] - before.get(pid, zero)[0] for pid, a in after.items()),
+        "system_cpu_seconds": sum(a[1] - before.get(pid, zero)[1] for pid, a in after.items()),
+        "minor_faults": sum(a[2] - before.get(pid, zero)[2] for pid, a in after.items()),
+        "peak_rss_mib": sum(a[3] for a in after.values()),
+    }
+
+
+def pss_mib(pids: list[str]) -> float:
+    """The memory these processes hold together now, in MiB: the sum of their PSS, in which a page that n processes
+    share counts 1/n in each (a forked worker's shared weights count once). A process that ended counts 0."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0) / 1024
+        except OSError:
+            continue
+    return total
+
+
+class PeakPss:
+    """The highest `pss_mib` of this process and its children, sampled every `interval` seconds on a thread (the
+    kernel keeps no high-water mark of PSS; sampling slows a translation, so benches sample an untimed pass)."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval, self.peak = interval, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, pss_mib(["self", *child_pids()]))
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> PeakPss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# ----------------------------------------------------------------------------------------------------- the record
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> list[str]:
+    """Which of FLAGS this CPU has (Linux's names), from /proc/cpuinfo; empty where there is none."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            line = next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        return []
+    have = set(line.partition(":")[2].split())
+    return [flag for flag in FLAGS if flag in have]
+
+
+def machine() -> dict[str, Any]:
+    """What a figure depends on besides its settings: the CPU, its flags, cores, threads, the load now."""
+    facts: dict[str, Any] = {
+        "cpu": cpu_name(),
+        "cpu_flags": cpu_flags(),
+        "cores": os.cpu_count(),
+        "load_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        facts["torch"] = str(torch.__version__)
+        facts["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            facts["gpu"] = torch.cuda.get_device_name()
+    return facts
+
+
+def commit() -> dict[str, Any] | None:
+    """The checkout's commit and whether it had uncommitted changes; None outside a git checkout."""
+    try:
+        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {"commit": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+
+
+def portable(word: str) -> str:
+    """A command-line word as a record keeps it: a path inside the repository relative to it, a path outside it
+    by its name alone (a user's files say nothing to a reader and are nobody else's business)."""
+    path = Path(word)
+    if not path.is_absolute():
+        return word
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
+def command(argv: Sequence[str]) -> str:
+    """The command that ran, as a reader would type it from the repository's root."""
+    script = portable(str(Path(argv[0]).resolve()))
+    return shlex.join(["python", script, *(portable(a) if a.startswith("/") else a for a in argv[1:])])
+
+
+class Record:
+    """A bench's record, begun when the bench starts (the load is read then, before the bench adds its own)."""
+
+    def __init__(self, argv: Sequence[str] | None = None):
+        self.argv = list(sys.argv if argv is None else argv)
+        self.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+    def data(self, settings: dict[str, Any], passes: Any, results: Any, note: str = "") -> dict[str, Any]:
+        facts = {**machine(), "load_1min": self.load}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "command": command(self.argv),
+            "commit": commit(),
+            "date": self.started,
+            "machine": facts,
+            "settings": settings,
+            "passes": passes,
+            "results": results,
+            **({"note": note} if note else {}),
+        }
+
+    def write(self, path: str | None, settings: dict[str, Any], passes: Any, results: Any, note: str = "") -> None:
+        """Write the record to `path` (nothing when None), whole or not at all; say where on stderr."""
+        if not path:
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.data(settings, passes, results, note), indent=1, ensure_ascii=False) + "\n"
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+        print(f"record: {target}", file=sys.stderr)

@@ -1,0 +1,119 @@
+"""The quick recipe's settings chosen on dev: a sweep of its batch, warmup and dropout, each setting trained for a
+fixed number of updates with several seeds, scored on Multi30k's validation set (val), never on test.
+
+    python recipes/multi30k-en-de/sweep.py --steps 400 --dry-run        # every command, one a line; runs none
+    python recipes/multi30k-en-de/sweep.py --steps 400 --record docs/results/quick-sweep.json
+    python recipes/multi30k-en-de/sweep.py --steps 600 --max-tokens 768 1024 --warmup 400 600 --dropout 0 0.1 \
+        --seeds 1 2 3 --alpha 0.6 1.0 1.4
+
+A fixed number of updates, not the recipe's 3 minutes: the scores then do not depend on the machine's load, and
+--steps is the update count the 3 minutes reach on the CPU the recipe is tuned for (its first log line says how
+many). Every run is the command line itself (`mtkit train`, `average`-free: the quick recipe keeps its last
+checkpoint, `translate` and `score` on val); each setting's dev sacreBLEU is the mean over --seeds, with its
+spread. The best setting by mean dev BLEU is printed; the record (bench/harness.py) keeps every run's score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from harness import Record  # noqa: E402  # the benches' record writer
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+DRY_RUN = False
+
+
+def mtkit(*args: str) -> str:
+    """`mtkit ARGS` from this checkout, its output returned (with --dry-run: printed, not run)."""
+    if DRY_RUN:
+        print(shlex.join(["mtkit", *args]))
+        return ""
+    done = subprocess.run([sys.executable, "-m", "mtkit", *args], capture_output=True, text=True, env=ENV)
+    if done.returncode != 0:
+        raise SystemExit(f"mtkit {args[0]} failed: {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def dev_bleu(data: Path, run: Path, alpha: float, out: Path) -> float:
+    """The last checkpoint's sacreBLEU on val, beam 4, GNMT penalty `alpha`, the exact stop (as the recipe)."""
+    hyp = out / f"val.alpha{alpha}.de"
+    mtkit("translate", "--model", str(run / "checkpoint_last.pt"), "--input", str(data / "raw" / "valid.en"),
+          "--output", str(hyp), "--beam", "4", "--alpha", str(alpha), "--early-stop", "exact")  # fmt: skip
+    said = mtkit("score", str(hyp), "--ref", str(data / "raw" / "valid.de"), "--lang", "de", "--json")
+    return float(json.loads(said)["scores"][0]["score"]) if said else math.nan
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, required=True, help="updates of every run")
+    parser.add_argument("--max-tokens", type=int, nargs="+", default=[768, 1024])
+    parser.add_argument("--warmup", type=int, nargs="+", default=[400, 600])
+    parser.add_argument("--dropout", type=float, nargs="+", default=[0.0, 0.1])
+    parser.add_argument("--alpha", type=float, nargs="+", default=[0.6, 1.4], help="length penalties tried on dev")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--data", help="a data directory `mtkit bpe --vocab-size 8000` made (default: made here)")
+    parser.add_argument("--record", help="also write the sweep as a record here, e.g. docs/results/NAME.json")
+    parser.add_argument("--dry-run", action="store_true", help="print every mtkit command, one a line; run none")
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    global DRY_RUN
+    args = parse_args()
+    DRY_RUN = args.dry_run
+    record = Record()
+    with tempfile.TemporaryDirectory(prefix="quick-sweep-") as name:
+        tmp = Path(name)
+        data = Path(args.data) if args.data else tmp / "data"
+        if not args.data:
+            mtkit("prepare", "multi30k-en-de", "--out", str(data))
+            mtkit("bpe", str(data), "--vocab-size", "8000")
+        scores: dict[str, list[float]] = {}
+        runs: list[dict[str, Any]] = []
+        for max_tokens, warmup, dropout, seed in itertools.product(
+            args.max_tokens, args.warmup, args.dropout, args.seeds
+        ):
+            run = tmp / f"run-{max_tokens}-{warmup}-{dropout}-{seed}"
+            mtkit("train", str(data), "--out", str(run), "--preset", "small", "--max-tokens", str(max_tokens),
+                  "--warmup", str(warmup), "--lr-scale", "0.64", "--dropout", str(dropout), "--label-smoothing", "0.1",
+                  "--max-steps", str(args.steps), "--lr-cooldown", "0.2", "--seed", str(seed), "--keep-last", "1",
+                  "--valid-every", str(args.steps))  # fmt: skip
+            for alpha in args.alpha:
+                bleu = dev_bleu(data, run, alpha, run)
+                setting = f"max_tokens {max_tokens}, warmup {warmup}, dropout {dropout}, alpha {alpha}"
+                scores.setdefault(setting, []).append(bleu)
+                runs.append({"max_tokens": max_tokens, "warmup": warmup, "dropout": dropout, "alpha": alpha,
+                             "seed": seed, "dev_bleu": bleu})  # fmt: skip
+                if not DRY_RUN:
+                    print(f"{setting}, seed {seed}: dev {bleu:.2f}", flush=True)
+    if DRY_RUN:
+        return
+    summary = {
+        setting: {"mean": statistics.fmean(v), "spread": max(v) - min(v), "seeds": len(v)}
+        for setting, v in scores.items()
+    }
+    best = max(summary, key=lambda s: summary[s]["mean"])
+    print(f"best on dev: {best} ({summary[best]['mean']:.2f}, spread {summary[best]['spread']:.2f})")
+    settings = {k: v for k, v in vars(args).items() if k not in ("record", "dry_run")}
+    record.write(args.record, settings, runs, {"by_setting": summary, "best": best})
+    print(json.dumps({"best": best, "by_setting": summary}))
+
+
+if __name__ == "__main__":
+    main()
