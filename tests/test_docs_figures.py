@@ -52,6 +52,7 @@ NOT_MEASURED = {
     "64 MiB": "the most mtkit reads of a model directory's small file, a limit",
     "31 MB": "`small`'s model file: its parameters, 4 bytes each",
     "92 MB": "`small`'s checkpoint: its parameters and Adam's two moments, 4 bytes each",
+    "256 MiB": "the largest document `translate` reads, a limit",
 }
 # Pages whose figures are not checked yet, each with why.
 UNCHECKED = {

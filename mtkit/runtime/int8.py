@@ -73,8 +73,8 @@ class Int8Linear(DynamicLinear):
         """This layer restricted to its output rows `ids` (a lexical shortlist): states (N, in) -> those rows'
         logits (N, len(ids)), the full layer's, plus `logits_bias[ids]` when given (Marian's final_logits_bias).
 
-        It stays int8: the rows' integers with their own scales, repacked (about 1 ms a batch), so the product
-        keeps int8's speed; a dequantized fp32 copy measured slower than the whole int8 layer."""
+        It stays int8: the rows' integers with their own scales, repacked (a millisecond or so a batch), so the
+        product keeps int8's speed; a dequantized fp32 copy measured slower than the whole int8 layer."""
         if self.unpacked is None:
             self.unpacked = Int8Rows.of(self)
         restricted = self.unpacked.layer(ids)
@@ -95,9 +95,9 @@ class Int8Rows:
     whole matrix: 0-d tensors), and its bias.
 
     Why kept (on the layer, `Int8Linear.unpacked`): fbgemm holds the layer's weight packed, and unpacking it
-    (`layer.weight()`, and `layer.bias()` again) took 3.2 ms each for 8,000 x 256 on a 2-core Zen 4 EPYC, paid by
-    every shortlisted batch: a one-sentence request of a student took 21 ms with its shortlist against 12 ms
-    without."""
+    (`layer.weight()`, and `layer.bias()` again) cost milliseconds, paid by every shortlisted batch: a one-sentence
+    request of a student took far longer with its shortlist than without (docs/benchmarks.md, "Figures behind the
+    code's choices": mtkit/decode/step.py)."""
 
     ints: Tensor
     scales: Tensor
