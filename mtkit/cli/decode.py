@@ -199,7 +199,7 @@ def translate(
     format: str = typer.Option(
         "auto",
         "--format",
-        help="auto: by -i's extension (.txt .html .md .srt .vtt .po .xlf .docx: a document, written back whole with "
+        help="auto: by -i's extension (.html .md .srt .vtt .po .xlf .docx: a document, written back whole with "
         "its structure; docs/documents.md), else text; text: one sentence a line; html-lines: each line an HTML "
         "fragment, tags kept; or a document format: paragraphs, html, markdown, srt, vtt, po, xliff, docx.",
     ),

@@ -265,15 +265,16 @@ class Markup:
 def translate_fragments(
     translator: Translator,
     lines: Iterable[str],
-    config: DecodeConfig = DecodeConfig(),
+    config: DecodeConfig | None = None,
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     chunk_lines: int = DEFAULT_CHUNK_LINES,
     target_lang: str = "",
     attributes: Collection[str] = (),
 ) -> Iterator[str]:
     """Each line, an HTML fragment, translated with its markup kept (`mtkit translate --format html-lines`), in
-    order; into `target_lang` for a multilingual model; `attributes` (title, alt) translated too."""
-    config = dataclasses.replace(config, nbest=1)
+    order; into `target_lang` for a multilingual model; `attributes` (title, alt) translated too. `config`: the
+    translator's defaults when None."""
+    config = dataclasses.replace(translator.defaults if config is None else config, nbest=1)
     for _, chunk in chunks(lines, chunk_lines):
         markup = Markup(chunk, attributes)
         stream = translator.translate_stream(markup.texts, config, batch_tokens, target_lang=target_lang)
