@@ -291,6 +291,11 @@ class CT2Engine:
             model = Transformer(config_of({"model_config": self.record["model_config"]}))
         return sum(p.numel() for p in model.parameters())
 
+    @property
+    def languages(self) -> tuple[str, str] | None:
+        """None: an export records no languages."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """What /info says about the model: the export record's facts and how CTranslate2 runs it."""
         return {

@@ -75,6 +75,11 @@ class Engine(Protocol):
         """What /info says about the model: path, kind, step, architecture, parameters, vocabulary size."""
         ...
 
+    @property
+    def languages(self) -> tuple[str, str] | None:
+        """The (source, target) languages the model's record names, or None: sentence splitting's rules."""
+        ...
+
     def close(self) -> None:
         """Free what the engine holds beyond its memory (nothing for both engines today)."""
         ...

@@ -125,6 +125,11 @@ class TorchEngine:
         """mtkit's defaults are DecodeConfig's, the paper's: none of its own."""
         return {}
 
+    @property
+    def languages(self) -> tuple[str, str] | None:
+        found = self.about.get("languages")
+        return (str(found[0]), str(found[1])) if found else None
+
     def describe(self) -> dict[str, Any]:
         return {
             "path": self.about.get("path"),

@@ -110,7 +110,6 @@ class Translator:
         self.given = dict(given or {})
         self.settings()  # checked now: a damaged default is said before any line is read
         self._pool: WorkerPool[Translator] | None = None
-        self._languages: Any = None  # the model's recorded (source, target), asked once: sentences' rules
         if workers > 1 and forked:
             self._start_workers()
 
@@ -265,15 +264,14 @@ class Translator:
         losses: Losses,
     ) -> Iterator[Translation]:
         """The chunk's lines split into sentences (mtkit/decode/sentences.py), translated in one batch, joined."""
-        languages = self.describe().get("languages") if self._languages is None else self._languages
-        self._languages = languages or ()
-        pieces = Pieces.of(items, source_language(self._languages))
+        languages = self.engine.languages or ("", "")
+        pieces = Pieces.of(items, source_language(languages))
         numbers = [first + i for i in pieces.owner]
         found = list(
             self._translate_chunk(first, pieces.segments, config, batch_tokens, sampling, target_lang, numbers)
         )
         pieces.losses([t.text for t in found], self.vocab, config, self.max_source_tokens, first, losses)
-        glue = joiner(target_lang or (self._languages[1] if len(self._languages) == 2 else ""))
+        glue = joiner(target_lang or languages[1])
         yield from pieces.join(found, first, glue, Translation)
 
     def _translate_chunk(

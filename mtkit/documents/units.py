@@ -67,7 +67,7 @@ def keep_lines(out: str, source: str) -> str:
         return out
     sizes = [len(line.split()) for line in re.split(r"\r?\n", source)]
     spread_out = spread(" ".join(p.strip() for p in parts), sizes)
-    lead = out[: len(out) - len(out.lstrip())]
+    lead = out[: len(out) - len(out.lstrip(" \t"))]  # the paragraph's indent, never a line break
     return lead + "".join(line + end for line, end in zip(spread_out, [*ends, ""]))
 
 

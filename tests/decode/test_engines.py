@@ -66,6 +66,7 @@ class Echo:
     device = "cpu"
     vocab_size = 4 + 1000
     max_source_tokens = 20
+    languages = None
 
     def __init__(self, parallel: Literal["processes", "threads"] = "threads") -> None:
         self.parallel = parallel

@@ -10,12 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from mtkit.config import DecodeConfig
 from mtkit.documents import FORMATS, translate_document
 from tests.support.documents import MAKERS, same_structure
 
 
 class StandIn:
     """A translator whose translation of a text is `change(words)`, aligned word for word where it can say."""
+
+    defaults = DecodeConfig()
 
     def __init__(self, name: str) -> None:
         self.name = name

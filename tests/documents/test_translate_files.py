@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.documents import MAKERS, same_structure
 
-EXTENSION = {"paragraphs": "txt", "html": "html", "markdown": "md", "srt": "srt", "vtt": "vtt", "po": "po",
+EXTENSION = {"paragraphs": "text", "html": "html", "markdown": "md", "srt": "srt", "vtt": "vtt", "po": "po",
              "xliff": "xlf", "docx": "docx"}  # fmt: skip
 
 
@@ -18,7 +18,8 @@ def test_a_file_comes_back_in_its_own_format_with_its_structure(cli, cli_model, 
     source = tmp_path / f"in.{EXTENSION[format]}"
     source.write_bytes(MAKERS[format](random.Random(format)))
     out = tmp_path / f"out.{EXTENSION[format]}"
-    done = cli("translate", "-m", cli_model, "-i", source, "-o", out, "--beam", "1", "--max-len-b", "4")
+    chosen = ("--format", "paragraphs") if format == "paragraphs" else ()  # no extension calls for paragraphs
+    done = cli("translate", "-m", cli_model, "-i", source, "-o", out, "--beam", "1", "--max-len-b", "4", *chosen)
     assert done.returncode == 0, done.stderr
     assert not same_structure(source.read_bytes(), out.read_bytes(), format)
 
@@ -32,7 +33,7 @@ def test_a_file_comes_back_in_its_own_format_with_its_structure(cli, cli_model, 
         ("bad.xlf", b"<xliff><file>", "not well-formed XML"),
         ("bomb.xlf", b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><xliff>&a;</xliff>', "has a DOCTYPE"),
         ("bad.docx", b"PK\x03\x04 not really a zip", "not a readable .docx document"),
-        ("binary.txt", b"PK\x03\x04\x00\x00\x00binary", "the input is binary"),
+        ("binary.txt", b"PK\x03\x04\x00\x00\x00binary", "is binary (it holds NUL bytes)"),
         ("latin1.md", "caf\xe9 au lait\n".encode("latin-1"), "not UTF-8 text"),
     ],
 )
@@ -53,5 +54,14 @@ def test_format_overrides_the_extension_and_plain_input_stays_lines(cli, cli_mod
     assert as_srt.returncode == 0 and not same_structure(source.read_bytes(), as_srt.stdout.encode(), "srt")
     lines = cli("translate", "-m", cli_model, "--beam", "1", "--max-len-b", "3", input="A man.\n\nA dog.\n")
     assert lines.returncode == 0 and len(lines.stdout.splitlines()) == 3  # stdin: one output line an input line
+    wrapped = tmp_path / "test.txt"  # a test set in a .txt: lines, whatever they look like
+    wrapped.write_text("a man runs\nthe dog sits on the street\n\nred ball\n")
+    as_lines = cli("translate", "-m", cli_model, "-i", wrapped, "--beam", "1", "--max-len-b", "3")
+    assert as_lines.returncode == 0 and len(as_lines.stdout.splitlines()) == 4, as_lines.stderr
     refused = cli("translate", "-m", cli_model, "-i", source, "--format", "srt", "--nbest", "2", "--beam", "2")
     assert refused.returncode == 1 and "--format srt translates its text once" in refused.stderr
+    word = tmp_path / "letter.docx"
+    word.write_bytes(MAKERS["docx"](random.Random(2)))
+    binary = cli("translate", "-m", cli_model, "--format", "text", "-i", word, "-o", tmp_path / "out.txt")
+    assert binary.returncode == 1 and "is binary (it holds NUL bytes)" in binary.stderr, binary.stderr
+    assert not (tmp_path / "out.txt").exists()
