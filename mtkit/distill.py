@@ -37,6 +37,7 @@ from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig
 from mtkit.data.bpe import BpeOptions
 from mtkit.data.bpe import build as binarize_with
 from mtkit.data.corpora import SPLITS
+from mtkit.data.dataset import DataDir, open_data
 from mtkit.errors import MtkitError
 from mtkit.files import count_lines, data_dir_locked, progress_bar
 from mtkit.provenance import sha256_file
@@ -79,13 +80,22 @@ def fingerprint_teacher(paths: Sequence[Path]) -> list[dict[str, str]]:
     return out
 
 
+def _vocabulary(data: Path) -> DataDir:
+    """DATA opened for the vocabulary the student keeps (whichever tokenizer `mtkit bpe` encoded it with: its own
+    SentencePiece model, or a model's with --from), or one sentence."""
+    opened = open_data(data)  # no bpe.json: "run `mtkit bpe DATA` first"
+    try:
+        opened.tokenizer()
+    except MtkitError:
+        raise MtkitError(
+            f"{data} has no vocabulary for the student to keep; run `mtkit bpe {data}` first "
+            f"(or `mtkit bpe {data} --from TEACHER` to take the teacher's)."
+        ) from None
+    return opened
+
+
 def _languages(data: Path) -> tuple[str, str, dict[str, Any]]:
     """DATA's languages and prepare.json (what NEW's copies), refusing what cannot be distilled, in one sentence."""
-    if not (data / "spm.model").is_file():
-        raise MtkitError(
-            f"{data} has no spm.model, the vocabulary the student keeps; run `mtkit bpe {data}` first "
-            f"(or `mtkit bpe {data} --from TEACHER` to take the teacher's)."
-        )
     prepared: dict[str, Any] = {}
     for name in ("prepare.json", "bpe.json"):
         try:
@@ -155,6 +165,7 @@ def distill(data: Path, teacher: Plan, out: Path, opts: DistillOptions = Distill
         raise MtkitError(f"--out {out} is a file; give a directory.")
     if opts.chunk_lines < 1:
         raise MtkitError("--chunk-lines must be at least 1.")
+    vocabulary = _vocabulary(data)
     src, tgt, prepared = _languages(data)
     source = data / "raw" / f"train.{src}"
     config = teacher.defaults  # the teacher's own defaults under the caller's settings (mtkit/decode_defaults.py)
@@ -163,7 +174,7 @@ def distill(data: Path, teacher: Plan, out: Path, opts: DistillOptions = Distill
         "teacher": fingerprint_teacher([s.path for s in teacher.model.sources]),
         "decode": dataclasses.asdict(config),
         "source": {"file": f"raw/train.{src}", "sha256": sha256_file(source), "lines": lines},
-        "vocabulary_sha256": sha256_file(data / "spm.model"),
+        "vocabulary_sha256": hashlib.sha256(vocabulary.vocab_bytes()).hexdigest(),
         "chunk_lines": opts.chunk_lines,
         "mix_references": opts.mix_references,
     }
@@ -187,15 +198,12 @@ def distill(data: Path, teacher: Plan, out: Path, opts: DistillOptions = Distill
         }
         _write_prepare(out, prepared, src, tgt, record)
         _write_record(out, record)
-    from mtkit.data.dataset import open_data
-    from mtkit.marian.vocab import load_tokenizer
-
-    vocab_file = open_data(data).spm_path  # spm.model, or an OPUS-MT model's marian-tokenizer.json
-    tokenizer = load_tokenizer(vocab_file.read_bytes())
-    binarize_with(out, BpeOptions(tokenizer=tokenizer, tokenizer_from=str(vocab_file), progress=opts.progress))
+    tokenizer = vocabulary.tokenizer()  # DATA's, whichever kind: NEW keeps its ids
+    where = str(vocabulary.spm_path)
+    binarize_with(out, BpeOptions(tokenizer=tokenizer, tokenizer_from=where, progress=opts.progress))
     files = {
         rel: (out / rel).stat().st_size
-        for rel in ("spm.model", *(f"raw/{p.name}" for p in sorted((out / "raw").iterdir())))
+        for rel in (tokenizer.filename, *(f"raw/{p.name}" for p in sorted((out / "raw").iterdir())))
     }
     record = {**record, "state": "done", "files": files}
     with data_dir_locked(out, "mtkit distill"):

@@ -105,7 +105,7 @@ def test_refusals(toy, tmp_path):
         run(data, teacher, data)
     bare = tmp_path / "bare"
     shutil.copytree(data / "raw", bare / "raw")
-    with pytest.raises(MtkitError, match="has no spm.model"):
+    with pytest.raises(MtkitError, match=r"run `mtkit bpe"):
         run(bare, teacher, tmp_path / "x")
 
 

@@ -234,7 +234,10 @@ class CT2Runner:
     def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
         from mtkit.decode import ct2
 
-        return ct2.open_directory(found[0].path, device, precision, workers, threads)
+        export = found[0]
+        if not isinstance(export, sources.CT2Export):  # `find` gives this runner CTranslate2 exports only
+            raise MtkitError(f"{export.path} is not a CTranslate2 export.")
+        return ct2.open_export(export, device, precision, workers, threads)
 
 
 class TorchRunner:
@@ -271,10 +274,10 @@ def open_torch(
     import torch
 
     from mtkit import checkpoint, runtime
+    from mtkit.data.tokenizer import load_tokenizer
     from mtkit.decode.shortlist import Shortlist
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
-    from mtkit.marian.vocab import load_tokenizer
     from mtkit.provenance import data_languages
 
     if threads:

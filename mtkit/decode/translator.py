@@ -226,11 +226,16 @@ class Translator:
         losses.say()
 
     def score(
-        self, pairs: Iterable[tuple[str, str]], batch_tokens: int = DEFAULT_BATCH_TOKENS, target_lang: str = ""
+        self,
+        pairs: Iterable[tuple[str, str]],
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        target_lang: str = "",
+        cut: bool = False,
     ) -> list[PairScore]:
         """log P(target + EOS | source) of each (source, target) pair, in order (mtkit/decode/scoring.py);
-        `target_lang`: the direction of a multilingual model's pairs (see `translate`)."""
-        return list(self.score_stream(pairs, batch_tokens, target_lang=target_lang))
+        `target_lang`: the direction of a multilingual model's pairs (see `translate`); `cut`: a target longer
+        than the model's positions is cut to them, with a warning, as a source is, instead of refused."""
+        return list(self.score_stream(pairs, batch_tokens, target_lang=target_lang, cut=cut))
 
     def score_stream(
         self,
@@ -238,13 +243,14 @@ class Translator:
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         chunk_lines: int = DEFAULT_CHUNK_LINES,
         target_lang: str = "",
+        cut: bool = False,
     ) -> Iterator[PairScore]:
         """Scores in input order, yielded as soon as every earlier pair's is ready: nothing is searched."""
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
         target_lang = self.check_target_lang(target_lang)
         for first, chunk in chunks(pairs, chunk_lines):
-            yield from self._score_chunk(first, chunk, batch_tokens, target_lang)
+            yield from self._score_chunk(first, chunk, batch_tokens, target_lang, cut)
 
     def align(
         self, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], target_lang: str = ""
@@ -308,10 +314,10 @@ class Translator:
         yield from in_order(itertools.chain([empty], found))
 
     def _score_chunk(
-        self, first: int, pairs: list[tuple[str, str]], batch_tokens: int, target_lang: str = ""
+        self, first: int, pairs: list[tuple[str, str]], batch_tokens: int, target_lang: str = "", cut: bool = False
     ) -> Iterator[PairScore]:
         src = source_ids(self.vocab, [s for s, _ in pairs], first, self.max_source_tokens, target_lang)
-        tgt = target_ids(self.vocab, [t for _, t in pairs], first, self.max_source_tokens)
+        tgt = target_ids(self.vocab, [t for _, t in pairs], first, self.max_source_tokens, cut)
         packed = balanced_batches([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], batch_tokens, self.workers)
         jobs = [partial(score_pairs, src=[src[i] for i in b], tgt=[tgt[i] for i in b]) for b in packed]
         found = (

@@ -29,10 +29,8 @@ from typing import Any, Protocol
 from mtkit import decode_defaults
 from mtkit.data.tokenizer import Tokenizer
 from mtkit.errors import MtkitError
-from mtkit.files import read_model_file
+from mtkit.files import CT2_MODEL, EXPORT_RECORD, TOKENIZER_FILES, VMAP, read_model_file
 from mtkit.sources.mtkit_files import ModelFile, RunDirectory, describe_file
-
-EXPORT_RECORD = "mtkit-export.json"  # what `mtkit export` writes beside an export (mtkit/export/target.py)
 
 
 class Source(Protocol):
@@ -74,15 +72,21 @@ class MarianDirectory:
         return {"format": FORMAT, "version": VERSION, **load_hf_dir(self.path)}
 
     def decode_defaults(self) -> dict[str, Any]:
-        """None: it decodes by mtkit's defaults (its generation_config.json is not read)."""
-        return {}
+        """What `mtkit export --format huggingface` recorded beside it (a student's beam 1); an OPUS-MT model's are
+        mtkit's own (its generation_config.json is not read)."""
+        try:
+            record = json.loads(read_model_file(self.path / EXPORT_RECORD))
+        except (OSError, ValueError, MtkitError):
+            return {}
+        return decode_defaults.of(record, shortlist=False, where=self.path) if isinstance(record, dict) else {}
 
     def describe(self) -> dict[str, Any]:
         return {**describe_file(self.path, self.checkpoint()), "source": self.kind}
 
 
 class CT2Export:
-    """A directory of `mtkit export --format ctranslate2` (model.bin beside config.json), run by CTranslate2."""
+    """A directory of `mtkit export --format ctranslate2` (model.bin beside config.json), run by CTranslate2: its
+    record, its tokenizer and its vocabulary map, read here for the engine (mtkit/decode/ct2.py) and `mtkit info`."""
 
     kind = "CTranslate2 export"
     engine = "ctranslate2"
@@ -92,7 +96,26 @@ class CT2Export:
 
     @staticmethod
     def claims(path: Path) -> bool:
-        return path.is_dir() and (path / "model.bin").is_file() and (path / "config.json").is_file()
+        return path.is_dir() and (path / CT2_MODEL).is_file() and (path / "config.json").is_file()
+
+    @property
+    def vmap(self) -> Path | None:
+        """CTranslate2's vocabulary map, a model's shortlist (mtkit/data/shortlist.py), where the export has one."""
+        path = self.path / VMAP
+        return path if path.is_file() else None
+
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the export carries (`Tokenizer.filename`: an OPUS-MT model's bundle first, then mtkit's
+        SentencePiece model, which was also the bundle's name before it had its own), or one sentence."""
+        from mtkit.data.tokenizer import load_tokenizer
+
+        name = next((n for n in reversed(TOKENIZER_FILES) if (self.path / n).is_file()), None)
+        if name is None:
+            raise MtkitError(
+                f"{self.path} has no {TOKENIZER_FILES[0]}, the SentencePiece model that turns text into its tokens; "
+                "export it with mtkit export --format ctranslate2, which writes one."
+            )
+        return load_tokenizer(read_model_file(self.path / name))
 
     def record(self) -> dict[str, Any]:
         """mtkit-export.json: the step, quantization, source and model config it was exported with ({}: none)."""
@@ -110,7 +133,7 @@ class CT2Export:
 
     def decode_defaults(self) -> dict[str, Any]:
         """The export record's; an older export's from its provenance and its vocabulary map."""
-        return decode_defaults.of(self.record(), shortlist=(self.path / "vmap.txt").is_file(), where=self.path)
+        return decode_defaults.of(self.record(), shortlist=self.vmap is not None, where=self.path)
 
     def describe(self) -> dict[str, Any]:
         from mtkit.config import ModelConfig, config_from_dict
@@ -125,13 +148,13 @@ class CT2Export:
         from mtkit.provenance import distilled_from
 
         files = [p for p in self.path.iterdir() if p.is_file()]
-        vmap = self.path / "vmap.txt"  # CTranslate2's vocabulary map: a model's shortlist (mtkit/data/shortlist.py)
+        vmap = self.vmap
         return {
             "path": str(self.path),
             "export": "ctranslate2",
             "bytes": sum(p.stat().st_size for p in files),
-            "model_bytes": (self.path / "model.bin").stat().st_size,
-            "vmap_entries": sum(1 for _ in vmap.open(encoding="utf-8")) - 1 if vmap.is_file() else None,
+            "model_bytes": (self.path / CT2_MODEL).stat().st_size,
+            "vmap_entries": sum(1 for _ in vmap.open(encoding="utf-8")) - 1 if vmap is not None else None,
             "student": distilled_from(record.get("provenance")),
             "decode_defaults": self.decode_defaults(),
             "quantization": record.get("quantization"),
@@ -174,7 +197,7 @@ def find(name: str | os.PathLike[str], revision: str | None = None) -> Source:
 
 def tokenizer_of(source: Source) -> Tokenizer:
     """The tokenizer `source` was trained with (`mtkit bpe --from`), or one sentence when it has none."""
-    from mtkit.marian.vocab import load_tokenizer
+    from mtkit.data.tokenizer import load_tokenizer
 
     vocab = source.checkpoint().get("vocab")
     if not vocab:

@@ -91,7 +91,7 @@ class RunDirectory:
 def _vocabulary(vocab: bytes | None) -> dict[str, Any] | None:
     if not vocab:
         return None
-    from mtkit.marian.vocab import load_tokenizer
+    from mtkit.data.tokenizer import load_tokenizer
 
     try:
         pieces: int | None = len(load_tokenizer(vocab))
