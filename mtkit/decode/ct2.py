@@ -60,10 +60,13 @@ def import_ctranslate2() -> Any:
     return ctranslate2
 
 
-def check_runtime(device: str, precision: str) -> None:
-    """A --device or --precision CTranslate2 cannot run, said before anything is read (and a server starts)."""
+def check_runtime(device: str, precision: str) -> str:
+    """A --device or --precision CTranslate2 cannot run, said before anything is read (and a server starts); else
+    the device it runs on ("cpu", "cuda:N")."""
     ctranslate2 = import_ctranslate2()
-    compute_type(ctranslate2, precision, parse_device(ctranslate2, device)[0])
+    kind, index = parse_device(ctranslate2, device)
+    compute_type(ctranslate2, precision, kind)
+    return kind if kind == "cpu" else f"cuda:{index}"
 
 
 def parse_device(ctranslate2: Any, name: str) -> tuple[str, int]:
@@ -304,6 +307,7 @@ def open_export(export: CT2Export, device: str, precision: str, workers: int, th
     `threads`: CTranslate2's intra_threads; 0 takes PyTorch's count (`mtkit.device.default_threads`), as mtkit's
     own engine would run. torch itself is not imported: CTranslate2 searches, and torch would cost hundreds of MiB."""
     import_ctranslate2()
+    export.check()  # its files as `mtkit export` wrote them: a damaged model.bin is refused, not run
     vocab = export.tokenizer()
     pieces = [vocab.piece(i) for i in range(len(vocab))]
     engine = CT2Engine(export, pieces, device, precision, workers, threads or default_threads())

@@ -63,7 +63,9 @@ class Runner(Protocol):
     def engine() -> EngineKind: ...
 
     @staticmethod
-    def check_runtime(device: str, precision: str) -> None: ...
+    def check_runtime(device: str, precision: str) -> str:
+        """The device the engine will run on ("auto" resolved: "cpu", "cuda:0"), or one sentence."""
+        ...
 
     @staticmethod
     def open(
@@ -85,8 +87,8 @@ class Model:
     def engine(self) -> EngineKind:
         return self.runner.engine()
 
-    def check_runtime(self, device: str, precision: str) -> None:
-        self.runner.check_runtime(device, precision)
+    def check_runtime(self, device: str, precision: str) -> str:
+        return self.runner.check_runtime(device, precision)
 
     def decode_defaults(self) -> dict[str, Any]:
         """The model's own decoding defaults, read without its weights: its file's; an ensemble's, those its
@@ -109,6 +111,13 @@ class Plan:
     workers: int = 1
     threads: int = 0
     given: Mapping[str, Any] = field(default_factory=dict)
+    runs_on: str = ""  # the device, "auto" resolved (what a distillation's resume compares)
+
+    @property
+    def runtime(self) -> dict[str, Any]:
+        """How it runs, beside what it decodes: what changes its outputs besides the model and the settings."""
+        return {"device": self.runs_on or self.device, "precision": self.precision, "workers": self.workers,
+                "threads": self.threads}  # fmt: skip
 
     @cached_property
     def model_defaults(self) -> dict[str, Any]:
@@ -175,8 +184,8 @@ def plan(
     model = find(path, revision)
     engine = model.engine()
     engine.check(layered(engine.defaults(), {}, changes), sampling)
-    model.check_runtime(device, precision)
-    return Plan(model, device, precision, workers, threads, dict(changes))
+    runs_on = model.check_runtime(device, precision)
+    return Plan(model, device, precision, workers, threads, dict(changes), runs_on)
 
 
 def prepare(
@@ -225,10 +234,10 @@ class CT2Runner:
         return CT2Engine
 
     @staticmethod
-    def check_runtime(device: str, precision: str) -> None:
+    def check_runtime(device: str, precision: str) -> str:
         from mtkit.decode.ct2 import check_runtime
 
-        check_runtime(device, precision)
+        return check_runtime(device, precision)
 
     @staticmethod
     def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
@@ -253,12 +262,14 @@ class TorchRunner:
         return TorchEngine
 
     @staticmethod
-    def check_runtime(device: str, precision: str) -> None:
-        """The device exists and the precision runs there; "auto" is decided when the model is opened, not here."""
+    def check_runtime(device: str, precision: str) -> str:
+        """The device exists and the precision runs there; precision "auto" is decided when the model is opened."""
         from mtkit.device import pick_device
         from mtkit.runtime import check_decoding_precision
 
-        check_decoding_precision(precision, pick_device(device))
+        target = pick_device(device)
+        check_decoding_precision(precision, target)
+        return str(target)
 
     @staticmethod
     def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:

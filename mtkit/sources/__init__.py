@@ -131,6 +131,31 @@ class CT2Export:
             "was exported from."
         )
 
+    def check(self) -> None:
+        """Its files as `mtkit export` wrote them (the sha256 of each, in its record), or one sentence: CTranslate2
+        reads model.bin without a checksum, so a damaged one would translate into garbage. An export from before
+        the sha256 were recorded is not checked."""
+        from mtkit.provenance import sha256_file
+
+        recorded = self.record().get("sha256")
+        if recorded is None:
+            return
+        if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+            raise MtkitError(f"{self.path / EXPORT_RECORD} is damaged (its sha256 entry); export the model again.")
+        for name, digest in recorded.items():
+            if name == VMAP:  # its identity is asked only where the shortlist is (mtkit/decode/ct2.py: vmap_refusal)
+                continue
+            path = self.path / name
+            if Path(name).name != name or name.startswith("."):  # the record is read from disk: names only
+                raise MtkitError(f"{self.path / EXPORT_RECORD} names {name!r}, not a file of the export.")
+            if not path.is_file():
+                raise MtkitError(f"{path} is missing from the export; export the model again.")
+            if sha256_file(path) != digest:
+                raise MtkitError(
+                    f"{path} is not the file `mtkit export` wrote (its sha256 differs: damaged or replaced); "
+                    "export the model again."
+                )
+
     def decode_defaults(self) -> dict[str, Any]:
         """The export record's; an older export's from its provenance and its vocabulary map."""
         return decode_defaults.of(self.record(), shortlist=self.vmap is not None, where=self.path)
