@@ -12,7 +12,7 @@ An mtkit file is a dict:
     averaged_from [{"file", "step", "sha256"}] of the checkpoints an averaged model is the mean of
     taken_from    {"file", "step", "sha256"} of the checkpoint a model file of one checkpoint was made of
     decode_defaults  the DecodeConfig fields the model decodes with unless told otherwise: {"beam": 1} for a
-                  student, "shortlist": true once `mtkit shortlist` added one (mtkit/decode_defaults.py)
+                  student, "shortlist": true once `mtkit shortlist` added one (mtkit/sources/defaults.py)
   and for kind "checkpoint" the training state (`Trainer.state_dict`, mtkit/train/trainer.py):
     train_config  dataclasses.asdict(TrainConfig), resolved for the world size
     optimizer     optimizer.state_dict() (Adam moments and step counts)

@@ -168,7 +168,7 @@ def distill(data: Path, teacher: Plan, out: Path, opts: DistillOptions = Distill
     vocabulary = _vocabulary(data)
     src, tgt, prepared = _languages(data)
     source = data / "raw" / f"train.{src}"
-    config = teacher.defaults  # the teacher's own defaults under the caller's settings (mtkit/decode_defaults.py)
+    config = teacher.defaults  # the teacher's own defaults under the caller's settings (mtkit/sources/defaults.py)
     lines = count_lines(source)
     settings = {
         "teacher": fingerprint_teacher([s.path for s in teacher.model.sources]),

@@ -5,7 +5,7 @@ student) goes inside the model file, under `shortlist`: {"candidates": (source v
 best first, -1 padded; "frequent": (N,) int32 tensor; "k", "frequent_count", "learned_from"}. So it travels
 with the weights: `mtkit translate` uses it (mtkit/decode/shortlist.py), `mtkit export --format ctranslate2`
 writes it as CTranslate2's vocabulary map (vmap.txt), and `mtkit info` says it is there. The file's
-`decode_defaults` turn it on (mtkit/decode_defaults.py).
+`decode_defaults` turn it on (mtkit/sources/defaults.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from mtkit import checkpoint, decode_defaults, sources
+from mtkit import checkpoint, sources
 from mtkit.data.dataset import open_data
 from mtkit.data.shortlist import learn
 from mtkit.errors import MtkitError
@@ -68,6 +68,6 @@ def make(
         },
     }
     # decoded with its shortlist unless told otherwise, beside what the model decoded with before (a student's beam)
-    defaults = {**decode_defaults.of(ckpt, where=model), "shortlist": True}
-    checkpoint.atomic_save({**ckpt, "shortlist": shortlist, decode_defaults.KEY: defaults}, out)
+    own = {**sources.defaults.of(ckpt, where=model), "shortlist": True}
+    checkpoint.atomic_save({**ckpt, "shortlist": shortlist, sources.defaults.KEY: own}, out)
     return shortlist

@@ -12,7 +12,7 @@
 - open (`Plan.open`): the weights read, the runtime decided once (precision "auto" resolved and logged once:
   mtkit.runtime) and handed to the engine.
 - defaults: the Translator decodes by DecodeConfig's defaults, then the engine's, then the model's own (its
-  file's `decode_defaults`, mtkit/decode_defaults.py), then the caller's changes (`Translator.defaults`).
+  file's `decode_defaults`, mtkit/sources/defaults.py), then the caller's changes (`Translator.defaults`).
 
 Two runners, peers: "mtkit" (mtkit's search over PyTorch models, mtkit/decode/torch_engine.py: mtkit files,
 run directories, Marian directories; several make an ensemble) and "ctranslate2" (mtkit/decode/ct2.py; torch
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mtkit import sources
 from mtkit.config import DecodeConfig, SamplingConfig
 from mtkit.decode.translator import Translator
-from mtkit.decode_defaults import layered
 from mtkit.errors import MtkitError
+from mtkit.sources.defaults import layered
 
 if TYPE_CHECKING:
     from mtkit.model.transformer import Transformer

@@ -28,8 +28,8 @@ from mtkit.decode.engine import Engine
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
 from mtkit.decode.sentences import Losses, Pieces, joiner, source_language
-from mtkit.decode_defaults import layered
 from mtkit.errors import MtkitError
+from mtkit.sources.defaults import layered
 
 # No torch here: the engine (mtkit/decode/engine.py) imports what it runs on; CTranslate2 needs no torch (and
 # its import costs hundreds of MiB of memory).
@@ -72,7 +72,7 @@ class Translator:
     What it decodes with when not told (`defaults`): DecodeConfig's defaults (the paper's), then the engine's
     (CTranslate2's length penalty), then the model's (`model_defaults`: a student's beam 1, its shortlist), then
     `given` (what `prepare` was asked for: a command line's flags); `translate(lines, beam=5)` lays its own
-    changes over them (mtkit/decode_defaults.py).
+    changes over them (mtkit/sources/defaults.py).
     """
 
     def __init__(
@@ -138,7 +138,7 @@ class Translator:
 
     def settings(self, **changes: Any) -> DecodeConfig:
         """What decodes with `changes` (DecodeConfig fields) laid over this translator's defaults: the one place
-        the layers meet (`decode_defaults.layered`; a model's beam stays wide enough for the nbest asked for)."""
+        the layers meet (`defaults.layered`; a model's beam stays wide enough for the nbest asked for)."""
         return layered(self.engine.defaults(), self.model_defaults, {**self.given, **changes})
 
     def describe(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from mtkit import __version__, decode_defaults, sources
+from mtkit import __version__, sources
 from mtkit.config import ExportConfig
 from mtkit.errors import MtkitError
 from mtkit.export import ctranslate2
@@ -59,7 +59,7 @@ def export(
         "model_config": ckpt.get("model_config"),  # max_positions for `mtkit translate -m DIR` (mtkit/decode/ct2.py)
         "mtkit": __version__,
         "provenance": ckpt.get("provenance"),  # read back by `mtkit info DIR` (mtkit/sources/)
-        decode_defaults.KEY: decode_defaults.of(ckpt, where=model_path),  # what `mtkit translate -m DIR` decodes with
+        sources.defaults.KEY: sources.defaults.of(ckpt, where=model_path),  # what `mtkit translate -m DIR` decodes with
     }
 
     def fill(tmp: Path) -> None:

@@ -11,9 +11,12 @@ claimed by the first of `KINDS` that recognises it, each a class of the same few
 - `checkpoint()`: the dict `mtkit.checkpoint.load` gives (config, weights, vocabulary bytes), for what mtkit's
   engine runs, `mtkit export` converts and `train --init` starts from;
 - `tokenizer()`: the text-to-ids of the model (data/tokenizer.py);
-- `decode_defaults()`: the decoding settings the model carries as its own (mtkit/decode_defaults.py), read
+- `decode_defaults()`: the decoding settings the model carries as its own (mtkit/sources/defaults.py), read
   without its weights;
 - `describe()`: what `mtkit info` prints, as a dict.
+
+`defaults` (mtkit/sources/defaults.py) reads a model's decoding defaults from what its files record, and lays
+the layers of defaults over each other for every caller.
 
 Every command that takes a model (`translate`, `serve`, `info`, `export`, `train --init`, `bpe --from`) and the
 Python API (`mtkit.load_translator`) ask `find`; nothing else looks at a path to decide what it is.
@@ -26,10 +29,10 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from mtkit import decode_defaults
 from mtkit.data.tokenizer import Tokenizer
 from mtkit.errors import MtkitError
 from mtkit.files import CT2_MODEL, EXPORT_RECORD, TOKENIZER_FILES, VMAP, read_model_file
+from mtkit.sources import defaults
 from mtkit.sources.mtkit_files import ModelFile, RunDirectory, describe_file
 
 
@@ -78,7 +81,7 @@ class MarianDirectory:
             record = json.loads(read_model_file(self.path / EXPORT_RECORD))
         except (OSError, ValueError, MtkitError):
             return {}
-        return decode_defaults.of(record, shortlist=False, where=self.path) if isinstance(record, dict) else {}
+        return defaults.of(record, shortlist=False, where=self.path) if isinstance(record, dict) else {}
 
     def describe(self) -> dict[str, Any]:
         return {**describe_file(self.path, self.checkpoint()), "source": self.kind}
@@ -158,7 +161,7 @@ class CT2Export:
 
     def decode_defaults(self) -> dict[str, Any]:
         """The export record's; an older export's from its provenance and its vocabulary map."""
-        return decode_defaults.of(self.record(), shortlist=self.vmap is not None, where=self.path)
+        return defaults.of(self.record(), shortlist=self.vmap is not None, where=self.path)
 
     def describe(self) -> dict[str, Any]:
         from mtkit.config import ModelConfig, config_from_dict

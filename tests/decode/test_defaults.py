@@ -1,5 +1,5 @@
 """A model's decoding defaults: carried as data in its file and its export, laid over DecodeConfig's in one place
-(mtkit/decode_defaults.py, `Translator.defaults`), so that the CLI and the Python API decode every kind of model
+(mtkit/sources/defaults.py, `Translator.defaults`), so that the CLI and the Python API decode every kind of model
 alike with no options given: a student, an int8 model, a CTranslate2 export, an OPUS-MT directory."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 import mtkit
-from mtkit import average, checkpoint, decode_defaults, distill, shortlist
+from mtkit import average, checkpoint, distill, shortlist
 from mtkit.config import DecodeConfig, ExportConfig
 from mtkit.decode import loading
 from mtkit.errors import MtkitError
+from mtkit.sources import defaults as decode_defaults
 from tests.support.cli import run_cli
 from tests.support.distill import toy_task
 from tests.support.training import in_process_run
