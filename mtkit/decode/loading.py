@@ -92,12 +92,9 @@ class Model:
 
     def decode_defaults(self) -> dict[str, Any]:
         """The model's own decoding defaults, read without its weights: its file's; an ensemble's, those its
-        members agree on, without a shortlist (an ensemble searches over the whole output layer)."""
+        members agree on (all carry a shortlist: the ensemble searches their union)."""
         each = [source.decode_defaults() for source in self.sources]
-        if len(each) == 1:
-            return each[0]
-        agreed = {k: v for k, v in each[0].items() if all(k in other and other[k] == v for other in each[1:])}
-        return {k: v for k, v in agreed.items() if k != "shortlist"}
+        return {k: v for k, v in each[0].items() if all(k in other and other[k] == v for other in each[1:])}
 
 
 @dataclass(frozen=True)
