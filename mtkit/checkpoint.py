@@ -236,6 +236,16 @@ def config_of(ckpt: dict[str, Any]) -> ModelConfig:
     return config_from_dict(ModelConfig, ckpt["model_config"])
 
 
+def parameter_count(ckpt: dict[str, Any]) -> int:
+    """The parameters of the model a checkpoint's (or an export record's) config describes, a tied weight once: the
+    model built on the meta device (no memory, no weights read)."""
+    from mtkit.model import Transformer
+
+    with torch.device("meta"), without_init():
+        model = Transformer(config_of(ckpt))
+    return sum(p.numel() for p in model.parameters())
+
+
 @contextlib.contextmanager
 def without_init() -> Iterator[None]:
     """torch.nn.init's functions as no-ops while a model is built on the meta device, whose weights come next.

@@ -267,17 +267,15 @@ class CT2Engine:
         return {"lenpen": "fairseq"}
 
     def parameters(self) -> int:
-        """The model's parameter count, from the export record's config (a model on the meta device: no memory)."""
-        import torch
-
-        from mtkit.checkpoint import config_of
-        from mtkit.model import Transformer
-
+        """The model's parameter count, as the export record says it; an export from before it said so: counted
+        from its config (which imports torch, ~200 MiB, that CTranslate2 does not need)."""
+        if isinstance(self.record.get("parameters"), int):
+            return int(self.record["parameters"])
         if not isinstance(self.record.get("model_config"), dict):
             return 0
-        with torch.device("meta"):
-            model = Transformer(config_of({"model_config": self.record["model_config"]}))
-        return sum(p.numel() for p in model.parameters())
+        from mtkit.checkpoint import parameter_count
+
+        return parameter_count({"model_config": self.record["model_config"]})
 
     def describe(self) -> dict[str, Any]:
         """What /info says about the model: the export record's facts and how CTranslate2 runs it."""

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from mtkit import __version__, sources
+from mtkit import __version__, checkpoint, sources
 from mtkit.config import ExportConfig
 from mtkit.errors import MtkitError
 from mtkit.export import ctranslate2
@@ -57,6 +57,7 @@ def export(
         "source": str(model_path),
         "step": int(ckpt.get("step", 0)),
         "model_config": ckpt.get("model_config"),  # max_positions for `mtkit translate -m DIR` (mtkit/decode/ct2.py)
+        "parameters": checkpoint.parameter_count(ckpt),  # what /info says of the export, without torch
         "mtkit": __version__,
         "provenance": ckpt.get("provenance"),  # read back by `mtkit info DIR` (mtkit/sources/)
         sources.defaults.KEY: sources.defaults.of(ckpt, where=model_path),  # what `mtkit translate -m DIR` decodes with
