@@ -56,10 +56,10 @@ WHAT = {
     "average": "model files made of checkpoints: the average of the last N, one checkpoint without its training state",
     "sources": (
         "what a model name is, asked once: an mtkit file, a run directory, a Marian or OPUS-MT directory, a "
-        "CTranslate2 export, a Hub name; each kind a class (claims, engine, checkpoint, describe)"
+        "CTranslate2 export, a Hub name; each kind a class (claims, engine, checkpoint, decode_defaults, describe)"
     ),
     "marian": (
-        "Marian as Transformers holds it, in and out: weights, the OPUS-MT reader and its tokenizer, config sizes, "
+        "Marian as Transformers holds it, in and out: weights, the OPUS-MT reader, config sizes, "
         "the Hugging Face export and its model card"
     ),
     "checkpoint": "the file format: atomic save, safe load, the model rebuilt from its config",
@@ -68,7 +68,8 @@ WHAT = {
         "oneDNN linear, packed weights, attention paths, the dropout mask: how to compute, with no decisions "
         "and no timings"
     ),
-    "data": "corpora registry, download, extraction, cleaning, SentencePiece, binarized arrays, batching",
+    "data": "corpora registry, download, extraction, cleaning, the tokenizers (SentencePiece, OPUS-MT's), binarized "
+    "arrays, batching",
     "base": "small modules the rest shares",
     "interrupts": "SIGTERM as Ctrl-C, and both signals held back over the lines that make a file and its cleanup",
 }

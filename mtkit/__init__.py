@@ -23,7 +23,7 @@ _LAZY = {
     "build_model": "mtkit.model",
     "Transformer": "mtkit.model",
     "Translator": "mtkit.decode.translator",
-    "load_translator": "mtkit.decode.loading",  # mtkit files or a CTranslate2 directory, on the engine it calls for
+    "load_translator": "mtkit.decode.loading",  # `prepare`: any model, on its engine, by its own decoding defaults
 }
 
 

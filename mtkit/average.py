@@ -14,9 +14,9 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import config_diff
-from mtkit.decode_defaults import KEY
 from mtkit.errors import MtkitError
 from mtkit.facts import CHECKPOINT_FILE, CHECKPOINT_NAME
+from mtkit.sources.defaults import KEY
 
 
 def run_checkpoints(run: str | os.PathLike, last: int) -> list[Path]:
@@ -135,7 +135,7 @@ def average(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
         "step": step,
         "provenance": newest,
         "averaged_from": sources,
-        **({KEY: defaults} if defaults is not None else {}),  # the newest's (mtkit/decode_defaults.py)
+        **({KEY: defaults} if defaults is not None else {}),  # the newest's (mtkit/sources/defaults.py)
     }
 
 

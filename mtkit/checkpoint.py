@@ -12,7 +12,7 @@ An mtkit file is a dict:
     averaged_from [{"file", "step", "sha256"}] of the checkpoints an averaged model is the mean of
     taken_from    {"file", "step", "sha256"} of the checkpoint a model file of one checkpoint was made of
     decode_defaults  the DecodeConfig fields the model decodes with unless told otherwise: {"beam": 1} for a
-                  student, "shortlist": true once `mtkit shortlist` added one (mtkit/decode_defaults.py)
+                  student, "shortlist": true once `mtkit shortlist` added one (mtkit/sources/defaults.py)
   and for kind "checkpoint" the training state (`Trainer.state_dict`, mtkit/train/trainer.py):
     train_config  dataclasses.asdict(TrainConfig), resolved for the world size
     optimizer     optimizer.state_dict() (Adam moments and step counts)
@@ -234,6 +234,16 @@ def config_of(ckpt: dict[str, Any]) -> ModelConfig:
             "(or it was not written by mtkit)."
         )
     return config_from_dict(ModelConfig, ckpt["model_config"])
+
+
+def parameter_count(ckpt: dict[str, Any]) -> int:
+    """The parameters of the model a checkpoint's (or an export record's) config describes, a tied weight once: the
+    model built on the meta device (no memory, no weights read)."""
+    from mtkit.model import Transformer
+
+    with torch.device("meta"), without_init():
+        model = Transformer(config_of(ckpt))
+    return sum(p.numel() for p in model.parameters())
 
 
 @contextlib.contextmanager

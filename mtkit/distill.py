@@ -37,6 +37,7 @@ from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig
 from mtkit.data.bpe import BpeOptions
 from mtkit.data.bpe import build as binarize_with
 from mtkit.data.corpora import SPLITS
+from mtkit.data.dataset import DataDir, open_data
 from mtkit.errors import MtkitError
 from mtkit.files import count_lines, data_dir_locked, progress_bar
 from mtkit.provenance import sha256_file
@@ -79,13 +80,22 @@ def fingerprint_teacher(paths: Sequence[Path]) -> list[dict[str, str]]:
     return out
 
 
+def _vocabulary(data: Path) -> DataDir:
+    """DATA opened for the vocabulary the student keeps (whichever tokenizer `mtkit bpe` encoded it with: its own
+    SentencePiece model, or a model's with --from), or one sentence."""
+    opened = open_data(data)  # no bpe.json: "run `mtkit bpe DATA` first"
+    try:
+        opened.tokenizer()
+    except MtkitError:
+        raise MtkitError(
+            f"{data} has no vocabulary for the student to keep; run `mtkit bpe {data}` first "
+            f"(or `mtkit bpe {data} --from TEACHER` to take the teacher's)."
+        ) from None
+    return opened
+
+
 def _languages(data: Path) -> tuple[str, str, dict[str, Any]]:
     """DATA's languages and prepare.json (what NEW's copies), refusing what cannot be distilled, in one sentence."""
-    if not (data / "spm.model").is_file():
-        raise MtkitError(
-            f"{data} has no spm.model, the vocabulary the student keeps; run `mtkit bpe {data}` first "
-            f"(or `mtkit bpe {data} --from TEACHER` to take the teacher's)."
-        )
     prepared: dict[str, Any] = {}
     for name in ("prepare.json", "bpe.json"):
         try:
@@ -129,12 +139,12 @@ def _claim(out: Path, settings: dict[str, Any], restart: bool) -> dict[str, Any]
             previous = {}
         if not isinstance(previous, dict) or previous.get("format") != FORMAT:
             raise MtkitError(f"{path} is not a record mtkit distill wrote; give a new --out.")
-        if previous.get("settings") != settings:
-            if not restart:
-                raise MtkitError(
-                    f"{out} holds a distillation by {_differences(previous.get('settings') or {}, settings)}; "
-                    "give a new --out, or add --restart to discard it."
-                )
+        if previous.get("settings") != settings and not restart:
+            raise MtkitError(
+                f"{out} holds a distillation by {_differences(previous.get('settings') or {}, settings)}; "
+                "give a new --out, or add --restart to discard it."
+            )
+        if restart:  # whatever it holds, this one's or another's: made again from the start
             logger.info("--restart: discarding the distillation in %s", out)
             shutil.rmtree(out / CHUNKS, ignore_errors=True)
             previous = {}
@@ -155,53 +165,66 @@ def distill(data: Path, teacher: Plan, out: Path, opts: DistillOptions = Distill
         raise MtkitError(f"--out {out} is a file; give a directory.")
     if opts.chunk_lines < 1:
         raise MtkitError("--chunk-lines must be at least 1.")
+    vocabulary = _vocabulary(data)
     src, tgt, prepared = _languages(data)
     source = data / "raw" / f"train.{src}"
-    config = teacher.defaults  # the teacher's own defaults under the caller's settings (mtkit/decode_defaults.py)
+    config = teacher.defaults  # the teacher's own defaults under the caller's settings (mtkit/sources/defaults.py)
     lines = count_lines(source)
     settings = {
         "teacher": fingerprint_teacher([s.path for s in teacher.model.sources]),
         "decode": dataclasses.asdict(config),
         "source": {"file": f"raw/train.{src}", "sha256": sha256_file(source), "lines": lines},
-        "vocabulary_sha256": sha256_file(data / "spm.model"),
+        "vocabulary_sha256": hashlib.sha256(vocabulary.vocab_bytes()).hexdigest(),
         "chunk_lines": opts.chunk_lines,
         "mix_references": opts.mix_references,
+        # how the teacher runs, "auto" device resolved: a resume in another precision, on another device, with
+        # other workers, threads or batches would mix two outputs (precision "auto" is compared as asked)
+        "runtime": {**teacher.runtime, "batch_tokens": opts.batch_tokens},
     }
     with data_dir_locked(out, "mtkit distill"):
         previous = _claim(out, settings, opts.restart)
-        if previous.get("state") == "done" and _intact(out, previous.get("files") or {}):
+        made: dict[str, int] = (previous.get("files") or {}) if previous.get("state") == "done" else {}
+        if made and _intact(out, made):
             logger.info("%s already holds this distillation; nothing to do (--restart redoes it)", out)
             return {**previous, "reused": True}
-        _write_record(out, {"format": FORMAT, "state": "translating", "settings": settings})
-        timing = _translate(teacher, source, out / CHUNKS, lines, config, opts)
-        counts = _assemble(data, out, src, tgt, lines, opts)
-        record = {
-            "format": FORMAT,
-            "state": "binarizing",
-            "settings": settings,
-            "data": str(data.resolve()),
-            "mtkit_version": __version__,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            **counts,
-            "timings": timing,
-        }
+        if made and _intact(out, {rel: n for rel, n in made.items() if rel.startswith("raw/")}):
+            logger.info("%s holds this distillation's pairs but not all its encoded files: encoding them again", out)
+            record = {k: v for k, v in previous.items() if k != "files"} | {"state": "binarizing"}
+        else:
+            _write_record(out, {"format": FORMAT, "state": "translating", "settings": settings})
+            timing = _translate(teacher, source, out / CHUNKS, lines, config, opts)
+            counts = _assemble(data, out, src, tgt, lines, opts)
+            record = {
+                "format": FORMAT,
+                "state": "binarizing",
+                "settings": settings,
+                "data": str(data.resolve()),
+                "mtkit_version": __version__,
+                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                **counts,
+                "timings": timing,
+            }
         _write_prepare(out, prepared, src, tgt, record)
         _write_record(out, record)
-    from mtkit.data.dataset import open_data
-    from mtkit.marian.vocab import load_tokenizer
-
-    vocab_file = open_data(data).spm_path  # spm.model, or an OPUS-MT model's marian-tokenizer.json
-    tokenizer = load_tokenizer(vocab_file.read_bytes())
-    binarize_with(out, BpeOptions(tokenizer=tokenizer, tokenizer_from=str(vocab_file), progress=opts.progress))
-    files = {
-        rel: (out / rel).stat().st_size
-        for rel in ("spm.model", *(f"raw/{p.name}" for p in sorted((out / "raw").iterdir())))
-    }
-    record = {**record, "state": "done", "files": files}
+    tokenizer = vocabulary.tokenizer()  # DATA's, whichever kind: NEW keeps its ids
+    where = str(vocabulary.spm_path)
+    binarize_with(out, BpeOptions(tokenizer=tokenizer, tokenizer_from=where, progress=opts.progress))
+    record = {**record, "state": "done", "files": _listing(out)}
     with data_dir_locked(out, "mtkit distill"):
         _write_record(out, record)
         shutil.rmtree(out / CHUNKS, ignore_errors=True)  # the pairs are in raw/ now
     return {**record, "reused": False}
+
+
+def _listing(out: Path) -> dict[str, int]:
+    """Every file of the new data directory (its pairs, prepare.json, the tokenizer, bpe.json, bin/) by its size:
+    what a rerun checks before it says there is nothing to do."""
+    listed = {}
+    for path in sorted(out.rglob("*")):
+        rel = path.relative_to(out).as_posix()
+        if path.is_file() and rel != RECORD and not rel.startswith((f"{CHUNKS}/", ".")) and "/." not in rel:
+            listed[rel] = path.stat().st_size
+    return listed
 
 
 def _intact(out: Path, files: dict[str, int]) -> bool:

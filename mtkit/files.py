@@ -6,6 +6,8 @@ files). A damaged .gz is one sentence naming the file, never a zlib traceback.
 Showing: `progress_bar`, a tqdm bar on stderr that starts no monitor thread.
 Owning: `work_dir`, a temporary directory that no run leaves behind, not even a killed one, and that
 no other run (another container on a shared disk included) takes for a dead one's: it is judged by a lock.
+Naming: the names of the files mtkit writes beside a model or into a data directory and reads back, spelled here
+once (below).
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ from mtkit.errors import MtkitError
 from mtkit.interrupts import signals_held, terminate_as_interrupt
 
 logger = logging.getLogger(__name__)
+
+# The files mtkit writes and reads back by name (one spelling each; a module that writes one imports its name).
+SPM_MODEL = "spm.model"  # mtkit's SentencePiece model (`Vocab.filename`), in a data directory and an export
+MARIAN_TOKENIZER = "marian-tokenizer.json"  # an OPUS-MT tokenizer's bundle (`MarianVocab.filename`); was spm.model
+TOKENIZER_FILES = (SPM_MODEL, MARIAN_TOKENIZER)  # `Tokenizer.filename` of each kind (mtkit/data/tokenizer.py)
+EXPORT_RECORD = "mtkit-export.json"  # what `mtkit export` writes beside an export: its files, step, provenance
+CT2_MODEL = "model.bin"  # CTranslate2's weights in an export
+VMAP = "vmap.txt"  # CTranslate2's vocabulary map: a model's shortlist in its export
 
 CHUNK = 1 << 20
 READ_ERRORS = (OSError, EOFError, zlib.error)  # gzip.BadGzipFile is an OSError; bad deflate data is zlib.error

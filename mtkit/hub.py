@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from mtkit.errors import MtkitError
+from mtkit.files import EXPORT_RECORD
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ FILES = (
     "target.spm",
     "*.safetensors",
     "model.safetensors.index.json",
-    "mtkit-export.json",
+    EXPORT_RECORD,
 )
 MISSING = "reading a model from the Hugging Face Hub needs huggingface_hub; install it with: pip install 'mtkit[hf]'."
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from mtkit.files import SPM_MODEL
+
 
 def describe(path: str | os.PathLike, revision: str | None = None) -> dict[str, Any]:
     """What `path` is (a model or checkpoint file, a run directory, an OPUS-MT or Marian directory, a CTranslate2
@@ -75,7 +77,7 @@ def _provenance_rows(record: dict[str, Any] | None, source: str | None = None) -
     for rel, sha in ((data.get("bpe") or {}).get("raw_text_sha256") or {}).items():
         rows.append(_row("  raw text", f"{rel} sha256 {sha}"))
     for rel, info in (data.get("files") or {}).items():
-        rows.append(_row("  " + ("model" if rel == "spm.model" else "array"), f"{rel} sha256 {info.get('sha256')}"))
+        rows.append(_row("  " + ("model" if rel == SPM_MODEL else "array"), f"{rel} sha256 {info.get('sha256')}"))
     return rows
 
 

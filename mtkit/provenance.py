@@ -26,6 +26,7 @@ from typing import Any
 
 from mtkit import __version__
 from mtkit.atomic import write_atomic
+from mtkit.files import SPM_MODEL
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def data_chain(data_dir: Path, src: str, tgt: str, earlier: dict[str, Any] | Non
     known = (earlier or {}).get("files", {})
     files = {}
     for rel in [
-        "spm.model",
+        SPM_MODEL,
         *(f"bin/{split}.{lang}.{ext}" for split in SPLITS_TRAINED_ON for lang in (src, tgt) for ext in ("bin", "idx")),
     ]:
         if (data_dir / rel).is_file():
@@ -137,7 +138,7 @@ def data_chain(data_dir: Path, src: str, tgt: str, earlier: dict[str, Any] | Non
     bpe = _bpe(_read_json(data_dir / "bpe.json"))
     prepared = _read_json(data_dir / "prepare.json")
     recorded = (bpe or {}).get("spm_model_sha256")
-    if recorded and "spm.model" in files and recorded != files["spm.model"]["sha256"]:
+    if recorded and SPM_MODEL in files and recorded != files[SPM_MODEL]["sha256"]:
         logger.warning("%s/spm.model is not the one bpe.json records: the data directory was changed by hand", data_dir)
     return {
         "dir": str(data_dir.resolve()),

@@ -5,7 +5,7 @@ student) goes inside the model file, under `shortlist`: {"candidates": (source v
 best first, -1 padded; "frequent": (N,) int32 tensor; "k", "frequent_count", "learned_from"}. So it travels
 with the weights: `mtkit translate` uses it (mtkit/decode/shortlist.py), `mtkit export --format ctranslate2`
 writes it as CTranslate2's vocabulary map (vmap.txt), and `mtkit info` says it is there. The file's
-`decode_defaults` turn it on (mtkit/decode_defaults.py).
+`decode_defaults` turn it on (mtkit/sources/defaults.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from mtkit import checkpoint, decode_defaults
+from mtkit import checkpoint, sources
 from mtkit.data.dataset import open_data
 from mtkit.data.shortlist import learn
 from mtkit.errors import MtkitError
@@ -34,19 +34,21 @@ def make(
     frequent: int = 100,
     sample: int = 50_000,
     iterations: int = 5,
+    revision: str | None = None,
 ) -> dict[str, Any]:
-    """Write `out`: `model`'s file with the shortlist learnt from `data`'s training pairs; returns the shortlist."""
-    model, data, out = Path(model), Path(data), Path(out)
+    """Write `out`: the model `model` names (whatever mtkit/sources/ reads as mtkit weights: a model or checkpoint
+    file, a run directory, a Marian or OPUS-MT directory, a Hub name at `revision`) as a model file with the
+    shortlist learnt from `data`'s training pairs; returns the shortlist."""
+    data, out = Path(data), Path(out)
     if Path(out).is_dir():
         raise MtkitError(f"--output {out} is a directory; give the model file to write.")
-    ckpt = checkpoint.load(model)
-    checkpoint.require_model(ckpt, model)
+    ckpt = sources.find(model, revision).checkpoint()  # a CTranslate2 export: one sentence (its weights are not ours)
     opened = open_data(data)
     vocab = opened.vocab_bytes()
     if ckpt.get("vocab") != vocab:
         raise MtkitError(
-            f"{model} was not trained with {data}'s vocabulary (its spm.model differs); learn the shortlist "
-            "from the data the model was trained on."
+            f"{model} was not trained with {data}'s vocabulary (its tokenizer, {opened.spm_path.name}, differs); "
+            "learn the shortlist from the data the model was trained on."
         )
     config = checkpoint.config_of(ckpt)
     train = opened.split("train")
@@ -66,6 +68,6 @@ def make(
         },
     }
     # decoded with its shortlist unless told otherwise, beside what the model decoded with before (a student's beam)
-    defaults = {**decode_defaults.of(ckpt, where=model), "shortlist": True}
-    checkpoint.atomic_save({**ckpt, "shortlist": shortlist, decode_defaults.KEY: defaults}, out)
+    own = {**sources.defaults.of(ckpt, where=model), "shortlist": True}
+    checkpoint.atomic_save({**ckpt, "shortlist": shortlist, sources.defaults.KEY: own}, out)
     return shortlist

@@ -27,6 +27,10 @@ def toy(tmp_path_factory) -> tuple[Path, Path, Path]:
 CONFIG = DecodeConfig(beam=2, max_len_a=1.0, max_len_b=8)
 
 
+def train_sources(data: Path) -> list[str]:
+    return (data / "raw" / "train.en").read_text().splitlines()
+
+
 def run(data: Path, teacher: Path, out: Path, **options) -> dict:
     config = options.pop("config", CONFIG)
     plan = loading.plan([teacher], device="cpu", **dataclasses.asdict(config))
@@ -43,6 +47,9 @@ def test_the_new_directory_trains_with_the_same_vocabulary_and_says_where_it_cam
     targets = (new / "raw" / "train.de").read_text().splitlines()
     assert len(sources) == len(targets) == record["pairs"]["distilled"] == 23 - record["pairs"]["empty_left_out"]
     assert set(sources) <= set((data / "raw" / "train.en").read_text().splitlines())
+    # the targets are the teacher's translations of the sources (its CONFIG search), empty ones left out
+    teacher_says = loading.load_translator(teacher, device="cpu").translate(train_sources(data), CONFIG)
+    assert list(zip(sources, targets)) == [(s, t) for s, t in zip(train_sources(data), teacher_says) if t.strip()]
     assert open_data(new).split("train") is not None  # what `mtkit train` opens
     prepared = json.loads((new / "prepare.json").read_text())
     settings = prepared["distilled"]["settings"]
@@ -80,11 +87,15 @@ def test_a_killed_run_resumes_to_the_same_bytes(toy, tmp_path, monkeypatch):
 
 def test_nbest_and_the_original_references(toy, tmp_path):
     data, teacher, _ = toy
-    record = run(data, teacher, tmp_path / "n", config=DecodeConfig(beam=3, nbest=2, max_len_b=8), mix_references=True)
+    config = DecodeConfig(beam=3, nbest=2, max_len_b=8)
+    record = run(data, teacher, tmp_path / "n", config=config, mix_references=True)
     original = (data / "raw" / "train.de").read_text().splitlines()
     targets = (tmp_path / "n" / "raw" / "train.de").read_text().splitlines()
     assert record["pairs"]["references"] == 23
     assert targets[-23:] == original
+    # before them, each line's two best translations by the teacher, in order, empty ones left out
+    found = loading.load_translator(teacher, device="cpu").translate_stream(train_sources(data), config)
+    assert targets[:-23] == [text for tr in found for text, _ in tr.hypotheses if text.strip()]
     assert record["pairs"]["distilled"] + record["pairs"]["empty_left_out"] == 2 * 23
 
 
@@ -105,7 +116,7 @@ def test_refusals(toy, tmp_path):
         run(data, teacher, data)
     bare = tmp_path / "bare"
     shutil.copytree(data / "raw", bare / "raw")
-    with pytest.raises(MtkitError, match="has no spm.model"):
+    with pytest.raises(MtkitError, match=r"run `mtkit bpe"):
         run(bare, teacher, tmp_path / "x")
 
 

@@ -10,8 +10,9 @@ import torch
 
 from mtkit import checkpoint, sources
 from mtkit.config import BOS, EOS, PAD, DecodeConfig, ModelConfig
+from mtkit.data.marian_vocab import MarianVocab
+from mtkit.data.tokenizer import load_tokenizer
 from mtkit.decode.beam import beam_search
-from mtkit.marian.vocab import MarianVocab, load_tokenizer
 from tests.support.cli import error_line
 
 transformers = pytest.importorskip("transformers")

@@ -77,8 +77,8 @@ def test_the_checkpoint_format_knows_nothing_of_marian():
 
 
 def test_marian_vocab_is_a_peer_of_vocab_not_a_subclass():
+    from mtkit.data.marian_vocab import MarianVocab
     from mtkit.data.vocab import Vocab
-    from mtkit.marian.vocab import MarianVocab
 
     assert not issubclass(MarianVocab, Vocab) and not hasattr(MarianVocab, "sp")
 

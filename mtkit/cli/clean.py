@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -44,8 +44,9 @@ def clean(
         None,
         "--dual-xent",
         show_default="none",
-        help="Two mtkit models, SRC->TGT and TGT->SRC (trained on clean data, or on this corpus after the other "
-        "rules): score each pair by its dual conditional cross-entropy (Junczys-Dowmunt 2018). "
+        help="Two models (mtkit files, run or OPUS-MT directories), SRC->TGT and TGT->SRC (trained on clean data, "
+        "or on this corpus after the other rules): score each pair by its dual conditional cross-entropy "
+        "(Junczys-Dowmunt 2018). "
         "Example: --dual-xent fwd.pt bwd.pt --dual-xent-drop 0.04",
     ),
     dual_xent_max: float = typer.Option(
@@ -114,7 +115,13 @@ def clean(
     )
     open_scorer = None
     if job.dual_xent is not None:
-        from mtkit.decode.dual_xent import dual_xent_filter as open_scorer
+        from mtkit.decode.loading import prepare
+        from mtkit.decode.pairs import dual_cross_entropy
+
+        def open_scorer(forward: Path, backward: Path, device: str) -> Any:
+            """Two Translators, whatever the names are (mtkit files, OPUS-MT directories): two score() calls."""
+            return dual_cross_entropy(prepare(forward, device), prepare(backward, device))
+
     with progress_bar(sys.stderr.isatty(), None, "cleaning", "pairs") as bar:
 
         def progress(done: int, total: int) -> None:

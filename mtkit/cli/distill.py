@@ -92,7 +92,12 @@ def distill(
 
 @app.command()
 def shortlist(
-    model: Path = typer.Argument(..., show_default=False, help="An mtkit model file (e.g. the student's averaged.pt)."),
+    model: Path = typer.Argument(
+        ...,
+        show_default=False,
+        help="The model (e.g. the student's averaged.pt): an mtkit model or checkpoint file, a run directory, a "
+        "Marian or OPUS-MT directory, or a Hub name.",
+    ),
     data: Path = typer.Argument(
         ..., show_default=False, help="The data directory it was trained on (for a student: the distilled one)."
     ),
@@ -103,6 +108,7 @@ def shortlist(
     frequent: int = typer.Option(100, "--frequent", min=0, help="The most frequent target pieces, always kept."),
     sample: int = typer.Option(50_000, "--sample", min=1, help="Training pairs to learn from, at most (memory)."),
     iterations: int = typer.Option(5, "--iterations", min=1, help="EM rounds of IBM Model 1."),
+    revision: Optional[str] = revision_option(),
 ) -> None:
     """Learn a lexical shortlist from a model's training data and write the model file with it.
 
@@ -117,7 +123,7 @@ def shortlist(
     from mtkit.shortlist import make
 
     setup_logging(logging.INFO)
-    made = make(model, data, output, k=k, frequent=frequent, sample=sample, iterations=iterations)
+    made = make(model, data, output, k=k, frequent=frequent, sample=sample, iterations=iterations, revision=revision)
     learned = made["learned_from"]
     err.print(
         f"mtkit: wrote {escape(str(output))}: {k} candidates a source piece and the {len(made['frequent'])} most "

@@ -39,7 +39,15 @@ from mtkit.data.multilingual import balanced_sentences, gather, languages, pairs
 from mtkit.data.owned import listed, previous_record, refuse_foreign
 from mtkit.data.tokenizer import Tokenizer
 from mtkit.errors import MtkitError
-from mtkit.files import check_parallel, data_dir_locked, fingerprint, progress_bar
+from mtkit.files import (
+    MARIAN_TOKENIZER,
+    SPM_MODEL,
+    TOKENIZER_FILES,
+    check_parallel,
+    data_dir_locked,
+    fingerprint,
+    progress_bar,
+)
 from mtkit.interrupts import terminate_as_interrupt
 
 logger = logging.getLogger(__name__)
@@ -252,7 +260,6 @@ def _model_tokenizer(data_dir: Path, tokenizer: Tokenizer, prev: Mapping[str, An
 
 
 # --------------------------------------------------------------------------- the files bpe owns
-TOKENIZER_FILES = ("spm.model", "marian-tokenizer.json")  # `Tokenizer.filename` of each kind (data/tokenizer.py)
 MODEL_FILES = (*TOKENIZER_FILES, "spm.vocab")
 
 
@@ -314,7 +321,7 @@ def _learn_or_reuse(
 ) -> _Learned:
     from mtkit.data.vocab import Vocab, train_bpe
 
-    model_path = data_dir / "spm.model"
+    model_path = data_dir / SPM_MODEL
     model_bytes = model_path.read_bytes() if model_path.is_file() else b""
     if (
         prev.get("settings") == settings
@@ -358,7 +365,7 @@ def _learn_or_reuse(
     model_bytes = train_bpe(sentences, settings["vocab_size"], settings.get("user_defined_symbols", ()))
     give_back_freed_memory()
     write_atomic(model_path, model_bytes)
-    (data_dir / "marian-tokenizer.json").unlink(missing_ok=True)  # an earlier `--from` model's, now stale
+    (data_dir / MARIAN_TOKENIZER).unlink(missing_ok=True)  # an earlier `--from` model's, now stale
     vocab = Vocab.from_bytes(model_bytes)
     write_atomic(data_dir / "spm.vocab", vocab.pieces_file())
     timings["learn_s"] = time.perf_counter() - t0

@@ -19,8 +19,9 @@ import numpy as np
 from mtkit import locks
 from mtkit.config import BOS, EOS, PAD
 from mtkit.data.binarize import IndexedDataset
+from mtkit.data.tokenizer import Tokenizer, load_tokenizer
 from mtkit.errors import MtkitError
-from mtkit.files import DATA_LOCK
+from mtkit.files import DATA_LOCK, SPM_MODEL, TOKENIZER_FILES
 
 
 @dataclass(frozen=True)
@@ -98,12 +99,17 @@ class DataDir:
         (an OPUS-MT model's, `mtkit bpe --from`; directories made before that name have it as spm.model)."""
         model = self.info.get("model")
         name = model.get("file") if isinstance(model, dict) else None
-        return self.path / (name if name in ("spm.model", "marian-tokenizer.json") else "spm.model")
+        return self.path / (name if name in TOKENIZER_FILES else SPM_MODEL)
 
     def vocab_bytes(self) -> bytes:
         if not self.spm_path.is_file():
             raise MtkitError(f"{self.spm_path} is missing; run `mtkit bpe {self.path}` first.")
         return self.spm_path.read_bytes()
+
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the directory was encoded with, whichever kind (mtkit's SentencePiece model, an OPUS-MT
+        model's from `mtkit bpe --from`): ask this, never for a file name."""
+        return load_tokenizer(self.vocab_bytes())
 
     def split(self, name: str) -> ParallelSplit:
         """The memory-mapped (source, target) arrays of one split: sentence i of each in O(1)."""

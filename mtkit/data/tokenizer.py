@@ -1,10 +1,11 @@
 """What every tokenizer of mtkit offers: text to ids and back, the bytes that travel in checkpoints, and the
-name of the file that holds them.
+name of the file that holds them; and `load_tokenizer`, the one factory that tells them apart from their bytes
+(Transformers' AutoTokenizer table, for mtkit's two kinds).
 
 Two peers implement it: mtkit's joint SentencePiece model (`mtkit.data.vocab.Vocab`, written as spm.model)
-and an OPUS-MT model's two SentencePiece models over Marian's vocabulary (`mtkit.marian.vocab.MarianVocab`,
-written as marian-tokenizer.json). Training, decoding, `mtkit bpe --from` and the exports ask this protocol,
-never which of the two they hold; `mtkit.marian.vocab.load_tokenizer` tells them apart from their bytes.
+and an OPUS-MT model's two SentencePiece models over Marian's vocabulary (`mtkit.data.marian_vocab.MarianVocab`,
+written as marian-tokenizer.json). Training, decoding, `mtkit bpe --from`, data directories (`DataDir.tokenizer`)
+and the exports ask this protocol, never which of the two they hold.
 """
 
 from __future__ import annotations
@@ -55,3 +56,14 @@ class Tokenizer(Protocol):
     def normalize(self, text: str) -> str:
         """The text the tokenizer actually encodes, as decode(encode(text)) gives it back."""
         ...
+
+
+def load_tokenizer(data: bytes) -> Tokenizer:
+    """The tokenizer a checkpoint's "vocab" bytes (or a data directory's or an export's tokenizer file) hold: an
+    OPUS-MT model's bundle (it starts with its format's mark), else mtkit's joint SentencePiece model."""
+    from mtkit.data.marian_vocab import BUNDLE_PREFIX, MarianVocab
+    from mtkit.data.vocab import Vocab
+
+    if data.startswith(BUNDLE_PREFIX):
+        return MarianVocab.from_bytes(data)
+    return Vocab.from_bytes(data)

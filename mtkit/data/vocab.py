@@ -44,6 +44,7 @@ import sentencepiece as spm
 
 from mtkit.config import BOS, EOS, PAD, UNK
 from mtkit.errors import MtkitError
+from mtkit.files import SPM_MODEL
 
 SPECIAL_IDS = (PAD, UNK, BOS, EOS)
 # A target-language token at the start of a source line: OPUS-MT's form, `>>fra<<`, `>>de<<`, `>>zho_Hant<<`.
@@ -66,7 +67,7 @@ class Vocab:
     """A loaded SentencePiece model; its serialized bytes travel inside checkpoints (a `Tokenizer`,
     mtkit/data/tokenizer.py)."""
 
-    filename = "spm.model"
+    filename = SPM_MODEL
 
     def __init__(self, processor: spm.SentencePieceProcessor, proto: bytes):
         self.sp = processor

@@ -136,8 +136,8 @@ class CleanJob:
             raise MtkitError(
                 "--dual-xent needs a threshold: --dual-xent-max X (nats a token) or --dual-xent-drop SHARE (e.g. 0.05)."
             )
-        for path in self.dual_xent or ():
-            if not Path(path).is_file():
+        for path in self.dual_xent or ():  # a file, or a directory (a run's, an OPUS-MT model's)
+            if not Path(path).exists():
                 raise MtkitError(f"model file {path} does not exist.")
 
     @property

@@ -23,13 +23,12 @@ batches of `--batch-tokens`, the server's batching and limits) and hands each ba
 - `--workers N` is CTranslate2's `inter_threads=N`: N batches searched at once, by threads of this process.
 
 `CT2Engine` is one of the two engines behind the pipeline (mtkit/decode/engine.py); mtkit/decode/loading.py
-opens a directory with `open_directory` when it is one of CTranslate2's.
+opens an export with `open_export` when mtkit/sources/ found a `CT2Export`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,20 +40,14 @@ from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translator
 from mtkit.device import default_threads
 from mtkit.errors import MtkitError
-from mtkit.files import read_json
-from mtkit.marian.vocab import load_tokenizer
+from mtkit.files import TOKENIZER_FILES, VMAP, read_json
 from mtkit.precision import DTYPES, check_precision
+from mtkit.sources import CT2Export
 
 # torch is imported only where asked for (/info's parameter count): CTranslate2 searches without it.
 logger = logging.getLogger(__name__)
 
 MISSING_EXTRA = "running a CTranslate2 model needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
-RECORD = "mtkit-export.json"  # mtkit/export/target.py's record
-# The tokenizer files mtkit/export/ctranslate2.py writes (`Tokenizer.filename`): an OPUS-MT model's bundle, or the
-# SentencePiece model (the bundle was also called spm.model before it had a name of its own).
-TOKENIZER_NAMES = ("marian-tokenizer.json", "spm.model")
-SPM_NAME = "spm.model"
-VMAP = "vmap.txt"  # CTranslate2's vocabulary map, where it looks for one (the export of a model with a shortlist)
 COMPUTE_TYPES = {**DTYPES, "int8": "int8", "auto": "default"}  # mtkit's precisions by CTranslate2's (= torch's) names
 DEFAULT_MAX_POSITIONS = 1024  # ModelConfig's default, for a directory whose record does not say
 
@@ -67,10 +60,13 @@ def import_ctranslate2() -> Any:
     return ctranslate2
 
 
-def check_runtime(device: str, precision: str) -> None:
-    """A --device or --precision CTranslate2 cannot run, said before anything is read (and a server starts)."""
+def check_runtime(device: str, precision: str) -> str:
+    """A --device or --precision CTranslate2 cannot run, said before anything is read (and a server starts); else
+    the device it runs on ("cpu", "cuda:N")."""
     ctranslate2 = import_ctranslate2()
-    compute_type(ctranslate2, precision, parse_device(ctranslate2, device)[0])
+    kind, index = parse_device(ctranslate2, device)
+    compute_type(ctranslate2, precision, kind)
+    return kind if kind == "cpu" else f"cuda:{index}"
 
 
 def parse_device(ctranslate2: Any, name: str) -> tuple[str, int]:
@@ -102,14 +98,6 @@ def compute_type(ctranslate2: Any, precision: str, device: str) -> str:
     return wanted
 
 
-def read_record(path: Path) -> dict[str, Any]:
-    try:
-        record = json.loads((path / RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
 def target_pieces(path: Path) -> list[str]:
     """The target vocabulary, in CTranslate2's index order (a shared one, or the target's own)."""
     for name in ("shared_vocabulary.json", "target_vocabulary.json"):
@@ -132,7 +120,7 @@ def vmap_refusal(path: Path, record: dict[str, Any]) -> str | None:
         return f"{path}'s {VMAP} does not say which vocabulary it was made for (its export record names none); {again}"
     if hashlib.sha256(vmap.read_bytes()).hexdigest() != made.get("sha256"):
         return f"{path}'s {VMAP} is not the one mtkit export wrote there (another model's?); {again}"
-    tokenizer = next((path / n for n in TOKENIZER_NAMES if (path / n).is_file()), None)
+    tokenizer = next((path / n for n in reversed(TOKENIZER_FILES) if (path / n).is_file()), None)
     if tokenizer is None or hashlib.sha256(tokenizer.read_bytes()).hexdigest() != made.get("spm_sha256"):
         return f"{path}'s {VMAP} was made for another vocabulary than its tokenizer's; {again}"
     return None
@@ -143,16 +131,16 @@ class CT2Engine:
 
     parallel: Literal["processes", "threads"] = "threads"  # CTranslate2 lets go of Python's lock as it searches
 
-    def __init__(self, path: Path, pieces: list[str], device: str, precision: str, workers: int, threads: int):
+    def __init__(self, export: CT2Export, pieces: list[str], device: str, precision: str, workers: int, threads: int):
         """`pieces`: the tokenizer's, in id order; `workers`: CTranslate2's inter_threads, `threads` its
         intra_threads."""
         ctranslate2 = import_ctranslate2()
         self.ctranslate2 = ctranslate2
-        self.path = path
+        self.path = path = export.path
         self.kind, index = parse_device(ctranslate2, device)
         self.device_index = index
         self.compute_type = compute_type(ctranslate2, precision, self.kind)
-        self.record = read_record(path)
+        self.record = export.record()
         self.vmap_refusal = vmap_refusal(path, self.record)  # checked once, raised when the shortlist is asked for
         self.pieces = pieces
         target = target_pieces(path)
@@ -279,17 +267,15 @@ class CT2Engine:
         return {"lenpen": "fairseq"}
 
     def parameters(self) -> int:
-        """The model's parameter count, from the export record's config (a model on the meta device: no memory)."""
-        import torch
-
-        from mtkit.checkpoint import config_of
-        from mtkit.model import Transformer
-
+        """The model's parameter count, as the export record says it; an export from before it said so: counted
+        from its config (which imports torch, ~200 MiB, that CTranslate2 does not need)."""
+        if isinstance(self.record.get("parameters"), int):
+            return int(self.record["parameters"])
         if not isinstance(self.record.get("model_config"), dict):
             return 0
-        with torch.device("meta"):
-            model = Transformer(config_of({"model_config": self.record["model_config"]}))
-        return sum(p.numel() for p in model.parameters())
+        from mtkit.checkpoint import parameter_count
+
+        return parameter_count({"model_config": self.record["model_config"]})
 
     @property
     def languages(self) -> tuple[str, str] | None:
@@ -317,29 +303,25 @@ class CT2Engine:
         """Nothing to stop: CTranslate2's threads end with its translator."""
 
 
-def open_directory(path: Path, device: str, precision: str, workers: int, threads: int = 0) -> Translator:
-    """mtkit's text pipeline over CTranslate2, for `mtkit translate|serve -m DIR` (mtkit/decode/loading.py).
+def open_export(export: CT2Export, device: str, precision: str, workers: int, threads: int = 0) -> Translator:
+    """mtkit's text pipeline over CTranslate2, for `mtkit translate|serve -m DIR` (mtkit/decode/loading.py): the
+    export as mtkit/sources/ found it, its tokenizer, record and vocabulary map read there.
 
     `threads`: CTranslate2's intra_threads; 0 takes PyTorch's count (`mtkit.device.default_threads`), as mtkit's
     own engine would run. torch itself is not imported: CTranslate2 searches, and torch would cost hundreds of MiB."""
     import_ctranslate2()
-    name = next((n for n in TOKENIZER_NAMES if (path / n).is_file()), None)
-    if name is None:
-        raise MtkitError(
-            f"{path} has no {SPM_NAME}, the SentencePiece model that turns text into its tokens; "
-            "export it with mtkit export --format ctranslate2, which writes one."
-        )
-    vocab = load_tokenizer((path / name).read_bytes())
+    export.check()  # its files as `mtkit export` wrote them: a damaged model.bin is refused, not run
+    vocab = export.tokenizer()
     pieces = [vocab.piece(i) for i in range(len(vocab))]
-    engine = CT2Engine(path, pieces, device, precision, workers, threads or default_threads())
-    logger.info("CTranslate2 model %s on %s (%s)", path, engine.device, engine.compute_type)
+    engine = CT2Engine(export, pieces, device, precision, workers, threads or default_threads())
+    logger.info("CTranslate2 model %s on %s (%s)", export.path, engine.device, engine.compute_type)
     # CTranslate2 converts the weights to the compute type at load: a quantized export run in another type (as
     # translate's default --precision fp32 does) is not what was exported, and that is worth a line on stderr.
     exported = engine.record.get("quantization") or "float32"
     if engine.compute_type not in ("default", exported):
         logger.warning(
             "%s was exported in %s and runs in %s here; --precision auto runs it as exported",
-            path,
+            export.path,
             exported,
             engine.compute_type,
         )

@@ -140,11 +140,21 @@ def prefix_ids(
     return out
 
 
-def target_ids(vocab: Tokenizer, targets: list[str], first: int, limit: int) -> list[list[int]]:
-    """The ids of targets to score; one longer than `limit` is an error (BOS + target must fit the positions)."""
+def target_ids(vocab: Tokenizer, targets: list[str], first: int, limit: int, cut: bool = False) -> list[list[int]]:
+    """The ids of targets to score; one longer than `limit` is an error (BOS + target must fit the positions), or
+    with `cut` its first `limit` tokens, with a warning (corpus filtering: one long line must not stop it)."""
     out = vocab.encode_target_batch(targets)
     for i, target in enumerate(out):
-        if len(target) > limit:
+        if len(target) > limit and cut:
+            logger.warning(
+                "line %d: the target has %d subword tokens, more than the model's %d; only the first %d are scored.",
+                first + i,
+                len(target),
+                limit,
+                limit,
+            )
+            out[i] = target[:limit]
+        elif len(target) > limit:
             raise MtkitError(
                 f"line {first + i}: the target has {len(target)} subword tokens, more than the "
                 f"model's {limit} positions allow."

@@ -3,7 +3,7 @@
 Two peers implement `Engine`: mtkit's own search over PyTorch models (mtkit/decode/torch_engine.py) and
 CTranslate2 (mtkit/decode/ct2.py). The loader (mtkit/decode/loading.py) picks one, once, from what the files
 are; from then on the pipeline, the CLI and the server ask the engine, never the path: which settings it runs
-(`check`), its own defaults (`defaults`: the layer between DecodeConfig's and the model's, mtkit/decode_defaults.py),
+(`check`), its own defaults (`defaults`: the layer between DecodeConfig's and the model's, mtkit/sources/defaults.py),
 what it is (`describe`), where it runs (`device`). Nothing here imports torch, so a CTranslate2 model is served
 without it.
 """
@@ -68,7 +68,7 @@ class Engine(Protocol):
     @staticmethod
     def defaults() -> dict[str, Any]:
         """This engine's own decoding defaults (DecodeConfig fields), laid over DecodeConfig's and under the
-        model's (mtkit/decode_defaults.py): CTranslate2's length penalty."""
+        model's (mtkit/sources/defaults.py): CTranslate2's length penalty."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@
 - open (`Plan.open`): the weights read, the runtime decided once (precision "auto" resolved and logged once:
   mtkit.runtime) and handed to the engine.
 - defaults: the Translator decodes by DecodeConfig's defaults, then the engine's, then the model's own (its
-  file's `decode_defaults`, mtkit/decode_defaults.py), then the caller's changes (`Translator.defaults`).
+  file's `decode_defaults`, mtkit/sources/defaults.py), then the caller's changes (`Translator.defaults`).
 
 Two runners, peers: "mtkit" (mtkit's search over PyTorch models, mtkit/decode/torch_engine.py: mtkit files,
 run directories, Marian directories; several make an ensemble) and "ctranslate2" (mtkit/decode/ct2.py; torch
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mtkit import sources
 from mtkit.config import DecodeConfig, SamplingConfig
 from mtkit.decode.translator import Translator
-from mtkit.decode_defaults import layered
 from mtkit.errors import MtkitError
+from mtkit.sources.defaults import layered
 
 if TYPE_CHECKING:
     from mtkit.model.transformer import Transformer
@@ -63,7 +63,9 @@ class Runner(Protocol):
     def engine() -> EngineKind: ...
 
     @staticmethod
-    def check_runtime(device: str, precision: str) -> None: ...
+    def check_runtime(device: str, precision: str) -> str:
+        """The device the engine will run on ("auto" resolved: "cpu", "cuda:0"), or one sentence."""
+        ...
 
     @staticmethod
     def open(
@@ -85,17 +87,14 @@ class Model:
     def engine(self) -> EngineKind:
         return self.runner.engine()
 
-    def check_runtime(self, device: str, precision: str) -> None:
-        self.runner.check_runtime(device, precision)
+    def check_runtime(self, device: str, precision: str) -> str:
+        return self.runner.check_runtime(device, precision)
 
     def decode_defaults(self) -> dict[str, Any]:
         """The model's own decoding defaults, read without its weights: its file's; an ensemble's, those its
-        members agree on, without a shortlist (an ensemble searches over the whole output layer)."""
+        members agree on (all carry a shortlist: the ensemble searches their union)."""
         each = [source.decode_defaults() for source in self.sources]
-        if len(each) == 1:
-            return each[0]
-        agreed = {k: v for k, v in each[0].items() if all(k in other and other[k] == v for other in each[1:])}
-        return {k: v for k, v in agreed.items() if k != "shortlist"}
+        return {k: v for k, v in each[0].items() if all(k in other and other[k] == v for other in each[1:])}
 
 
 @dataclass(frozen=True)
@@ -109,6 +108,13 @@ class Plan:
     workers: int = 1
     threads: int = 0
     given: Mapping[str, Any] = field(default_factory=dict)
+    runs_on: str = ""  # the device, "auto" resolved (what a distillation's resume compares)
+
+    @property
+    def runtime(self) -> dict[str, Any]:
+        """How it runs, beside what it decodes: what changes its outputs besides the model and the settings."""
+        return {"device": self.runs_on or self.device, "precision": self.precision, "workers": self.workers,
+                "threads": self.threads}  # fmt: skip
 
     @cached_property
     def model_defaults(self) -> dict[str, Any]:
@@ -175,8 +181,8 @@ def plan(
     model = find(path, revision)
     engine = model.engine()
     engine.check(layered(engine.defaults(), {}, changes), sampling)
-    model.check_runtime(device, precision)
-    return Plan(model, device, precision, workers, threads, dict(changes))
+    runs_on = model.check_runtime(device, precision)
+    return Plan(model, device, precision, workers, threads, dict(changes), runs_on)
 
 
 def prepare(
@@ -225,16 +231,19 @@ class CT2Runner:
         return CT2Engine
 
     @staticmethod
-    def check_runtime(device: str, precision: str) -> None:
+    def check_runtime(device: str, precision: str) -> str:
         from mtkit.decode.ct2 import check_runtime
 
-        check_runtime(device, precision)
+        return check_runtime(device, precision)
 
     @staticmethod
     def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
         from mtkit.decode import ct2
 
-        return ct2.open_directory(found[0].path, device, precision, workers, threads)
+        export = found[0]
+        if not isinstance(export, sources.CT2Export):  # `find` gives this runner CTranslate2 exports only
+            raise MtkitError(f"{export.path} is not a CTranslate2 export.")
+        return ct2.open_export(export, device, precision, workers, threads)
 
 
 class TorchRunner:
@@ -250,12 +259,14 @@ class TorchRunner:
         return TorchEngine
 
     @staticmethod
-    def check_runtime(device: str, precision: str) -> None:
-        """The device exists and the precision runs there; "auto" is decided when the model is opened, not here."""
+    def check_runtime(device: str, precision: str) -> str:
+        """The device exists and the precision runs there; precision "auto" is decided when the model is opened."""
         from mtkit.device import pick_device
         from mtkit.runtime import check_decoding_precision
 
-        check_decoding_precision(precision, pick_device(device))
+        target = pick_device(device)
+        check_decoding_precision(precision, target)
+        return str(target)
 
     @staticmethod
     def open(found: tuple[sources.Source, ...], device: str, precision: str, workers: int, threads: int) -> Translator:
@@ -271,10 +282,10 @@ def open_torch(
     import torch
 
     from mtkit import checkpoint, runtime
+    from mtkit.data.tokenizer import load_tokenizer
     from mtkit.decode.shortlist import Shortlist
     from mtkit.decode.torch_engine import TorchEngine
     from mtkit.device import pick_device
-    from mtkit.marian.vocab import load_tokenizer
     from mtkit.provenance import data_languages
 
     if threads:

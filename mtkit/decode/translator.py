@@ -28,8 +28,8 @@ from mtkit.decode.engine import Engine
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
 from mtkit.decode.sentences import Losses, Pieces, joiner, source_language
-from mtkit.decode_defaults import layered
 from mtkit.errors import MtkitError
+from mtkit.sources.defaults import layered
 
 # No torch here: the engine (mtkit/decode/engine.py) imports what it runs on; CTranslate2 needs no torch (and
 # its import costs hundreds of MiB of memory).
@@ -72,7 +72,7 @@ class Translator:
     What it decodes with when not told (`defaults`): DecodeConfig's defaults (the paper's), then the engine's
     (CTranslate2's length penalty), then the model's (`model_defaults`: a student's beam 1, its shortlist), then
     `given` (what `prepare` was asked for: a command line's flags); `translate(lines, beam=5)` lays its own
-    changes over them (mtkit/decode_defaults.py).
+    changes over them (mtkit/sources/defaults.py).
     """
 
     def __init__(
@@ -137,7 +137,7 @@ class Translator:
 
     def settings(self, **changes: Any) -> DecodeConfig:
         """What decodes with `changes` (DecodeConfig fields) laid over this translator's defaults: the one place
-        the layers meet (`decode_defaults.layered`; a model's beam stays wide enough for the nbest asked for)."""
+        the layers meet (`defaults.layered`; a model's beam stays wide enough for the nbest asked for)."""
         return layered(self.engine.defaults(), self.model_defaults, {**self.given, **changes})
 
     def describe(self) -> dict[str, Any]:
@@ -225,11 +225,16 @@ class Translator:
         losses.say()
 
     def score(
-        self, pairs: Iterable[tuple[str, str]], batch_tokens: int = DEFAULT_BATCH_TOKENS, target_lang: str = ""
+        self,
+        pairs: Iterable[tuple[str, str]],
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        target_lang: str = "",
+        cut: bool = False,
     ) -> list[PairScore]:
         """log P(target + EOS | source) of each (source, target) pair, in order (mtkit/decode/scoring.py);
-        `target_lang`: the direction of a multilingual model's pairs (see `translate`)."""
-        return list(self.score_stream(pairs, batch_tokens, target_lang=target_lang))
+        `target_lang`: the direction of a multilingual model's pairs (see `translate`); `cut`: a target longer
+        than the model's positions is cut to them, with a warning, as a source is, instead of refused."""
+        return list(self.score_stream(pairs, batch_tokens, target_lang=target_lang, cut=cut))
 
     def score_stream(
         self,
@@ -237,13 +242,14 @@ class Translator:
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         chunk_lines: int = DEFAULT_CHUNK_LINES,
         target_lang: str = "",
+        cut: bool = False,
     ) -> Iterator[PairScore]:
         """Scores in input order, yielded as soon as every earlier pair's is ready: nothing is searched."""
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
         target_lang = self.check_target_lang(target_lang)
         for first, chunk in chunks(pairs, chunk_lines):
-            yield from self._score_chunk(first, chunk, batch_tokens, target_lang)
+            yield from self._score_chunk(first, chunk, batch_tokens, target_lang, cut)
 
     def align(
         self, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], target_lang: str = ""
@@ -306,10 +312,10 @@ class Translator:
         yield from in_order(itertools.chain([empty], found))
 
     def _score_chunk(
-        self, first: int, pairs: list[tuple[str, str]], batch_tokens: int, target_lang: str = ""
+        self, first: int, pairs: list[tuple[str, str]], batch_tokens: int, target_lang: str = "", cut: bool = False
     ) -> Iterator[PairScore]:
         src = source_ids(self.vocab, [s for s, _ in pairs], first, self.max_source_tokens, target_lang)
-        tgt = target_ids(self.vocab, [t for _, t in pairs], first, self.max_source_tokens)
+        tgt = target_ids(self.vocab, [t for _, t in pairs], first, self.max_source_tokens, cut)
         packed = balanced_batches([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], batch_tokens, self.workers)
         jobs = [partial(score_pairs, src=[src[i] for i in b], tgt=[tgt[i] for i in b]) for b in packed]
         found = (

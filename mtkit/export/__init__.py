@@ -17,12 +17,13 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from mtkit import __version__, decode_defaults, sources
+from mtkit import __version__, checkpoint, sources
 from mtkit.config import ExportConfig
 from mtkit.errors import MtkitError
 from mtkit.export import ctranslate2
 from mtkit.export.target import RECORD, check_target, write_export
 from mtkit.marian import export as huggingface
+from mtkit.provenance import sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +57,19 @@ def export(
         "source": str(model_path),
         "step": int(ckpt.get("step", 0)),
         "model_config": ckpt.get("model_config"),  # max_positions for `mtkit translate -m DIR` (mtkit/decode/ct2.py)
+        "parameters": checkpoint.parameter_count(ckpt),  # what /info says of the export, without torch
         "mtkit": __version__,
         "provenance": ckpt.get("provenance"),  # read back by `mtkit info DIR` (mtkit/sources/)
-        decode_defaults.KEY: decode_defaults.of(ckpt, where=model_path),  # what `mtkit translate -m DIR` decodes with
+        sources.defaults.KEY: sources.defaults.of(ckpt, where=model_path),  # what `mtkit translate -m DIR` decodes with
     }
-    write_export(out, lambda tmp: record.update(fmt.write(ckpt, source.path, tmp, config) or {}), record)
+
+    def fill(tmp: Path) -> None:
+        record.update(fmt.write(ckpt, source.path, tmp, config) or {})  # a format's own entries: the vmap's identity
+        # each file's sha256, checked before the export is run (`CT2Export.check`): CTranslate2 reads model.bin
+        # without a checksum, and a damaged one (a zeroed block, a NaN scale) translates into garbage, exit 0
+        record["sha256"] = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+
+    write_export(out, fill, record)
     logger.info("wrote %s (%s, %s)", out, config.format, config.quantization)
     return out
 

@@ -32,25 +32,25 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import BOS, EOS, UNK, ExportConfig
+from mtkit.data.tokenizer import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
-from mtkit.marian.vocab import load_tokenizer
+from mtkit.files import CT2_MODEL, TOKENIZER_FILES, VMAP
 from mtkit.model.transformer import MultiHeadAttention, Transformer
 
 logger = logging.getLogger(__name__)
 
 # Every name this format may write (checked against a user's files in the target before any work).
 FILES = (
-    "model.bin",
+    CT2_MODEL,
     "config.json",
     "shared_vocabulary.json",
     "source_vocabulary.json",
     "target_vocabulary.json",
-    "spm.model",
-    "marian-tokenizer.json",
+    *TOKENIZER_FILES,
     "source.spm",
     "target.spm",
-    "vmap.txt",
+    VMAP,
 )
 MISSING_EXTRA = "exporting to CTranslate2 needs the ctranslate2 package; install it with: pip install 'mtkit[ct2]'."
 
@@ -85,7 +85,7 @@ def write(ckpt: dict[str, Any], source: Path, tmp: Path, config: ExportConfig) -
         (tmp / name).write_bytes(data)
     added = {}
     if ckpt.get("shortlist") is not None:
-        added["vmap"] = write_vmap(ckpt, vocab, model.cfg, tmp / "vmap.txt")
+        added["vmap"] = write_vmap(ckpt, vocab, model.cfg, tmp / VMAP)
     logger.info("converted to CTranslate2 (%s)", config.quantization)
     return added
 

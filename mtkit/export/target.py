@@ -25,11 +25,11 @@ from typing import Any
 from mtkit.atomic import write_atomic
 from mtkit.data.owned import inside, listed, previous_record, refuse_foreign
 from mtkit.errors import MtkitError
-from mtkit.files import work_dir
+from mtkit.files import EXPORT_RECORD, work_dir
 
 logger = logging.getLogger(__name__)
 
-RECORD = "mtkit-export.json"  # the mark of a directory mtkit wrote, and the list of the files it wrote there
+RECORD = EXPORT_RECORD  # the mark of a directory mtkit wrote, and the list of the files it wrote there
 TEMP_PREFIX = ".mtkit-export-"  # work_dir appends <pid>-
 COMMAND = "mtkit export"
 

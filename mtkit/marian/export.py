@@ -35,11 +35,12 @@ import torch
 
 from mtkit import checkpoint
 from mtkit.config import BOS, EOS, PAD, ExportConfig, ModelConfig
+from mtkit.data.marian_vocab import MarianVocab
+from mtkit.data.tokenizer import load_tokenizer
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
 from mtkit.marian import card, export_opus
 from mtkit.marian import weights as marian
-from mtkit.marian.vocab import MarianVocab, load_tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from mtkit import checkpoint
 from mtkit.config import ExportConfig
+from mtkit.data.marian_vocab import MarianVocab
 from mtkit.errors import MtkitError
 from mtkit.marian import opus as marian_opus
-from mtkit.marian.vocab import MarianVocab
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The public Helsinki-NLP models differ from the Marian directories mtkit writes (mtkit/marian/weights.py) in their
 vocabulary: two SentencePiece models over one vocab.json in Marian's id order, `</s>` 0, `<unk>` 1 and
-`<pad>` (the decoder's start) last. mtkit/marian/vocab.py keeps those files as they are and renumbers
+`<pad>` (the decoder's start) last. mtkit/data/marian_vocab.py keeps those files as they are and renumbers
 ids for mtkit's model (`IdMap`, which adds one row: Marian's `<pad>` is mtkit's PAD and its BOS at once).
 Here the weights follow the same renumbering: every embedding and output row, and `final_logits_bias`
 (ModelConfig.output_bias). Marian's softmax counts `<pad>` once, so its two copies each get its bias less
@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from mtkit.config import BOS, EOS, PAD, ModelConfig
+from mtkit.data.marian_vocab import MarianVocab
 from mtkit.errors import MtkitError
 from mtkit.files import read_model_file
 from mtkit.marian import weights as marian
-from mtkit.marian.vocab import MarianVocab
 
 TABLES = ("src_embed.table.weight", "tgt_embed.table.weight", "output_proj.weight")  # rows are token ids
 TOKENIZER_FIELDS = ("source_lang", "target_lang", "model_max_length")  # kept from tokenizer_config.json

@@ -35,7 +35,7 @@ import torch
 
 from mtkit.config import BOS, EOS, PAD, ModelConfig
 from mtkit.errors import MtkitError
-from mtkit.files import read_model_file
+from mtkit.files import EXPORT_RECORD, read_model_file
 from mtkit.marian.sizes import Weights, check_shapes, check_sizes
 
 IN, OUT, NONE = "in", "out", "none"  # which axis of a weight is the model dimension (to permute)
@@ -362,7 +362,7 @@ def load_marian_dir(path: str | os.PathLike) -> dict[str, Any]:
     cfg = model_config_of(hf, path)
     proto = _vocabulary(path)
     state = from_marian(_weights(path), cfg, path)
-    record = _read_json(path / "mtkit-export.json") or {}
+    record = _read_json(path / EXPORT_RECORD) or {}
     return {
         "kind": "model",
         "model_config": dataclasses.asdict(cfg),

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mtkit import decode_defaults
 from mtkit.errors import MtkitError
 from mtkit.facts import CHECKPOINT_NAME, architecture, best_score, parameters, run_metrics
 from mtkit.provenance import distilled_from, read_run_json
+from mtkit.sources import defaults
 
 
 class ModelFile:
@@ -42,7 +42,7 @@ class ModelFile:
         return ckpt
 
     def decode_defaults(self) -> dict[str, Any]:
-        return decode_defaults.of(self.checkpoint(), where=self.path)
+        return defaults.of(self.checkpoint(), where=self.path)
 
     def describe(self) -> dict[str, Any]:
         return describe_file(self.path)
@@ -72,7 +72,7 @@ class RunDirectory:
     def decode_defaults(self) -> dict[str, Any]:
         """Its newest readable checkpoint's."""
         newest = self._newest()
-        return decode_defaults.of(newest["checkpoint"], where=newest["path"])
+        return defaults.of(newest["checkpoint"], where=newest["path"])
 
     def _newest(self) -> dict[str, Any]:
         """The newest readable checkpoint's path and dict, read once (as resume picks it), or one sentence."""
@@ -91,7 +91,7 @@ class RunDirectory:
 def _vocabulary(vocab: bytes | None) -> dict[str, Any] | None:
     if not vocab:
         return None
-    from mtkit.marian.vocab import load_tokenizer
+    from mtkit.data.tokenizer import load_tokenizer
 
     try:
         pieces: int | None = len(load_tokenizer(vocab))
@@ -134,7 +134,7 @@ def describe_file(path: Path, ckpt: dict[str, Any] | None = None) -> dict[str, A
         "taken_from": ckpt.get("taken_from"),
         "student": distilled_from(ckpt.get("provenance")),
         "shortlist": _shortlist(ckpt.get("shortlist")),
-        "decode_defaults": decode_defaults.of(ckpt, where=path),
+        "decode_defaults": defaults.of(ckpt, where=path),
     }
 
 

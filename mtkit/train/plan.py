@@ -26,7 +26,6 @@ from mtkit.data.multilingual import pairs_of
 from mtkit.data.pair_sampling import pair_counts, pair_plan
 from mtkit.data.vocab import Vocab
 from mtkit.errors import MtkitError
-from mtkit.marian.vocab import load_tokenizer
 from mtkit.score import DEFAULT_TOKENIZE, check_tokenize, default_tokenize
 from mtkit.train import distributed as dist
 
@@ -63,8 +62,8 @@ class TrainingData:
 def open_training_data(path: Path, model_cfg: ModelConfig, valid_bleu: int = 0) -> TrainingData:
     """The data directory, refused in one sentence when it does not fit the model (or lacks --valid-bleu's text)."""
     data = open_data(path)
-    vocab = data.vocab_bytes()
-    spm = load_tokenizer(vocab)  # mtkit's SentencePiece model, or an OPUS-MT model's (`mtkit bpe --from`)
+    spm = data.tokenizer()  # mtkit's SentencePiece model, or an OPUS-MT model's (`mtkit bpe --from`)
+    vocab = spm.proto
     check_vocab(data, spm, model_cfg)
     train, valid = data.split("train"), data.split("valid")
     pairs = pairs_in(data, train, valid)

@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtkit import checkpoint, decode_defaults
+from mtkit import checkpoint
 from mtkit.config import ModelConfig, TrainConfig
 from mtkit.model import Transformer
+from mtkit.sources import defaults
 from mtkit.train import compile as compile_step
 from mtkit.train import distributed as dist
 from mtkit.train import finetune, report, resume, rundir
@@ -153,7 +154,7 @@ class Trainer:
             **self.progress.state_dict(self.world.size, self.cfg),  # step, data (the position), progress
             corpus=self.data.corpus,
             provenance=self.provenance,
-            decode_defaults=decode_defaults.for_data(self.provenance),  # a student's beam 1 (mtkit/decode_defaults.py)
+            decode_defaults=defaults.for_data(self.provenance),  # a student's beam 1 (mtkit/sources/defaults.py)
         )
 
     def load_state_dict(self, ckpt: dict[str, Any]) -> None:

@@ -116,14 +116,15 @@ def report(noisy: Path, config: WebCleanConfig, scorer=None) -> dict:
 def dual_xent_scorer(args: argparse.Namespace, config: WebCleanConfig) -> tuple:
     """Every noisy pair's dual cross-entropy, computed once in batches (report cleans pair by pair), and the
     threshold: --dual-xent-max, or the one `mtkit clean --dual-xent-drop` estimates (the same function)."""
+    from mtkit import load_translator
     from mtkit.data.webclean import estimate_threshold
-    from mtkit.decode.dual_xent import ForcedDecoder, dual_scores
+    from mtkit.decode.pairs import dual_cross_entropy
 
-    forward, backward = (ForcedDecoder(path) for path in args.dual_xent)
+    dual = dual_cross_entropy(*(load_translator(path, "cpu") for path in args.dual_xent))
     # split("\n"), not splitlines(): a caption may hold U+2028 or a form feed, which is not a line end
     paths = [args.noisy / f"train.{lang}" for lang in ("en", "de")]
     lines = [path.read_text(encoding="utf-8").split("\n")[:-1] for path in paths]
-    scores = dict(zip(zip(*lines), dual_scores(forward, backward, *lines).tolist()))
+    scores = dict(zip(zip(*lines), dual(*lines)))
     scorer = lambda src, tgt: [scores[pair] for pair in zip(src, tgt)]  # noqa: E731
     threshold = args.dual_xent_max
     if args.dual_xent_drop:

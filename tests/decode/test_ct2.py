@@ -183,7 +183,7 @@ def test_a_quantized_export_run_in_another_type_says_how_to_run_it_as_exported(t
     for precision in ("fp32", "auto", "int8"):
         caplog.clear()
         with caplog.at_level("WARNING", logger="mtkit.decode.ct2"):
-            ct2.open_directory(int8_dir, "cpu", precision, 1, 1).close()
+            ct2.open_export(CT2Export(int8_dir), "cpu", precision, 1, 1).close()
         said[precision] = [r.getMessage() for r in caplog.records if "was exported in" in r.getMessage()]
     assert said["auto"] == said["int8"] == [] and len(said["fp32"]) == 1
     assert said["fp32"][0].endswith(

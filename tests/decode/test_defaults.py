@@ -1,5 +1,5 @@
 """A model's decoding defaults: carried as data in its file and its export, laid over DecodeConfig's in one place
-(mtkit/decode_defaults.py, `Translator.defaults`), so that the CLI and the Python API decode every kind of model
+(mtkit/sources/defaults.py, `Translator.defaults`), so that the CLI and the Python API decode every kind of model
 alike with no options given: a student, an int8 model, a CTranslate2 export, an OPUS-MT directory."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 import mtkit
-from mtkit import average, checkpoint, decode_defaults, distill, shortlist
+from mtkit import average, checkpoint, distill, shortlist
 from mtkit.config import DecodeConfig, ExportConfig
 from mtkit.decode import loading
 from mtkit.errors import MtkitError
+from mtkit.sources import defaults as decode_defaults
+from mtkit.textio import one_line
 from tests.support.cli import run_cli
 from tests.support.distill import toy_task
 from tests.support.training import in_process_run
@@ -37,6 +39,11 @@ def lines(student) -> list[str]:
     return (student[1] / "raw" / "valid.en").read_text(encoding="utf-8").splitlines()
 
 
+def shown(translations: list[str]) -> list[str]:
+    """Translations as the command line writes them: one line each (a random student may emit a line break)."""
+    return [one_line(text) for text in translations]
+
+
 def cli_translate(model: Path, lines: list[str], *args: str) -> list[str]:
     done = run_cli("translate", "-m", model, "--device", "cpu", *args, input="".join(f"{line}\n" for line in lines))
     assert done.returncode == 0, done.stderr
@@ -56,16 +63,17 @@ def test_a_student_decodes_alike_from_the_cli_and_the_python_api(student, lines)
     translator = mtkit.load_translator(model, device="cpu")
     assert (translator.defaults.beam, translator.defaults.shortlist) == (1, True)
     ours = translator.translate(lines)
-    assert cli_translate(model, lines) == ours
+    assert cli_translate(model, lines) == shown(ours)
     assert ours != translator.translate(lines, DecodeConfig())  # the defaults are what made it so
-    assert cli_translate(model, lines, "--beam", "4", "--no-shortlist") == translator.translate(lines, DecodeConfig())
+    full = translator.translate(lines, DecodeConfig())
+    assert cli_translate(model, lines, "--beam", "4", "--no-shortlist") == shown(full)
 
 
 @pytest.mark.parametrize("precision", ["int8"])
 def test_an_int8_model_decodes_alike_from_the_cli_and_the_python_api(student, lines, precision):
     model, _ = student
     translator = mtkit.load_translator(model, device="cpu", precision=precision)
-    assert cli_translate(model, lines, "--precision", precision) == translator.translate(lines)
+    assert cli_translate(model, lines, "--precision", precision) == shown(translator.translate(lines))
 
 
 def test_a_ctranslate2_export_decodes_alike_from_the_cli_and_the_python_api(student, lines, tmp_path):
@@ -77,14 +85,14 @@ def test_a_ctranslate2_export_decodes_alike_from_the_cli_and_the_python_api(stud
     translator = mtkit.load_translator(out)  # refused before: DecodeConfig()'s GNMT penalty has no CTranslate2 twin
     defaults = translator.defaults
     assert (defaults.beam, defaults.shortlist, defaults.lenpen) == (1, True, "fairseq")  # the model's, the engine's
-    assert cli_translate(out, lines) == translator.translate(lines)
+    assert cli_translate(out, lines) == shown(translator.translate(lines))
 
 
 def test_an_opus_mt_directory_decodes_alike_from_the_cli_and_the_python_api(opus_dir):
     lines = ["a small test", "the house is green", ""]
     translator = mtkit.load_translator(opus_dir, device="cpu")
     assert translator.defaults == DecodeConfig()  # it carries none: the paper's
-    assert cli_translate(opus_dir, lines) == translator.translate(lines)
+    assert cli_translate(opus_dir, lines) == shown(translator.translate(lines))
 
 
 def test_a_file_from_before_decode_defaults_is_read_by_its_provenance(student, tmp_path):
@@ -106,7 +114,7 @@ def test_the_layers_in_order_and_the_callers_changes_over_them():
     assert decode_defaults.layered(engine, {"lenpen": "none"}, {}).lenpen == "none"  # the model's over the engine's
     assert decode_defaults.layered(engine, model, {"lenpen": "gnmt", "beam": 5}).beam == 5
     assert decode_defaults.layered(engine, model, {"nbest": 3}).beam == 3  # a model's beam wide enough for nbest
-    with pytest.raises(MtkitError, match="beem is no decoding setting"):
+    with pytest.raises(MtkitError, match="beem is no decoding setting; DecodeConfig's are beam, alpha"):
         decode_defaults.layered({}, {}, {"beem": 2})
 
 

@@ -1,5 +1,6 @@
 """Dual conditional cross-entropy (Junczys-Dowmunt 2018): two toy models, one each way, score aligned pairs
-below misaligned ones, and `mtkit clean --dual-xent` drops the misaligned pairs that no rule sees."""
+below misaligned ones through two `Translator.score` calls (mtkit/decode/pairs.py), and `mtkit clean --dual-xent`
+drops the misaligned pairs that no rule sees."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from mtkit import checkpoint
 from mtkit.data.webclean import WebCleanConfig, clean_files
-from mtkit.decode.dual_xent import ForcedDecoder, dual_scores, dual_xent_filter
+from mtkit.decode.loading import prepare
+from mtkit.decode.pairs import dual_cross_entropy
 from tests.support.corpora import short_pairs
 from tests.support.models import TOY_STEPS, train_toy
 from tests.support.spm import BYTE_PIECES, train_spm
@@ -31,6 +33,10 @@ def models(tmp_path_factory) -> tuple[Path, Path]:
     return paths[0], paths[1]
 
 
+def dual_xent_filter(forward: Path, backward: Path):
+    return dual_cross_entropy(prepare(forward, "cpu"), prepare(backward, "cpu"))
+
+
 def _held_out() -> tuple[list[str], list[str], list[str]]:
     pairs = short_pairs(80, seed=11)
     src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
@@ -38,15 +44,28 @@ def _held_out() -> tuple[list[str], list[str], list[str]]:
 
 
 def test_aligned_pairs_score_below_misaligned_ones(models):
-    forward, backward = (ForcedDecoder(p) for p in models)
+    scorer = dual_xent_filter(*models)
     src, tgt, shifted = _held_out()
-    aligned, misaligned = dual_scores(forward, backward, src, tgt), dual_scores(forward, backward, src, shifted)
+    aligned, misaligned = np.array(scorer(src, tgt)), np.array(scorer(src, shifted))
     assert np.all(np.isfinite(aligned)) and np.all(aligned >= 0)
     assert np.median(aligned) * 2 < np.median(misaligned)
     assert (aligned < misaligned).mean() > 0.9
     # Batching and order change nothing: one pair alone scores as it does among the others.
-    alone = dual_scores(forward, backward, src[3:4], tgt[3:4])
+    alone = scorer(src[3:4], tgt[3:4])
     assert alone[0] == pytest.approx(aligned[3], rel=1e-4, abs=1e-5)
+    # A side longer than the model's positions is cut to them, as a source is, not refused.
+    long = " ".join([tgt[0]] * 400)
+    assert np.isfinite(scorer([long, src[0]], [long, tgt[0]])).all()
+
+
+def test_any_model_a_translator_runs_scores_pairs(opus_dir):
+    """An OPUS-MT directory (a Hub name reads as one) scores as an mtkit file does: the score is the translator's."""
+    scorer = dual_cross_entropy(prepare(opus_dir, "cpu"), prepare(opus_dir, "cpu"))
+    src, tgt = ["a small test", "the house"], ["ein kleiner Test", "das Haus"]
+    forward = [-s.average for s in prepare(opus_dir, "cpu").score(zip(src, tgt))]
+    backward = [-s.average for s in prepare(opus_dir, "cpu").score(zip(tgt, src))]
+    expect = [abs(f - b) + (f + b) / 2 for f, b in zip(forward, backward)]
+    assert scorer(src, tgt) == pytest.approx(expect)
 
 
 def test_clean_drops_the_misaligned_pairs_by_dual_cross_entropy(models, tmp_path):
@@ -74,10 +93,11 @@ def test_clean_drops_the_misaligned_pairs_by_dual_cross_entropy(models, tmp_path
     assert sum(t in shifted[half:] and t not in tgt[:half] for t in kept) <= 0.2 * half  # most misaligned go
 
 
-def test_the_command_scores_with_two_models(models, cli, tmp_path):
-    src, tgt, shifted = _held_out()
-    (tmp_path / "in.en").write_text("".join(s + "\n" for s in src), encoding="utf-8")
-    (tmp_path / "in.de").write_text("".join(t + "\n" for t in shifted), encoding="utf-8")
+def test_the_command_drops_the_misaligned_pairs_with_two_models(models, cli, tmp_path):
+    src, aligned, misaligned = _half_misaligned(tmp_path)
+    scores = np.array(dual_xent_filter(*models)(src, aligned + misaligned))
+    half = len(aligned)
+    threshold = float((np.median(scores[:half]) + np.median(scores[half:])) / 2)
     r = cli(
         "clean",
         tmp_path / "in.en",
@@ -87,10 +107,13 @@ def test_the_command_scores_with_two_models(models, cli, tmp_path):
         "--dual-xent",
         *models,
         "--dual-xent-max",
-        "1.0",
+        f"{threshold}",
     )
     assert r.returncode == 0, r.stderr
     assert "dual_xent" in r.stderr
+    kept = (tmp_path / "c.de").read_text(encoding="utf-8").splitlines()
+    assert sum(t in aligned for t in kept) >= 0.8 * half  # most aligned pairs stay
+    assert sum(t in misaligned and t not in aligned for t in kept) <= 0.2 * half  # most misaligned go
 
 
 def _half_misaligned(tmp_path: Path) -> tuple[list[str], list[str], list[str]]:

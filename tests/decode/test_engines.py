@@ -202,7 +202,7 @@ def test_a_new_source_is_one_kind_and_a_new_engine_one_runner(monkeypatch):
     class EchoRunner:
         name = "echo"
         engine = staticmethod(lambda: Echo)
-        check_runtime = staticmethod(lambda device, precision: None)
+        check_runtime = staticmethod(lambda device, precision: device)
         open = staticmethod(open_echo)
 
     monkeypatch.setattr(sources, "KINDS", (EchoSource, *sources.KINDS))

@@ -70,7 +70,7 @@ def test_decoding_defaults_come_from_decode_config_alone(translator):
     assert translator.translate(lines, FAST, beam=1) == translator.translate(lines, DecodeConfig(beam=1, max_len_b=5))
     with pytest.raises(MtkitError, match="beam"):
         translator.translate(lines, beam=0)
-    with pytest.raises(TypeError, match="beams"):
+    with pytest.raises(MtkitError, match="beams is no decoding setting; DecodeConfig's are beam, alpha"):
         translator.translate(lines, beams=2)
 
 

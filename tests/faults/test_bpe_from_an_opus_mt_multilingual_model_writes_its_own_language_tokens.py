@@ -15,8 +15,8 @@ import pytest
 from mtkit.config import UNK
 from mtkit.data.dataset import open_data
 from mtkit.data.language_codes import model_token
+from mtkit.data.tokenizer import load_tokenizer
 from mtkit.errors import MtkitError
-from mtkit.marian.vocab import load_tokenizer
 from tests.support.cli import run_cli
 from tests.support.multilingual import prepared_pair
 

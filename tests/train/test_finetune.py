@@ -50,7 +50,7 @@ def test_bpe_from_a_model_encodes_with_its_tokenizer(opus_data, opus_dir):
     train = data.split("train")
     src = (opus_data / "raw" / "train.en").read_text(encoding="utf-8").splitlines()[:3]
     tgt = (opus_data / "raw" / "train.de").read_text(encoding="utf-8").splitlines()[:3]
-    from mtkit.marian.vocab import load_tokenizer
+    from mtkit.data.tokenizer import load_tokenizer
 
     vocab = load_tokenizer(ckpt["vocab"])
     for i in range(3):

@@ -12,8 +12,8 @@ Marian's does, and turns them back on export; the files (spm models, vocab.json)
 
 `MarianVocab` is a `Tokenizer` (mtkit/data/tokenizer.py), a peer of mtkit's joint SentencePiece `Vocab`, not a
 kind of it; its `proto` (what travels in checkpoints as "vocab") is a JSON bundle of the tokenizer's files,
-kept as marian-tokenizer.json in a data directory or an export, which `load_tokenizer` tells from a
-SentencePiece model.
+kept as marian-tokenizer.json in a data directory or an export, which `load_tokenizer`
+(mtkit/data/tokenizer.py) tells from a SentencePiece model.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import sentencepiece as spm
 
 from mtkit.config import BOS, EOS, PAD, UNK
-from mtkit.data.tokenizer import Tokenizer
-from mtkit.data.vocab import LEADING_TOKEN, Vocab
+from mtkit.data.vocab import LEADING_TOKEN
 from mtkit.errors import MtkitError
+from mtkit.files import MARIAN_TOKENIZER
 
 BUNDLE_FORMAT = "mtkit-marian-tokenizer"
 BUNDLE_PREFIX = b'{"format": "' + BUNDLE_FORMAT.encode() + b'"'
@@ -96,7 +96,7 @@ class MarianVocab:
     """MarianTokenizer's encoding and decoding, in mtkit's ids (the module docstring): a `Tokenizer` over two
     SentencePiece models and vocab.json."""
 
-    filename = "marian-tokenizer.json"  # the JSON bundle, not a SentencePiece model (old files: spm.model)
+    filename = MARIAN_TOKENIZER  # the JSON bundle, not a SentencePiece model (old files: spm.model)
 
     def __init__(self, source: bytes, target: bytes, pieces: Sequence[str], config: dict | None = None):
         self.source_proto, self.target_proto = source, target
@@ -187,10 +187,3 @@ class MarianVocab:
     def normalize(self, text: str) -> str:
         norm = self.src_sp.normalize(split_language_code(text)[1])
         return norm.removeprefix("\u2581").replace("\u2581", " ")
-
-
-def load_tokenizer(data: bytes) -> Tokenizer:
-    """The tokenizer a checkpoint's "vocab" bytes hold: mtkit's joint SentencePiece model or a Marian bundle."""
-    if data.startswith(BUNDLE_PREFIX):
-        return MarianVocab.from_bytes(data)
-    return Vocab.from_bytes(data)

@@ -1,12 +1,12 @@
-"""The renumbering between Marian's ids and mtkit's (mtkit/marian/vocab.py), on vocabularies as data."""
+"""The renumbering between Marian's ids and mtkit's (mtkit/data/marian_vocab.py), on vocabularies as data."""
 
 from __future__ import annotations
 
 import pytest
 
 from mtkit.config import BOS, EOS, PAD, UNK
+from mtkit.data.marian_vocab import IdMap, split_language_code
 from mtkit.errors import MtkitError
-from mtkit.marian.vocab import IdMap, split_language_code
 
 
 @pytest.mark.parametrize(

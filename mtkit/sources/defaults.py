@@ -69,7 +69,7 @@ def layered(engine: Mapping[str, Any], model: Mapping[str, Any], changes: Mappin
     DecodeConfig fields): what decodes. A beam the engine or the model chose stays wide enough for the `nbest`
     the caller asked for (a student's beam 1 with nbest 3 searches a beam of 3)."""
     unknown = sorted(set(changes) - FIELDS.keys())
-    if unknown:
+    if unknown:  # a misspelt keyword of a Python call (the CLI's flags are fields): one sentence listing them
         raise MtkitError(f"{unknown[0]} is no decoding setting; DecodeConfig's are {', '.join(FIELDS)}.")
     below = {k: v for k, v in {**engine, **model}.items() if k not in changes}
     if "beam" in below:
