@@ -24,6 +24,7 @@ _LAZY = {
     "Transformer": "mtkit.model",
     "Translator": "mtkit.decode.translator",
     "load_translator": "mtkit.decode.loading",  # mtkit files or a CTranslate2 directory, on the engine it calls for
+    "Confidence": "mtkit.decode.confidence",  # translate_stream(confidence=...) with a reverse model or a calibrator
 }
 
 
