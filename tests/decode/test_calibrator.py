@@ -104,8 +104,8 @@ def test_forward_features_follow_their_definitions() -> None:
 
 
 def test_a_documents_summary_counts_what_to_check_lowest_first() -> None:
-    s = summary([0.9, 0.2, 0.7, 0.4])
-    assert s == {"segments": 4, "expected_acceptable": pytest.approx(0.55), "lowest": 0.2, "to_check": [2, 4]}
+    s = summary([0.9, 0.4, 0.7, 0.2])
+    assert s == {"segments": 4, "expected_acceptable": pytest.approx(0.55), "lowest": 0.2, "to_check": [4, 2]}
     assert summary([])["segments"] == 0 and summary([0.6], flag_below=0.7)["to_check"] == [1]
 
 
