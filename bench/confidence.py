@@ -140,6 +140,7 @@ def main() -> None:
     import mtkit
 
     load_before = os.getloadavg()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     fitted = {name: calibrate(args, args.work, name == "backward") for name in ("forward", "backward")}
     prepared = json.loads((args.data / "prepare.json").read_text(encoding="utf-8"))
     src, tgt = prepared["src_lang"], prepared["tgt_lang"]
@@ -199,7 +200,7 @@ def main() -> None:
         "what": "a calibrated confidence: fitted on the dev set (valid), measured on the test set",
         "command": public(args, " ".join(["python", "bench/confidence.py", *sys.argv[1:]])),
         "fit_commands": {k: public(args, " ".join(["mtkit", *c[3:]])) for k, (_, c) in fitted.items()},
-        "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
+        "commit": commit,  # the code measured: read as it started
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         "threads": args.threads,
