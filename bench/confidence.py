@@ -22,10 +22,7 @@ It prints the table and writes the record (--out, JSON) that docs/gen_figures.py
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -33,7 +30,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
 FLAG_SHARE = 0.1
 SYSTEMS = ("plain", "forward", "backward")  # decoded without a confidence, with the forward features, with both
 NAMES = {
@@ -97,27 +93,7 @@ def calibrate(args: argparse.Namespace, work: Path, reverse: bool) -> tuple[Path
     return path, command
 
 
-def public(args: argparse.Namespace, command: str) -> str:
-    """`command` with the paths of this machine's files as the names --help gives them (a record is published)."""
-    names = {args.reverse_model: "REVERSE", args.model: "MODEL", str(args.data): "DATA", str(args.work): "WORK"}
-    for path, name in names.items():
-        command = command.replace(path, name)
-    return command
-
-
-def machine() -> dict[str, Any]:
-    name, flags = platform.processor() or platform.machine(), []
-    try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
-        name = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), name)
-        have = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
-        flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8") if f in have]
-    except OSError:
-        pass
-    return {"cpu": name, "flags": flags, "cores": os.cpu_count(), "python": platform.python_version()}
-
-
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, metavar="MODEL", help="the forward model")
     parser.add_argument("--reverse-model", required=True, metavar="REVERSE", help="a model of the other direction")
@@ -131,16 +107,21 @@ def main() -> None:
     parser.add_argument(
         "--work", type=Path, default=Path("bench-confidence"), metavar="WORK", help="where the calibrators go"
     )
-    parser.add_argument("--out", type=Path, help="the record to write (JSON), e.g. docs/results/confidence.json")
+    parser.add_argument("--record", help="the record to write (JSON), e.g. docs/results/confidence-multi30k.json")
     parser.add_argument("--plot", type=Path, help="the reliability diagram to write (PNG)")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
 
+
+def main() -> None:
+    from harness import Record, command  # bench/ is a script's sys.path[0]; imported here, so that
+    # docs/gen_figures.py can load this file for `table` from anywhere
+
+    args = parse_args()
+    started = Record()  # the load and the date as the bench begins
     import sacrebleu
 
     import mtkit
 
-    load_before = os.getloadavg()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     fitted = {name: calibrate(args, args.work, name == "backward") for name in ("forward", "backward")}
     prepared = json.loads((args.data / "prepare.json").read_text(encoding="utf-8"))
     src, tgt = prepared["src_lang"], prepared["tgt_lang"]
@@ -195,28 +176,28 @@ def main() -> None:
         rows.append(row)
     print(table(rows, len(sources), sum(len(r.split()) for r in references)))
 
-    record = {
-        "renderer": "bench/confidence.py",
-        "what": "a calibrated confidence: fitted on the dev set (valid), measured on the test set",
-        "command": public(args, " ".join(["python", "bench/confidence.py", *sys.argv[1:]])),
-        "fit_commands": {k: public(args, " ".join(["mtkit", *c[3:]])) for k, (_, c) in fitted.items()},
-        "commit": commit,  # the code measured: read as it started
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine(),
-        "threads": args.threads,
-        "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
-        "settings": {"beam": args.beam, "alpha": args.alpha, "threshold": threshold, "rounds": args.rounds},
-        "test": f"raw/test of {prepared.get('corpus', 'DATA')}",
-        "sentences": len(sources),
-        "words": sum(len(r.split()) for r in references),
-        "seconds": seconds,
-        "confidence_seconds": own,
-        "rows": rows,
-        "per_sentence": {"chrf": scores, **values},
-    }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    passes = {"decode_seconds": seconds, "confidence_seconds": own}
+    # The rows as the table shows them, each with the raw passes it was made from (docs/gen_figures.py renders
+    # them with `table` below), and every sentence's chrF and scores.
+    for row, name in zip(rows, values):
+        row["passes"] = {"decode_seconds": seconds["plain" if name == "score" else name]}
+        if name != "score":
+            row["passes"]["confidence_seconds"] = own[name]
+    settings = {"beam": args.beam, "alpha": args.alpha, "threshold": threshold, "rounds": args.rounds}
+    data = started.data(settings, passes, {"per_sentence": {"chrf": scores, **values}})
+    data.update(
+        renderer="bench/confidence.py",
+        what="a calibrated confidence: fitted on the dev set (valid), measured on the test set",
+        fit_commands={k: command(["mtkit", *c[3:]]).removeprefix("python ") for k, (_, c) in fitted.items()},
+        test=f"raw/test of {prepared.get('corpus', 'DATA')}",
+        sentences=len(sources),
+        words=sum(len(r.split()) for r in references),
+        rows=rows,
+    )
+    if args.record:
+        path = Path(args.record)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     if args.plot:
         plot(rows, threshold, args.plot)
 
