@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
+from mtkit.cli.calibrate import check_confidence
 from mtkit.cli.options import build, config_options, device_option, revision_option, target_lang_option
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, EngineConfig, SamplingConfig
 from mtkit.errors import MtkitError
@@ -169,6 +170,24 @@ def translate(
         "--scores",
         help="Append <TAB>SCORE (log-probability / length penalty; with --sampling, log-probability).",
     ),
+    confidence: bool = typer.Option(
+        False,
+        "--confidence",
+        help="Append <TAB>CONFIDENCE: the probability that the translation is acceptable, by the calibrator "
+        "`mtkit calibrate` fitted for the model (docs/confidence.md).",
+    ),
+    reverse_model: Optional[str] = typer.Option(
+        None,
+        "--reverse-model",
+        show_default="none",
+        help="With --confidence: a model of the other direction whose score of the source is a feature too.",
+    ),
+    calibrator: Optional[str] = typer.Option(
+        None,
+        "--calibrator",
+        show_default="the one `mtkit calibrate` wrote beside the model",
+        help="With --confidence: the calibrator file to use.",
+    ),
     sampling: bool = typer.Option(
         False,
         "--sampling",
@@ -250,6 +269,7 @@ def translate(
     from tqdm import tqdm
 
     from mtkit.decode import loading
+    from mtkit.decode.confidence import Confidence
     from mtkit.decode.pairs import tab_pairs, zip_lines
     from mtkit.textio import open_input, open_output, read_lines_lenient
 
@@ -260,6 +280,7 @@ def translate(
     from mtkit.documents import FORMATS, format_of
 
     format = (format_of(input) or "text") if format == "auto" else format
+    check_confidence(confidence, reverse_model, calibrator, sampling, score_only, format, given.get("nbest", 1))
     if format not in ("text", "html-lines", *FORMATS):
         raise MtkitError(f"--format takes auto, text, html-lines or {', '.join(FORMATS)}, not {format!r}.")
     named = [a.strip().lower() for a in attributes.split(",") if a.strip()]
@@ -290,6 +311,7 @@ def translate(
         stack.callback(translator.close)
         target_lang = translator.check_target_lang(target_lang)  # before any line is read
         config = translator.defaults
+        rate = Confidence.open(translator, reverse_model, calibrator, device, precision) if confidence else None
         interactive = source.isatty()  # translate each line as it is typed
         chunk_lines = buffer_size or (1 if interactive else DEFAULT_CHUNK_LINES)
         lines = read_lines_lenient(source, name=str(input or "input"))
@@ -317,7 +339,7 @@ def translate(
         else:
             items = pairs if (prefix or prefix_file) else lines
             stream = translator.translate_stream(
-                items, config, batch_tokens, chunk_lines, sampling=sampler, target_lang=target_lang
+                items, config, batch_tokens, chunk_lines, sampling=sampler, target_lang=target_lang, confidence=rate
             )
             texts = (_format(tr, sampler.samples if sampler else config.nbest, scores) for tr in stream)
         for text in tqdm(texts, unit=" lines", disable=not sys.stderr.isatty() or interactive, file=sys.stderr):
@@ -326,9 +348,12 @@ def translate(
 
 
 def _format(tr: Any, nbest: int, scores: bool) -> str:
-    """One translation's output: TEXT, TEXT<TAB>SCORE, or with nbest > 1 LINE<TAB>TEXT<TAB>SCORE lines."""
+    """One translation's output: TEXT, TEXT<TAB>SCORE, or with nbest > 1 LINE<TAB>TEXT<TAB>SCORE lines; then
+    <TAB>CONFIDENCE when it has one (--confidence)."""
     from mtkit.textio import one_line
 
     if nbest > 1:
         return "".join(f"{tr.line}\t{one_line(t)}\t{s:.4f}\n" for t, s in tr.hypotheses)
-    return f"{one_line(tr.text)}\t{tr.score:.4f}\n" if scores else f"{one_line(tr.text)}\n"
+    score = f"\t{tr.score:.4f}" if scores else ""
+    rated = "" if tr.confidence is None else f"\t{tr.confidence:.4f}"
+    return f"{one_line(tr.text)}{score}{rated}\n"

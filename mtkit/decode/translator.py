@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, SamplingConfig
 from mtkit.data.tokenizer import Tokenizer
@@ -42,10 +42,12 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class Translation:
-    """The output for one input line (numbered from 1): its hypotheses, best first, with scores."""
+    """The output for one input line (numbered from 1): its hypotheses, best first, with scores; with a
+    `confidence` asked for, the estimated probability that the best is acceptable (mtkit/decode/confidence.py)."""
 
     line: int
     hypotheses: list[tuple[str, float]]  # an empty input line gives [("", 0.0)]
+    confidence: float | None = None
 
     @property
     def text(self) -> str:
@@ -54,6 +56,14 @@ class Translation:
     @property
     def score(self) -> float:
         return self.hypotheses[0][1]
+
+
+class Rater(Protocol):
+    """What gives translations their `confidence` (mtkit/decode/confidence.py's `Confidence`): a chunk at a time."""
+
+    def annotate(
+        self, translator: Translator, items: Sequence[Source], found: Iterable[Translation], config: DecodeConfig
+    ) -> list[Translation]: ...
 
 
 class Translator:
@@ -204,24 +214,31 @@ class Translator:
         chunk_lines: int = DEFAULT_CHUNK_LINES,
         sampling: SamplingConfig | None = None,
         target_lang: str = "",
+        confidence: Rater | None = None,
     ) -> Iterator[Translation]:
         """Translations in input order, yielded as soon as every earlier line's is ready.
 
         Beam search by `config` (None: `defaults`), or with `sampling` `sampling.samples` samples of each line (in
         sample order, scored log P(Y|X)). A line given as (source, prefix) has its output begin with the prefix.
-        `target_lang`: see `translate`; checked before any line is read.
+        `target_lang`: see `translate`; checked before any line is read. `confidence`: a `Confidence` (made by
+        `mtkit.Confidence.load(translator)`): each translation gets its `confidence`, a chunk at a time.
         """
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
         config = self.defaults if config is None else config
         self.engine.check(config, sampling)
         target_lang = self.check_target_lang(target_lang)
+        if confidence is not None and sampling is not None:
+            raise MtkitError("a confidence rates the best of a beam search; ask for it without sampling.")
         losses = Losses()
         for first, chunk in chunks(lines, chunk_lines):
             if config.split:
-                yield from self._split_chunk(first, chunk, config, batch_tokens, sampling, target_lang, losses)
+                yield from self._split_chunk(
+                    first, chunk, config, batch_tokens, sampling, target_lang, losses, confidence
+                )
             else:
-                yield from self._translate_chunk(first, chunk, config, batch_tokens, sampling, target_lang)
+                found = self._translate_chunk(first, chunk, config, batch_tokens, sampling, target_lang)
+                yield from found if confidence is None else confidence.annotate(self, chunk, found, config)
         losses.say()
 
     def score(
@@ -268,8 +285,11 @@ class Translator:
         sampling: SamplingConfig | None,
         target_lang: str,
         losses: Losses,
+        confidence: Rater | None = None,
     ) -> Iterator[Translation]:
-        """The chunk's lines split into sentences (mtkit/decode/sentences.py), translated in one batch, joined."""
+        """The chunk's lines split into sentences (mtkit/decode/sentences.py), translated in one batch, joined; with
+        a `confidence`, each sentence rated and each line given the mean of its sentences' (the share of them
+        expected to be acceptable)."""
         languages = self.engine.languages or ("", "")
         pieces = Pieces.of(items, source_language(languages))
         numbers = [first + i for i in pieces.owner]
@@ -278,7 +298,15 @@ class Translator:
         )
         pieces.losses([t.text for t in found], self.vocab, config, self.max_source_tokens, first, losses)
         glue = joiner(target_lang or languages[1])
-        yield from pieces.join(found, first, glue, Translation)
+        if confidence is None:
+            yield from pieces.join(found, first, glue, Translation)
+            return
+        rated = confidence.annotate(self, pieces.segments, found, config)
+        means = line_means(pieces.owner, rated)
+        yield from (
+            dataclasses.replace(t, confidence=means[t.line - first])
+            for t in pieces.join(rated, first, glue, Translation)
+        )
 
     def _translate_chunk(
         self,
@@ -323,6 +351,14 @@ class Translator:
             for k, result in self._run(jobs)
         )
         yield from in_order(found)
+
+
+def line_means(owner: Sequence[int], rated: Sequence[Translation]) -> dict[int, float]:
+    """Per chunk line (owner[k]: the line of segment k), the mean confidence of its segments."""
+    sums: dict[int, list[float]] = {}
+    for i, t in zip(owner, rated):
+        sums.setdefault(i, []).append(1.0 if t.confidence is None else t.confidence)
+    return {i: sum(v) / len(v) for i, v in sums.items()}
 
 
 # The jobs: one batch's work each, run by `Translator._run` here or in a worker against the translator it inherited.
