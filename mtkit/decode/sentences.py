@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mtkit.decode.encode import MAX_CHARS_PER_TOKEN
 from mtkit.decode.lengths import max_output_length
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,10 @@ class Pieces:
     def losses(self, texts: Sequence[str], vocab: Any, config: Any, positions: int, first: int, into: Losses) -> None:
         """Count this chunk's segments whose translation (`texts`, one a segment) is empty or as long as allowed."""
         sources = [s if isinstance(s, str) else s[0] for s in self.segments]
-        src = vocab.encode_batch(sources)
+        # Only as much of a source as the encoder read (decode/encode.py cuts the same way): a 1 MB line is
+        # never handed to SentencePiece whole, here either.
+        src = vocab.encode_batch([s[: positions * MAX_CHARS_PER_TOKEN] for s in sources])
+        src = [ids[:positions] for ids in src]
         out = vocab.encode_target_batch(list(texts))
         for k, (source, text) in enumerate(zip(sources, texts)):
             if not source.strip():

@@ -100,7 +100,7 @@ def test_no_output_line_holds_a_line_break_or_a_tab(cli_model, tmp_path, monkeyp
     from mtkit.cli import app
     from mtkit.decode.translator import Translation, Translator
 
-    def translate_stream(self, lines, config, batch_tokens, chunk_lines, sampling=None, target_lang=""):
+    def translate_stream(self, lines, config, batch_tokens, chunk_lines, **options):
         for number, _ in enumerate(lines, 1):
             yield Translation(number, [("a\nb\rc\td\u2028e", -1.0), ("f\ng", -2.0)])
 
