@@ -24,6 +24,7 @@ _LAZY = {
     "Transformer": "mtkit.model",
     "Translator": "mtkit.decode.translator",
     "load_translator": "mtkit.decode.loading",  # mtkit files or a CTranslate2 directory, on the engine it calls for
+    "translate_document": "mtkit.documents",  # a file's bytes translated in their own format (docs/documents.md)
 }
 
 
