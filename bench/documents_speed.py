@@ -1,5 +1,5 @@
 """File translation against plain lines on the same text: test sentences as lines (`translate(lines)`), and the
-same sentences as a document of each format (`mtkit.documents.translate_document`), in paired rounds
+same sentences as a document of each format (`mtkit.translate_document`), in paired rounds
 (lines, then each format, round after round: a machine's drift hits each alike); sentences per second and the
 ratio to lines, median of the rounds.
 
@@ -75,7 +75,7 @@ def machine() -> dict[str, Any]:
     return {"cpu": name, "flags": flags, "cores": os.cpu_count(), "load": os.getloadavg()[0]}
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--data", required=True, type=Path)
@@ -84,12 +84,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--out", type=Path)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
 
     import torch
 
     import mtkit
-    from mtkit.documents import translate_document
 
     translator = mtkit.load_translator(args.model, device="cpu")
     sentences = read(args.data / f"{args.test}.en")[: args.lines]
@@ -102,7 +105,7 @@ def main() -> None:
         passes["lines"].append(time.perf_counter() - started)
         for name, data in docs.items():
             started = time.perf_counter()
-            translate_document(data, name, translator)
+            mtkit.translate_document(data, name, translator)
             passes[name].append(time.perf_counter() - started)
         print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in passes.items()), flush=True)
     ratios = {k: statistics.median(a / b for a, b in zip(passes["lines"], v)) for k, v in passes.items()}

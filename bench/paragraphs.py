@@ -112,7 +112,7 @@ def segmenters(paragraphs: dict[str, list[list[str]]]) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--data", required=True, type=Path)
@@ -121,7 +121,11 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=0, help="the first N lines of each split (0: all)")
     ap.add_argument("--write", action="store_true", help="write docs/results/paragraphs.json")
     ap.add_argument("--out", type=Path, help="write the record here instead")
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
 
     import sacrebleu
 
@@ -149,6 +153,7 @@ def main() -> None:
             "date": datetime.date.today().isoformat(),
             "machine": machine(),
             "threads": __import__("torch").get_num_threads(),
+            "timing": "one timed pass",
             "sentences": len(rows),
             "words": 0,
             "rows": rows,

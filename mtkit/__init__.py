@@ -25,6 +25,7 @@ _LAZY = {
     "Translator": "mtkit.decode.translator",
     "load_translator": "mtkit.decode.loading",  # `prepare`: any model, on its engine, by its own decoding defaults
     "Confidence": "mtkit.decode.confidence",  # translate_stream(confidence=...) with a reverse model or a calibrator
+    "translate_document": "mtkit.documents",  # a file's bytes translated in their own format (docs/documents.md)
 }
 
 
