@@ -17,15 +17,16 @@ import datetime
 import gzip
 import io
 import json
-import os
-import platform
 import statistics
-import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from harness import command, commit, machine  # noqa: E402  # the benches' one harness
 
 
 def read(path: Path) -> list[str]:
@@ -60,19 +61,6 @@ def documents(sentences: list[str]) -> dict[str, bytes]:
     except ImportError:
         pass
     return found
-
-
-def machine() -> dict[str, Any]:
-    flags, name = "", platform.processor()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            info = f.read()
-        name = next((x.split(":", 1)[1].strip() for x in info.splitlines() if x.startswith("model name")), name)
-        have = next((x.split(":", 1)[1].split() for x in info.splitlines() if x.startswith("flags")), [])
-        flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in have)
-    except OSError:
-        pass
-    return {"cpu": name, "flags": flags, "cores": os.cpu_count(), "load": os.getloadavg()[0]}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -115,16 +103,12 @@ def main() -> None:
     ]
     for row in rows:
         print(f"{row['name']:12s} {row['sentences_per_s']:7.1f} sentences/s  {row['x_lines']:.2f}x lines")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(mtkit.__file__).parent
-    ).stdout.strip()
     record = {
         "renderer": "bench/documents_speed.py",
         "what": "file translation against plain lines, the same sentences, paired rounds",
-        "command": f"python bench/documents_speed.py --model MODEL --data DATA --lines {args.lines} "
-        f"--rounds {args.rounds} --write",
-        "commit": commit,
-        "date": datetime.date.today().isoformat(),
+        "command": command(sys.argv),
+        "commit": commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         "threads": torch.get_num_threads(),
         "sentences": len(sentences),

@@ -21,14 +21,16 @@ import argparse
 import datetime
 import gzip
 import json
-import os
-import platform
-import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from harness import command, commit, machine  # noqa: E402  # the benches' one harness
+
 HARD = {  # (language, text, its sentences)
     "abbreviations": (
         "en",
@@ -59,19 +61,6 @@ def read(path: Path) -> list[str]:
 def punctuated(line: str) -> str:
     line = line.rstrip()
     return line if line[-1:] in ".!?\"'" else line + "."
-
-
-def machine() -> dict[str, Any]:
-    flags = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            info = f.read()
-        name = next((x.split(":", 1)[1].strip() for x in info.splitlines() if x.startswith("model name")), "")
-        have = next((x.split(":", 1)[1].split() for x in info.splitlines() if x.startswith("flags")), [])
-        flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in have)
-    except OSError:
-        name = platform.processor()
-    return {"cpu": name, "flags": flags, "cores": os.cpu_count(), "load": os.getloadavg()[0]}
 
 
 def segmenters(paragraphs: dict[str, list[list[str]]]) -> list[dict[str, Any]]:
@@ -139,18 +128,13 @@ def main() -> None:
         """The record so far, written after every row: a run cut short keeps what it measured."""
         if not (args.write or args.out):
             return
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(mtkit.__file__).parent
-        ).stdout
         record = {
             "renderer": "bench/paragraphs.py",
             "what": "paragraphs of consecutive sentences translated whole and split, against one sentence a line",
-            "command": "python bench/paragraphs.py --model MODEL --data DATA "
-            + (f"--lines {args.lines} " if args.lines else "")
-            + "--write",
+            "command": command(sys.argv),
             "model": "Multi30k En-De `small` (21.3 BLEU on test_2016_flickr, 3 minutes of training)",
-            "commit": commit.strip(),
-            "date": datetime.date.today().isoformat(),
+            "commit": commit(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine(),
             "threads": __import__("torch").get_num_threads(),
             "timing": "one timed pass",
