@@ -26,6 +26,7 @@ _LAZY = {
     "load_translator": "mtkit.decode.loading",  # `prepare`: any model, on its engine, by its own decoding defaults
     "Confidence": "mtkit.decode.confidence",  # translate_stream(confidence=...) with a reverse model or a calibrator
     "translate_document": "mtkit.documents",  # a file's bytes translated in their own format (docs/documents.md)
+    "Glossary": "mtkit.decode.glossary",  # terms enforced in decoding: translate(lines, glossary=...)
 }
 
 
