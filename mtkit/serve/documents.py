@@ -14,9 +14,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from mtkit.config import DecodeConfig
-from mtkit.documents import EXTENSIONS, FORMATS, Plan, format_of, read
+from mtkit.documents import EXTENSIONS, FORMATS, Plan, read
 from mtkit.serve.markup import off_the_loop
 from mtkit.serve.payload import RequestError, cut
 from mtkit.serve.service import Service
@@ -24,11 +25,16 @@ from mtkit.serve.service import Service
 ClientGone = Callable[[], Awaitable[object]]
 
 
+# A .txt file sent to be translated is a document of paragraphs, as LibreTranslate's /translate_file takes it (the
+# command line reads .txt as lines: a test set one sentence a line must keep its line alignment).
+SERVED = {**EXTENSIONS, ".txt": "paragraphs"}
+
+
 def file_format(filename: str) -> str:
     """The document format of a file name (by its extension), or 400 naming the ones taken."""
-    found = format_of(filename)
+    found = SERVED.get(Path(filename).suffix.lower())
     if found is None:
-        taken = ", ".join(sorted(EXTENSIONS))
+        taken = ", ".join(sorted(SERVED))
         raise RequestError(400, f"{cut(filename)!r} is not a file this server translates; it takes {taken}.")
     assert found in FORMATS
     return found

@@ -26,8 +26,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from mtkit.documents import EXTENSIONS
-from mtkit.serve.documents import characters, check_size, file_format, read_plan, safe_name, translate_plan
+from mtkit.serve.documents import SERVED, characters, check_size, file_format, read_plan, safe_name, translate_plan
 from mtkit.serve.guard import Access
 from mtkit.serve.http import NoKey, Upload, authorize, charge, client_gone, form_fields, media_type, owner, read_body
 from mtkit.serve.languages import (
@@ -309,6 +308,6 @@ def frontend(service: Service) -> dict[str, Any]:
         "keyRequired": service.settings.access.keys.required,
         "suggestions": False,
         "filesTranslation": True,
-        "supportedFilesFormat": sorted(EXTENSIONS),
+        "supportedFilesFormat": sorted(SERVED),
         "language": {"source": named[source], "target": named[target]},
     }
