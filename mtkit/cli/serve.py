@@ -57,6 +57,12 @@ def serve(
         help="A file whose first line is the API key every request but /health must send "
         "('Authorization: Bearer KEY' or 'X-API-Key: KEY'; 401 without). Default: $MTKIT_SERVE_API_KEY, else none.",
     ),
+    api_keys: str | None = typer.Option(
+        None,
+        metavar="FILE",
+        help="A file of API keys, one a line with optional limits: KEY [name=NAME] [requests_per_minute=N] "
+        "[characters_per_day=N]; re-read when it changes. Past a limit: 429 with Retry-After.",
+    ),
     drain_timeout: float = typer.Option(
         20.0,
         min=0.0,
@@ -99,6 +105,9 @@ def serve(
     max_lines: int = typer.Option(64, min=1, help="Sentences in one request at most (413 past it)."),
     max_chars: int = typer.Option(16384, min=1, help="Characters in one request at most (413 past it)."),
     max_beam: int = typer.Option(16, min=1, help="The largest beam a request may ask for."),
+    max_file_bytes: int = typer.Option(
+        10 * 2**20, min=1, help="A file to translate at most (LibreTranslate's /translate_file, DeepL's /v2/document)."
+    ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
@@ -122,13 +131,20 @@ def serve(
 
     _require_extra()
     from mtkit.serve.guard import Access, load_api_key
+    from mtkit.serve.keys import KeyFile
     from mtkit.serve.languages import parse_languages
     from mtkit.serve.payload import Limits
     from mtkit.serve.server import serve as run_server
     from mtkit.serve.service import ServeSettings
 
     setup_logging(logging.INFO)
-    access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
+    access = Access(
+        bind=host,
+        hosts=tuple(allow_host),
+        origins=tuple(allow_origin),
+        api_key=load_api_key(api_key_file),
+        key_file=KeyFile(api_keys) if api_keys is not None else None,
+    )
     precision = build(EngineConfig(), given).precision
     given = {k: v for k, v in given.items() if k != "precision"}  # the rest are decoding's settings
     settings = ServeSettings(
@@ -141,7 +157,7 @@ def serve(
         decode=build(DecodeConfig(), given),
         decode_given=frozenset(given),
         target_lang=target_lang,
-        limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
+        limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, max_file_bytes=max_file_bytes),
         max_tokens=max_tokens,
         batch_wait_ms=batch_wait_ms,
         queue_size=queue_size,

@@ -3,18 +3,19 @@
 `Directions` are the model's language pairs (from --languages, the model file's record, or its
 target-language tokens), with the one rule that turns a request's target language into the
 translator's `target_lang` (its >>xx<< token where the model has them). `Detector` identifies the
-language of a text with py3langid, restricted to the codes it is given: checked when the server
-starts (`Detector.check`), so a code py3langid does not know is one sentence at start, never a
-500 at the first request.
+language of a text with mtkit/langid.py's `Identifier` (py3langid, as `mtkit clean --langid`),
+restricted to the codes it is given: checked when the server starts (`Detector.check`), so a code
+py3langid does not know is one sentence at start, never a 500 at the first request.
 """
 
 from __future__ import annotations
 
-import threading
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from mtkit.errors import MtkitError
+from mtkit.langid import Identifier, base_language
 from mtkit.serve.payload import RequestError
 
 # English names of the codes a client is likely to see (LibreTranslate's and DeepL's lists say a name); others:
@@ -53,10 +54,22 @@ class Directions:
         codes = list(dict.fromkeys([*self.sources, *self.all_targets]))
         return [{"code": c, "name": NAMES.get(c, c), "targets": self.targets(c)} for c in codes]
 
+    def spelled(self, code: str) -> str:
+        """`code` as the model's languages spell it, matched in any case (EN is en, zho_hant is zho_Hant); as given
+        when it is none of them."""
+        known = {c.lower(): c for c in [*self.sources, *self.all_targets]}
+        return known.get(code.lower(), code)
+
     def target_lang(self, target: str) -> str:
         """The one place a request's target language becomes the translator's `target_lang`: its >>xx<< token,
         where the model has them ("": a model of one pair)."""
         return target if self.tokens else ""
+
+
+def translatable(text: str) -> bool:
+    """Whether a text holds a letter or a digit: one of emoji, symbols and spaces only is given back as it is (as
+    LibreTranslate does), never made into a sentence by the model."""
+    return any(unicodedata.category(c)[0] in "LN" for c in text)
 
 
 def for_target(target: str, dirs: Directions) -> str:
@@ -91,53 +104,54 @@ def directions(given: tuple[tuple[str, str], ...], recorded: Any, language_token
     return Directions((), tokens)
 
 
-def _identifier() -> Any:
-    """py3langid's identifier over all of its languages (its model read here: a second or so)."""
-    try:  # py3langid: langid.py's maintained fork, the library `mtkit clean --langid` uses too
-        from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
-    except ImportError:
-        raise MtkitError("detecting the language needs py3langid: pip install 'mtkit[serve]'.") from None
-    return LanguageIdentifier.from_modelpath(f"{MODEL_DIR}/{MODEL_FILE}", norm_probs=True)
+def known_to_detection(codes: list[str]) -> list[str]:
+    """The codes py3langid identifies (ISO 639-1: en, de; not eng, deu) among `codes` (none without py3langid)."""
+    global _KNOWN
+    if _KNOWN is None:
+        try:
+            from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+        except ImportError:
+            return []
+        _KNOWN = frozenset(LanguageIdentifier.from_modelpath(f"{MODEL_DIR}/{MODEL_FILE}").nb_classes)
+    return [c for c in codes if base_language(c) in _KNOWN]
+
+
+_KNOWN: frozenset[str] | None = None
+
+
+def detected_among(dirs: Directions) -> list[str]:
+    """The languages a text is identified among: the model's sources, and its targets detection knows, as
+    LibreTranslate detects among every language it has (so German sent with `source: auto` to an English-German
+    model is German, which it does not translate from, not English). A model of one source language whose code
+    detection does not know (eng) is always that language."""
+    sources = dirs.sources
+    if len(sources) == 1 and not known_to_detection(sources):
+        return sources
+    return list(dict.fromkeys([*sources, *known_to_detection(dirs.all_targets)]))
 
 
 class Detector:
-    """Language identification among the model's source languages (py3langid, restricted to them)."""
+    """Language identification among the given languages (mtkit/langid.py's `Identifier`: py3langid, restricted to
+    them); one language: always that one."""
 
     def __init__(self, languages: list[str]) -> None:
         self.languages = languages
-        self._identifier: Any = None
-        self._lock = threading.Lock()
+        self._identifier = (
+            Identifier(languages, needs="detecting the language", extra="serve") if len(languages) >= 2 else None
+        )
 
     def check(self) -> None:
         """Read py3langid's model now and restrict it to the languages, or say in one sentence which codes it does
         not know (a server refuses to start then: detection over the wrong set of languages is no detection)."""
-        if len(self.languages) < 2:
-            return
-        with self._lock:
-            self._restricted()
-
-    def _restricted(self) -> Any:
-        """The identifier restricted to `languages`, made once; assigned only once restricted, so a failure
-        leaves nothing half made behind it."""
-        if self._identifier is None:
-            identifier = _identifier()
-            unknown = [code for code in self.languages if code not in identifier.nb_classes]
-            if unknown:
-                raise MtkitError(
-                    f"language detection (py3langid) knows no {', '.join(unknown)}: name the source languages by "
-                    f"their two-letter codes in --languages (en-de, not eng-deu)."
-                )
-            identifier.set_languages(self.languages)
-            self._identifier = identifier
-        return self._identifier
+        if self._identifier is not None:
+            self._identifier.load()
 
     def detect(self, text: str) -> list[dict[str, Any]]:
         """[{"confidence": 0-100, "language": code}], most likely first (one language: it, with 100)."""
-        if len(self.languages) < 2:
+        if self._identifier is None:
             return [{"confidence": 100.0, "language": code} for code in self.languages]
-        with self._lock:
-            try:
-                ranked = self._restricted().rank(text)
-            except MtkitError as exc:
-                raise RequestError(400, str(exc)) from None
+        try:
+            ranked = self._identifier.rank(text)
+        except MtkitError as exc:
+            raise RequestError(400, str(exc)) from None
         return [{"confidence": round(100.0 * p, 1), "language": code} for code, p in ranked]
