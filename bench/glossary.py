@@ -26,11 +26,8 @@ import argparse
 import datetime
 import gzip
 import json
-import os
-import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +38,10 @@ import torch
 import mtkit
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from harness import command, commit, machine  # noqa: E402  # the benches' one harness
+
 CORPUS = ROOT / "mtkit" / "data" / "multi30k"  # the Multi30k files that ship inside mtkit
 SETS = ("test_2016_flickr",)
 
@@ -61,24 +62,6 @@ GLOSSARY = {
 def read(name: str, lang: str) -> list[str]:
     with gzip.open(CORPUS / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
         return f.read().splitlines()
-
-
-def machine() -> dict[str, Any]:
-    """CPU model and the flags that matter to mtkit's kernels, cores, and the load when the run started."""
-    info = Path("/proc/cpuinfo").read_text(encoding="utf-8") if Path("/proc/cpuinfo").is_file() else ""
-    model = re.search(r"model name\s*:\s*(.*)", info)
-    flags = re.search(r"flags\s*:\s*(.*)", info)
-    have = set(flags.group(1).split()) if flags else set()
-    wanted = ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8"]
-    return {
-        "cpu": model.group(1).strip() if model else platform.processor(),
-        "flags": [f for f in wanted if f in have],
-        "cores": os.cpu_count(),
-        "load_at_start": os.getloadavg()[0],
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "mtkit": mtkit.__version__,
-    }
 
 
 def produced(outputs: list[str], wanted: list[list[str]]) -> tuple[int, int]:
@@ -146,7 +129,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "unchanged_without_terms": unchanged,
         "sentences_without_terms": len(free),
         "scores": scores,
-        "speed_rounds_s": rounds,
+        "passes": rounds,  # seconds of each side, round by round
         "speed_ratio": statistics.median(ratios),
         "speed_ratio_range": [min(ratios), max(ratios)],
         "sentences_per_s": {
@@ -175,21 +158,7 @@ def table(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
     return "\n".join(lines)
 
 
-def command(argv: list[str]) -> str:
-    """The command as run, the model named by its file name and the output folder left out (where they lie on
-    the measuring machine says nothing to a reader)."""
-    words, skip = [], False
-    for i, word in enumerate(argv):
-        if skip:
-            skip = False
-        elif word == "--out":
-            skip = True
-        else:
-            words.append(Path(word).name if i and argv[i - 1] == "--model" else word)
-    return " ".join(["python bench/glossary.py", *words])
-
-
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="what mtkit.load_translator opens")
     parser.add_argument("--name", required=True, help="the row's model name, and the record's: glossary-NAME.json")
@@ -198,16 +167,19 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--speed-lines", type=int, default=200, help="sentences with a term timed in each round")
     parser.add_argument("--out", default=str(ROOT / "docs" / "results"))
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
     started = machine()
     row = measure(args)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     record = {
         "renderer": "bench/glossary.py",
         "what": f"a glossary of {len(GLOSSARY)} terms enforced on Multi30k's {' and '.join(SETS)} sets",
-        "command": command(sys.argv[1:]),
-        "commit": commit,
-        "date": datetime.date.today().isoformat(),
+        "command": command(sys.argv),
+        "commit": commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": started,
         "threads": torch.get_num_threads(),
         "settings": {

@@ -15,8 +15,8 @@ def test_a_term_counts_as_a_whole_word_at_most_as_often_as_asked():
 
 def test_the_record_names_no_path_of_the_measuring_machine_and_its_glossary_applies():
     bench = load_script("bench/glossary.py")
-    said = bench.command(["--model", "/somewhere/models/model.pt", "--beam", "4", "--out", "/tmp/x", "--name", "s"])
-    assert said == "python bench/glossary.py --model model.pt --beam 4 --name s"
+    argv = [bench.__file__, "--model", "/somewhere/models/model.pt", "--beam", "4", "--name", "s"]
+    assert bench.command(argv) == "python bench/glossary.py --model model.pt --beam 4 --name s"
     glossary = mtkit.Glossary.of(bench.GLOSSARY)  # a valid glossary: no source twice, no empty side
     sources = [line for name in bench.SETS for line in bench.read(name, "en")]
     assert sum(1 for line in sources if glossary.find(line)) >= 200
