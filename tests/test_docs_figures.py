@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -25,6 +26,8 @@ finally:
     sys.path.remove(str(ROOT / "docs"))
 
 RECORDS = sorted(gen_figures.RESULTS.glob("*.json"))
+# A machine as a record names it (a bench's CPU model from /proc/cpuinfo, or in words): its maker or architecture.
+MAKER = re.compile(r"\b(?:Intel|AMD|EPYC|Xeon|Apple|Arm|aarch64|arm64|Graviton|Ampere|x86_64)\b", re.I)
 # Regions of a page whose figures are not mtkit's measurements of today, each opening with its label where a reader
 # sees it: what was measured before records were kept, and what a page quotes (a paper's table) or estimates.
 UNRECORDED = re.compile(r"<!-- (?P<kind>unrecorded|quoted):begin -->\n(?P<body>.*?)<!-- (?P=kind):end -->", re.S)
@@ -144,24 +147,36 @@ def test_every_historical_or_quoted_region_says_so_where_a_reader_sees_it() -> N
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
 def test_every_record_has_its_command_commit_date_machine_and_passes(path: Path) -> None:
-    """What a reader needs to trust a figure and rerun it. A bench's record (bench/harness.py) names its commit,
-    which must be one of this repository's, and the machine as facts (the CPU, its flags, cores, the load at
-    start); a recipe's table record (with its `renderer`) came before the writer and names the machine in words."""
+    """What a reader needs to trust a figure and rerun it. A commit a record names (every bench's does,
+    bench/harness.py) is one of this repository's, made no later than the record's date; every machine names its
+    CPU. A bench's record gives the machine as facts (the CPU, its flags, cores, the load at start); a recipe's
+    table record (with its `renderer`) came before the writer and may name the machine in words."""
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["command"].split()[0] in ("python", "bash", "mtkit"), data["command"]
     date = dt.date.fromisoformat(str(data["date"])[:10])
     assert dt.date(2026, 1, 1) <= date <= dt.date.today(), date
+    named = data.get("commit")  # a bench's {"commit": sha, "dirty": ...}, or a table record's sha
+    sha = named.get("commit") if isinstance(named, dict) else named
+    if sha is not None:  # one of this repository's, made before the figure was measured at it
+        made = subprocess.run(
+            ["git", "-C", str(ROOT), "log", "-1", "--date=format-local:%Y-%m-%d", "--format=%ad", f"{sha}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TZ": "UTC"},
+        )
+        assert re.fullmatch(r"[0-9a-f]{7,40}", sha) and made.returncode == 0, f"{sha} is no commit of this repository"
+        assert date >= dt.date.fromisoformat(made.stdout.strip()), f"dated {date}, before its commit {sha} was made"
+    cpu = data["machine"] if isinstance(data["machine"], str) else data["machine"]["cpu"]
+    assert MAKER.search(cpu), f"the machine names no CPU: {cpu!r}"
     if "renderer" in data:
         assert (ROOT / data["renderer"]).is_file() and data["machine"] and data["rows"]
         one = data.get("timing") == "one timed pass"  # its seconds are the pass
         assert all(row.get("passes") or one for row in data["rows"]), "every row keeps its raw passes"
         return
     assert data["format"] == "mtkit-bench-record" and data["passes"] and data["settings"] is not None
-    sha = data["commit"]["commit"]
-    known = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True)
-    assert re.fullmatch(r"[0-9a-f]{40}", sha) and known.returncode == 0, f"{sha} is no commit of this repository"
+    assert re.fullmatch(r"[0-9a-f]{40}", data["commit"]["commit"]), data["commit"]
     facts = data["machine"]
-    assert facts["cpu"] and isinstance(facts["cpu_flags"], list) and facts["cores"] >= 1
+    assert isinstance(facts["cpu_flags"], list) and facts["cores"] >= 1
     assert isinstance(facts["load_1min"], (int, float))
 
 
