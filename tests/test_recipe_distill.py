@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.recipes import ROOT, dry_run, load_script, parse_line, parse_mtkit, run_recipe
+from tests.support.shortlist import one_piece_shortlist
 
 ORDER = ["distill", "train", "average", "shortlist", "shortlist", "export", "export"]
 
@@ -87,9 +88,9 @@ def test_the_results_table_puts_every_system_against_the_teacher() -> None:
 
 def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, cli, tmp_path: Path) -> None:
     """results.py's child opens the model as `mtkit translate` does and translates with the system's settings: its
-    output is the CLI's with the same ones (beam 1 and beam 4, which differ on these lines, so a child that drops
-    a setting fails), and it reports its time and peak memory, its workers' peaks added to its own (the dry run
-    never runs it: the measuring step once called the loader with an old signature)."""
+    output is the CLI's with the same ones (beam 1 and beam 4, which differ on these lines, and a shortlist, so a
+    child that drops a setting fails), and it reports its time and peak memory, its workers' peaks added to its
+    own (the dry run never runs it: the measuring step once called the loader with an old signature)."""
     import json
     import subprocess
     import sys
@@ -97,10 +98,11 @@ def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, cli, tm
     src = tmp_path / "test.en"
     src.write_text("a b c\nd e\nf g h i\na man rides a bike .\ntwo dogs play .\n", encoding="utf-8")
     script = ROOT / "recipes" / "multi30k-distill" / "results.py"
+    model, _ = one_piece_shortlist(cli_model, tmp_path / "one.pt")  # used by default: said off, it must be off
 
     def child(**changes):
-        spec = {"name": "m", "models": [str(cli_model)], "precision": "int8", "beam": 1, "shortlist": False,
-                "size_of": str(cli_model), "workers": 2, "threads": 1, "src": str(src),
+        spec = {"name": "m", "models": [str(model)], "precision": "int8", "beam": 1, "shortlist": False,
+                "size_of": str(model), "workers": 2, "threads": 1, "src": str(src),
                 "output": str(tmp_path / "out.de")} | changes  # fmt: skip
         done = subprocess.run(
             [sys.executable, str(script), "--child", json.dumps(spec)], capture_output=True, text=True
@@ -109,14 +111,16 @@ def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, cli, tm
         return json.loads(done.stdout.splitlines()[-1]), (tmp_path / "out.de").read_text(encoding="utf-8")
 
     outputs, figures = {}, {}
-    for beam, workers in ((1, 2), (4, 1)):
-        figures[workers], outputs[beam] = child(beam=beam, workers=workers)
+    for beam, workers, shortlist in ((1, 2, False), (4, 1, False), (1, 1, True)):
+        figures[workers], outputs[beam, shortlist] = child(beam=beam, workers=workers, shortlist=shortlist)
         assert figures[workers]["seconds"] > 0 and figures[workers]["peak_kib"] > 0 and figures[workers]["passes"]
-        wanted = tmp_path / f"cli-{beam}.de"
-        args = ["-m", str(cli_model), "--precision", "int8", "--beam", str(beam), "--no-shortlist"]
-        args += ["--workers", str(workers), "--threads", "1", "--input", str(src), "--output", str(wanted)]
+        wanted = tmp_path / f"cli-{beam}-{shortlist}.de"
+        args = ["-m", str(model), "--precision", "int8", "--beam", str(beam), "--workers", str(workers)]
+        args += ["--shortlist" if shortlist else "--no-shortlist", "--threads", "1", "--input", str(src)]
+        args += ["--output", str(wanted)]
         done = cli("translate", *args)
         assert done.returncode == 0, done.stderr
-        assert outputs[beam] == wanted.read_text(encoding="utf-8"), beam
-    assert outputs[1] != outputs[4]  # the settings matter on these lines: the comparison above can fail
+        assert outputs[beam, shortlist] == wanted.read_text(encoding="utf-8"), (beam, shortlist)
+    # the settings matter on these lines: the comparisons above can fail
+    assert outputs[1, False] != outputs[4, False] and outputs[1, False] != outputs[1, True]
     assert figures[2]["peak_kib"] > 1.5 * figures[1]["peak_kib"]  # two workers: their peaks added to the parent's
