@@ -17,6 +17,7 @@ from mtkit.data.dataset import open_data
 from tests.support.cli import ROOT
 from tests.support.corpora import sample_multi30k
 from tests.support.recipes import load_script
+from tests.support.shortlist import one_piece_shortlist
 
 
 def test_train_throughputs_synthetic_corpus_is_data_that_training_reads(tmp_path: Path) -> None:
@@ -235,10 +236,13 @@ def test_the_peers_scripts_parse_and_the_fairseq_comparison_runs_one_of_them() -
     assert set(bench.FAIRSEQ_ARCH.values()) <= {"small", "big"}
 
 
-def test_one_sentence_times_each_variant_per_sentence_through_the_public_api(cli_model: Path, monkeypatch) -> None:
-    """bench/one_sentence.py on a tiny model: each variant is `mtkit.load_translator` at its own precision, every
-    call translates one sentence, every sentence is timed in every round, the variants take turns (fp32 first in
-    even rounds, int8 first in odd ones), and each variant's outputs are its own translator's."""
+def test_one_sentence_times_each_variant_per_sentence_through_the_public_api(
+    cli_model: Path, monkeypatch, tmp_path: Path
+) -> None:
+    """bench/one_sentence.py on a tiny model carrying a shortlist: each variant is `mtkit.load_translator` at its
+    own precision, every call translates one sentence, every sentence is timed in every round, the variants take
+    turns (fp32 first in even rounds, int8 first in odd ones), and each variant's outputs are its own translator's:
+    fp32 greedy over the whole vocabulary, int8 with the model's own defaults (its shortlist, as a student ships)."""
     import mtkit
 
     bench = load_script("bench/one_sentence.py")
@@ -258,11 +262,15 @@ def test_one_sentence_times_each_variant_per_sentence_through_the_public_api(cli
 
     monkeypatch.setattr(mtkit, "load_translator", spy)
     lines = ["a b c", "d e", "f g h i"]
-    results = bench.measure(str(cli_model), lines, ["fp32", "int8"], rounds=2, threads=1)
+    model, _ = one_piece_shortlist(cli_model, tmp_path / "one.pt")
+    results = bench.measure(str(model), lines, ["fp32", "int8"], rounds=2, threads=1)
     assert set(opened) == {"fp32", "int8"} and set(results) == {"fp32", "int8"}
     assert all(len(batch) == 1 for _, batch in calls)  # one sentence a call: a lone request's latency
     timed = [precision for precision, _ in calls[6:]]  # after the warm-up: each variant translates the 3 lines once
     assert timed == ["fp32"] * 3 + ["int8"] * 3 + ["int8"] * 3 + ["fp32"] * 3  # A B, then B A
     for variant, result in results.items():
         assert len(result["ms"]) == 2 * len(lines) and all(ms > 0 for ms in result["ms"])
-        assert result["outputs"] == [opened[variant].translate([line], beam=1)[0] for line in lines]
+        own = {"shortlist": variant == "int8"}
+        assert result["outputs"] == [opened[variant].translate([line], beam=1, **own)[0] for line in lines]
+    full = [opened["int8"].translate([line], beam=1, shortlist=False)[0] for line in lines]
+    assert results["int8"]["outputs"] != full  # its shortlist matters on these lines: the check above can fail
