@@ -57,6 +57,12 @@ def serve(
         help="A file whose first line is the API key every request but /health must send "
         "('Authorization: Bearer KEY' or 'X-API-Key: KEY'; 401 without). Default: $MTKIT_SERVE_API_KEY, else none.",
     ),
+    api_keys: str | None = typer.Option(
+        None,
+        metavar="FILE",
+        help="A file of API keys, one a line with optional limits: KEY [name=NAME] [requests_per_minute=N] "
+        "[characters_per_day=N]; re-read when it changes. Past a limit: 429 with Retry-After.",
+    ),
     drain_timeout: float = typer.Option(
         20.0,
         min=0.0,
@@ -122,13 +128,20 @@ def serve(
 
     _require_extra()
     from mtkit.serve.guard import Access, load_api_key
+    from mtkit.serve.keys import KeyFile
     from mtkit.serve.languages import parse_languages
     from mtkit.serve.payload import Limits
     from mtkit.serve.server import serve as run_server
     from mtkit.serve.service import ServeSettings
 
     setup_logging(logging.INFO)
-    access = Access(bind=host, hosts=tuple(allow_host), origins=tuple(allow_origin), api_key=load_api_key(api_key_file))
+    access = Access(
+        bind=host,
+        hosts=tuple(allow_host),
+        origins=tuple(allow_origin),
+        api_key=load_api_key(api_key_file),
+        key_file=KeyFile(api_keys) if api_keys is not None else None,
+    )
     precision = build(EngineConfig(), given).precision
     given = {k: v for k, v in given.items() if k != "precision"}  # the rest are decoding's settings
     settings = ServeSettings(

@@ -3,7 +3,9 @@ page at /), and each API mounted by its adapter over the Service (mtkit/serve/se
 
     native.py          mtkit's own POST /translate {"text": [...]}
     opennmt.py         OpenNMT-py's POST /translator/translate
-    libretranslate.py  LibreTranslate's /translate {"q": ...}, /languages, /detect
+    libretranslate.py  LibreTranslate's /translate {"q": ...}, /languages, /detect, /frontend/settings, /suggest, /spec
+    deepl.py           DeepL's API v2: /v2/translate, /v2/languages, /v2/usage, /v2/glossaries
+    openai.py          an OpenAI-compatible POST /v1/chat/completions, GET /v1/models
 
 Before a request reaches an endpoint, mtkit/serve/guard.py checks its Host, Origin and API key
 (with CORS headers for the web pages allowed). mtkit's own bodies must say `Content-Type:
@@ -27,17 +29,23 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from mtkit.serve import libretranslate, native, opennmt
+from mtkit.serve import deepl, libretranslate, native, openai, opennmt
 from mtkit.serve.connections import loop_errors
-from mtkit.serve.guard import NEEDS_KEY, Access, ApiKey, CatchAll, HostAndOrigin
-from mtkit.serve.http import error_response, key_ok, media_type, read_body
+from mtkit.serve.guard import Access, ApiKey, CatchAll, HostAndOrigin
+from mtkit.serve.http import error_response, media_type, read_body
 from mtkit.serve.page import HEADERS as PAGE_HEADERS
 from mtkit.serve.page import PAGE
 from mtkit.serve.payload import RequestError, parse_json
 from mtkit.serve.service import Service
 
 logger = logging.getLogger(__name__)
-ADAPTERS = (opennmt, libretranslate)  # each mounts its own endpoints; /translate is shared (`create_app`)
+ADAPTERS = (
+    opennmt,
+    libretranslate,
+    deepl,
+    openai,
+)  # each mounts its own endpoints; /translate is shared (`create_app`)
+LIBRE_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")  # libretranslatepy's; LibreTranslate's page
 
 
 def guard(app: FastAPI, access: Access) -> None:
@@ -83,12 +91,13 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
 
     @app.post("/translate")
     async def translate(request: Request) -> Any:
-        """The path two APIs share: LibreTranslate's {"q": ...} (JSON with q, or a urlencoded form), else mtkit's
-        own {"text": [...]}."""
-        if media_type(request) == "application/x-www-form-urlencoded":  # what libretranslatepy sends
+        """The path two APIs share: LibreTranslate's {"q": ...} (JSON with q, a urlencoded or multipart form, or
+        fields in the query string of a request without a body), else mtkit's own {"text": [...]}. A body that is
+        not JSON (415) or not valid JSON (400) is refused before any key is asked for."""
+        media = media_type(request)
+        bodiless = request.headers.get("content-length", "0") == "0" and "transfer-encoding" not in request.headers
+        if media in LIBRE_FORMS or (not media and bodiless and request.url.query):
             return await libretranslate.translate(request, service)
-        if not key_ok(request, service.settings.access) and media_type(request) != "application/json":
-            raise RequestError(401, NEEDS_KEY)
         data = parse_json(await read_body(request, service.settings.limits.max_body_bytes))
         if isinstance(data, dict) and "text" not in data and {"q", "source", "target"} & set(data):
             return await libretranslate.translate(request, service, data)

@@ -11,7 +11,6 @@ without it gets 401. The checks are plain ASGI middleware, so they run before an
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import json
 import logging
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mtkit.errors import MtkitError
+from mtkit.serve.keys import Key, KeyFile, Keys, OverLimit
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +33,12 @@ WILDCARD_BINDS = ("0.0.0.0", "::", "")
 # Open without a key: probes (a load balancer, Kubernetes) call /health, and it says only ready / loading /
 # failing; / is the page that asks for the key, and /languages lists language codes (open in LibreTranslate too).
 OPEN_PATHS = ("/health", "/", "/languages")
-# LibreTranslate's clients send the key in the body (`api_key`): these endpoints check it there themselves
-# (mtkit/serve/libretranslate.py), told by `scope["state"]["api_key_ok"]` whether a header carried it.
-BODY_KEY_PATHS = ("/translate", "/detect")
+# Endpoints that check the key themselves, in their API's own shapes: LibreTranslate's clients send it in the body
+# (`api_key`: mtkit/serve/libretranslate.py), DeepL's and OpenAI's clients want their own error bodies. They are told
+# by `scope["state"]["key"]` which key a header carried (None: none, or none valid), and check it with
+# mtkit/serve/http.py's `authorize`.
+BODY_KEY_PATHS = ("/translate", "/detect", "/translate_file", "/suggest")
+SELF_CHECKED_PREFIXES = ("/v1/", "/v2/")
 NEEDS_KEY = "this server needs an API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'."
 ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]+$")
 
@@ -80,6 +83,8 @@ class Access:
     hosts: tuple[str, ...] = ()  # --allow-host: more names for the Host header; "*" takes any
     origins: tuple[str, ...] = ()  # --allow-origin: web pages that may call the server; "*" any
     api_key: str | None = field(default=None, repr=False)
+    key_file: KeyFile | None = field(default=None, repr=False, compare=False)  # --api-keys: many keys, with limits
+    keys: Keys = field(init=False, repr=False, compare=False)  # every key, and what each has used
 
     def __post_init__(self) -> None:
         origins = tuple(o.strip().lower().rstrip("/") for o in self.origins)
@@ -93,6 +98,7 @@ class Access:
         for given in self.hosts:
             check_host_pattern(given)
         object.__setattr__(self, "hosts", tuple(host_name(_bracketed(h)) for h in self.hosts))
+        object.__setattr__(self, "keys", Keys(self.api_key, self.key_file))
 
     def host_allowed(self, header: str) -> bool:
         """Loopback names, --host, --allow-host; any IP address when listening on all of them.
@@ -119,12 +125,18 @@ class Access:
         same = bool(host) and origin in (f"http://{host.strip().lower()}", f"https://{host.strip().lower()}")
         return same or "*" in self.origins or origin in self.origins
 
-    def key_given(self, headers: dict[bytes, bytes]) -> bool:
-        """`Authorization: Bearer KEY` or `X-API-Key: KEY`, compared in constant time."""
-        assert self.api_key is not None
+    def header_key(self, headers: dict[bytes, bytes]) -> Key | None:
+        """The key a header carries: `Authorization: Bearer KEY` (mtkit's, OpenAI's), `Authorization:
+        DeepL-Auth-Key KEY` (DeepL's) or `X-API-Key: KEY`; None when none is one of the keys."""
         scheme, _, token = headers.get(b"authorization", b"").strip().partition(b" ")
-        given = token.strip() if scheme.lower() == b"bearer" else headers.get(b"x-api-key", b"").strip()
-        return hmac.compare_digest(given, self.api_key.encode("utf-8"))
+        if scheme.lower() in (b"bearer", b"deepl-auth-key") and token.strip():
+            return self.keys.find(token.strip())
+        given = headers.get(b"x-api-key", b"").strip()
+        return self.keys.find(given) if given else None
+
+    def key_given(self, headers: dict[bytes, bytes]) -> bool:
+        """Whether a header carries one of the keys (compared in constant time)."""
+        return self.header_key(headers) is not None
 
 
 def check_host_pattern(given: str) -> None:
@@ -222,12 +234,21 @@ class ApiKey:
         self.app, self.access = app, access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.access.api_key is None:
+        if scope["type"] != "http" or not self.access.keys.required:
             return await self.app(scope, receive, send)
-        given = self.access.key_given(_headers(scope))
-        scope.setdefault("state", {})["api_key_ok"] = given
-        if not given and scope.get("path") not in (*OPEN_PATHS, *BODY_KEY_PATHS):
+        key = self.access.header_key(_headers(scope))
+        state = scope.setdefault("state", {})
+        state["api_key_ok"], state["key"] = key is not None, key
+        path = scope.get("path", "")
+        if path in (*OPEN_PATHS, *BODY_KEY_PATHS) or path.startswith(SELF_CHECKED_PREFIXES):
+            return await self.app(scope, receive, send)
+        if key is None:
             return await send_json(send, 401, NEEDS_KEY, {"WWW-Authenticate": "Bearer"})
+        try:
+            self.access.keys.usage.admit(key)
+        except OverLimit as exc:
+            return await send_json(send, 429, exc.message, {"Retry-After": str(exc.retry_after)})
+        state["admitted"] = True
         return await self.app(scope, receive, send)
 
 

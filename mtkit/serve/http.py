@@ -14,7 +14,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
-from mtkit.serve.guard import Access
+from mtkit.serve.guard import NEEDS_KEY, Access
+from mtkit.serve.keys import Key
 from mtkit.serve.payload import RequestError
 
 logger = logging.getLogger(__name__)
@@ -70,5 +71,45 @@ async def client_gone(request: Request) -> None:
 
 
 def key_ok(request: Request, access: Access) -> bool:
-    """Whether a header carried the key (guard.py lets the paths that take a key in the body through)."""
-    return access.api_key is None or bool(request.scope.get("state", {}).get("api_key_ok"))
+    """Whether a header carried a key (guard.py lets the paths that check keys themselves through)."""
+    return not access.keys.required or bool(request.scope.get("state", {}).get("api_key_ok"))
+
+
+class NoKey(RequestError):
+    """The server takes keys and the request carried none that is one (`sent`: whether the body named one); each
+    API answers it in its own way (401, LibreTranslate's 400 or 403, DeepL's 403)."""
+
+    def __init__(self, sent: bool) -> None:
+        super().__init__(401, NEEDS_KEY)
+        self.sent = sent
+
+
+def authorize(request: Request, access: Access, body_key: object = None) -> Key | None:
+    """The request's key (a header's, else `body_key`, as LibreTranslate's and DeepL's forms send it), its request
+    counted against its requests a minute (OverLimit past them); None on a server without keys."""
+    if not access.keys.required:
+        return None
+    state = request.scope.setdefault("state", {})
+    key = state.get("key")
+    if key is None and isinstance(body_key, str) and body_key:
+        key = access.keys.find(body_key)
+    if key is None:
+        raise NoKey(sent=isinstance(body_key, str) and bool(body_key))
+    if not state.get("admitted"):
+        access.keys.usage.admit(key)
+        state["admitted"] = True
+    state["key"] = key
+    return key
+
+
+def charge(request: Request, access: Access, chars: int) -> None:
+    """Count a request's characters against its key's characters a day (OverLimit past them: nothing decoded)."""
+    key = request.scope.get("state", {}).get("key")
+    if key is not None:
+        access.keys.usage.charge(key, chars)
+
+
+def owner(request: Request) -> str:
+    """Whose a stored thing (a glossary) is: the request's key's name ("" on a server without keys)."""
+    key = request.scope.get("state", {}).get("key")
+    return key.name if key is not None else ""

@@ -53,6 +53,12 @@ class Directions:
         codes = list(dict.fromkeys([*self.sources, *self.all_targets]))
         return [{"code": c, "name": NAMES.get(c, c), "targets": self.targets(c)} for c in codes]
 
+    def spelled(self, code: str) -> str:
+        """`code` as the model's languages spell it, matched in any case (EN is en, zho_hant is zho_Hant); as given
+        when it is none of them."""
+        known = {c.lower(): c for c in [*self.sources, *self.all_targets]}
+        return known.get(code.lower(), code)
+
     def target_lang(self, target: str) -> str:
         """The one place a request's target language becomes the translator's `target_lang`: its >>xx<< token,
         where the model has them ("": a model of one pair)."""
@@ -89,6 +95,32 @@ def directions(given: tuple[tuple[str, str], ...], recorded: Any, language_token
         if source != "src":  # a multilingual data directory calls its sides src and tgt: no source known
             return Directions(tuple((source, tok[2:-2]) for tok in language_tokens), True)
     return Directions((), tokens)
+
+
+def known_to_detection(codes: list[str]) -> list[str]:
+    """The codes py3langid identifies (ISO 639-1: en, de; not eng, deu) among `codes` (none without py3langid)."""
+    global _KNOWN
+    if _KNOWN is None:
+        try:
+            from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+        except ImportError:
+            return []
+        _KNOWN = frozenset(LanguageIdentifier.from_modelpath(f"{MODEL_DIR}/{MODEL_FILE}").nb_classes)
+    return [c for c in codes if c in _KNOWN]
+
+
+_KNOWN: frozenset[str] | None = None
+
+
+def detected_among(dirs: Directions) -> list[str]:
+    """The languages a text is identified among: the model's sources, and its targets detection knows, as
+    LibreTranslate detects among every language it has (so German sent with `source: auto` to an English-German
+    model is German, which it does not translate from, not English). A model of one source language whose code
+    detection does not know (eng) is always that language."""
+    sources = dirs.sources
+    if len(sources) == 1 and not known_to_detection(sources):
+        return sources
+    return list(dict.fromkeys([*sources, *known_to_detection(dirs.all_targets)]))
 
 
 def _identifier() -> Any:

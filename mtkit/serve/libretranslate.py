@@ -17,18 +17,20 @@ allowed with --allow-origin.
 from __future__ import annotations
 
 import dataclasses
-import hmac
+import unicodedata
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 
-from mtkit.serve.http import client_gone, key_ok, read_body
-from mtkit.serve.languages import NO_LANGUAGES, Detector, Directions, directions, for_target, parse_languages
+from mtkit.serve.guard import Access
+from mtkit.serve.http import NoKey, authorize, charge, client_gone, media_type, read_body
+from mtkit.serve.languages import NAMES, NO_LANGUAGES, Detector, Directions, directions, for_target, parse_languages
+from mtkit.serve.libretranslate_spec import SPEC
 from mtkit.serve.markup import translate_html
-from mtkit.serve.payload import Limits, RequestError, check_lines, cut, parse_json
+from mtkit.serve.payload import Busy, Limits, RequestError, check_lines, cut, parse_json
 from mtkit.serve.service import Service
 
 # The model's languages are every API's (mtkit/serve/languages.py); LibreTranslate's adapter names them too.
@@ -56,15 +58,45 @@ def read_fields(body: bytes, content_type: str, query: str) -> tuple[dict[str, A
     raise RequestError(400, f"send JSON or a urlencoded form, not {cut(media)}.")
 
 
-def check_key(fields: dict[str, Any], api_key: str | None, header_ok: bool) -> None:
-    """LibreTranslate's answers: no key 400, a wrong key 403 (a header key, mtkit's way, counts too)."""
-    if api_key is None or header_ok:
-        return
-    given = fields.get("api_key")
-    if not isinstance(given, str) or not given:
-        raise RequestError(400, "this server needs an API key: send it as api_key.")
-    if not hmac.compare_digest(given.encode("utf-8", "replace"), api_key.encode("utf-8")):
-        raise RequestError(403, "the API key is not valid.")
+async def multipart_fields(body: bytes, request: Request, query: str) -> dict[str, Any]:
+    """A multipart form's text fields (what LibreTranslate's web page posts), the query string's too."""
+    from starlette.formparsers import MultiPartException, MultiPartParser
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield body
+
+    try:
+        form = await MultiPartParser(request.headers, stream(), max_files=0, max_fields=64).parse()
+    except MultiPartException as exc:
+        raise RequestError(400, f"the multipart form cannot be read: {exc.message}") from None
+    fields: dict[str, Any] = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
+    return {**fields, **{k: v for k, v in form.multi_items() if isinstance(v, str)}}
+
+
+async def request_fields(request: Request, service: Service) -> tuple[dict[str, Any], bool]:
+    """The fields of a LibreTranslate request however they came (JSON, a urlencoded or multipart form, the query
+    string), read within the body limit, and whether they were JSON."""
+    body = await read_body(request, service.settings.limits.max_body_bytes, json_only=False)
+    if media_type(request) == "multipart/form-data":
+        return await multipart_fields(body, request, request.url.query), False
+    return read_fields(body, request.headers.get("content-type", ""), request.url.query)
+
+
+def check_key(request: Request, fields: dict[str, Any], access: Access) -> None:
+    """LibreTranslate's answers: no key 400, a wrong key 403 (a header key, mtkit's way, counts too); a key past
+    its requests a minute 429."""
+    try:
+        authorize(request, access, fields.get("api_key"))
+    except NoKey as exc:
+        if exc.sent:
+            raise RequestError(403, "the API key is not valid.") from None
+        raise RequestError(400, "this server needs an API key: send it as api_key.") from None
+
+
+def translatable(text: str) -> bool:
+    """Whether a text holds a letter or a digit: one of emoji, symbols and spaces only is given back as it is, as
+    LibreTranslate does, never made into a sentence by the model."""
+    return any(unicodedata.category(c)[0] in "LN" for c in text)
 
 
 def text_field(fields: dict[str, Any], name: str, default: str | None = None) -> str:
@@ -96,6 +128,7 @@ def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_j
     if not is_json:
         lines = ["\n".join(line.splitlines()) for line in lines]
     source, target = text_field(fields, "source", "auto"), text_field(fields, "target")
+    source, target = dirs.spelled(source) if source.lower() != "auto" else "auto", dirs.spelled(target)
     fmt = fields.get("format") or "text"
     if fmt not in ("text", "html"):
         raise RequestError(400, f"{cut(str(fmt))} format is not supported; use text or html.")
@@ -117,27 +150,32 @@ def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_j
 async def translate_answer(req: LibreRequest, service: Service, request: Request) -> dict[str, Any]:
     """POST /translate's answer: translatedText (and detectedLanguage, alternatives) as LibreTranslate gives them."""
     dirs, default, limits = service.directions, service.defaults, service.settings.limits
-    detected = None
-    if req.source == "auto":
-        detected = [ranked[0] for ranked in await service.detect(req.lines)]
-    for found in detected or [{"language": req.source}]:
-        if req.target not in dirs.targets(found["language"]):
-            raise RequestError(400, f"{found['language']} to {req.target} is not a direction this server translates.")
+    todo = [k for k, line in enumerate(req.lines) if translatable(line)]
+    detected: list[dict[str, Any]] | None = None
+    if req.source == "auto":  # a line with nothing to translate is "en" with confidence 0, as LibreTranslate says
+        found = dict(zip(todo, await service.detect([req.lines[k] for k in todo])))
+        detected = [found[k][0] if k in found else {"confidence": 0.0, "language": "en"} for k in range(len(req.lines))]
+    for k in todo:
+        language = detected[k]["language"] if detected is not None else req.source
+        if req.target not in dirs.targets(language):
+            raise RequestError(400, f"{language} to {req.target} is not a direction this server translates.")
     nbest = req.alternatives + 1
     if nbest > max(limits.max_beam, default.beam):
         raise RequestError(
             400, f"alternatives must be at most {max(limits.max_beam, default.beam) - 1} on this server."
         )
+    charge(request, service.settings.access, sum(len(req.lines[k]) for k in todo))
     config = dataclasses.replace(default, nbest=nbest, beam=max(default.beam, nbest))
     target_lang = dirs.target_lang(req.target)
     gone = lambda: client_gone(request)  # noqa: E731
-    if req.html:
-        texts = await translate_html(service, req.lines, config, target_lang, gone)
-        alternatives: list[list[str]] = [[] for _ in req.lines]
-    else:
-        found = await service.translate(req.lines, config, gone, target_lang)
-        texts = [t.text for t in found]
-        alternatives = [[text for text, _ in t.hypotheses[1:]] for t in found]
+    texts, alternatives = list(req.lines), [list[str]() for _ in req.lines]
+    lines = [req.lines[k] for k in todo]
+    if req.html and lines:
+        for k, text in zip(todo, await translate_html(service, lines, config, target_lang, gone)):
+            texts[k] = text
+    elif lines:
+        for k, t in zip(todo, await service.translate(lines, config, gone, target_lang)):
+            texts[k], alternatives[k] = t.text, [text for text, _ in t.hypotheses[1:]]
     answer: dict[str, Any] = {"translatedText": texts if req.batch else texts[0]}
     if detected is not None:
         answer["detectedLanguage"] = detected if req.batch else detected[0]
@@ -151,14 +189,16 @@ Answer = Callable[[Request, dict[str, Any], bool], Awaitable[Any]]
 
 async def answer(request: Request, service: Service, respond: Answer, fields: dict[str, Any] | None = None) -> Any:
     """A LibreTranslate request: its key checked, and its errors in LibreTranslate's codes (400 for what the client
-    got wrong, where mtkit's own API says 413, 415 or 422; 403; 5xx as they are)."""
+    got wrong, where mtkit's own API says 413, 415 or 422; 403; 429 for a busy server or a key past its limit,
+    with Retry-After; 5xx as they are)."""
     try:
         is_json = fields is not None
         if fields is None:
-            body = await read_body(request, service.settings.limits.max_body_bytes, json_only=False)
-            fields, is_json = read_fields(body, request.headers.get("content-type", ""), request.url.query)
-        check_key(fields, service.settings.access.api_key, key_ok(request, service.settings.access))
+            fields, is_json = await request_fields(request, service)
+        check_key(request, fields, service.settings.access)
         return await respond(request, fields, is_json)
+    except Busy as exc:  # LibreTranslate's clients wait and retry on 429
+        raise RequestError(429, exc.message, exc.retry_after) from None
     except RequestError as exc:
         if 400 < exc.status < 500 and exc.status not in (403, 429, 499):
             raise RequestError(400, exc.message, exc.retry_after) from None
@@ -201,3 +241,44 @@ def mount(app: FastAPI, service: Service) -> None:
         """LibreTranslate's list: each language with the codes it translates into."""
         loaded(service)
         return service.directions.languages()
+
+    @app.get("/frontend/settings")
+    async def frontend_settings() -> dict[str, Any]:
+        """What LibreTranslate's web page asks first: limits, whether a key is needed, the languages it starts on."""
+        loaded(service)
+        return frontend(service)
+
+    @app.post("/suggest")
+    async def suggest(request: Request) -> Any:
+        """LibreTranslate's suggestions, off as on a default LibreTranslate server: 403, and its page hides them."""
+
+        async def respond(request: Request, fields: dict[str, Any], is_json: bool) -> Any:
+            raise RequestError(403, "Suggestions are disabled on this server.")
+
+        return await answer(request, service, respond)
+
+    @app.get("/spec")
+    async def spec() -> dict[str, Any]:
+        """The API of these endpoints as LibreTranslate's /spec describes its own (Swagger 2.0)."""
+        return SPEC
+
+
+def frontend(service: Service) -> dict[str, Any]:
+    """GET /frontend/settings in LibreTranslate's shape (no file translation, no suggestions on this server)."""
+    dirs = service.directions
+    source = dirs.sources[0] if len(dirs.sources) == 1 else "auto"
+    target = (dirs.targets(source) or dirs.all_targets or [""])[0]
+    named = {
+        code: {"code": code, "name": "Auto Detect" if code == "auto" else NAMES.get(code, code)}
+        for code in (source, target)
+    }
+    return {
+        "charLimit": service.settings.limits.max_chars,
+        "frontendTimeout": 500,
+        "apiKeys": service.settings.access.keys.required,
+        "keyRequired": service.settings.access.keys.required,
+        "suggestions": False,
+        "filesTranslation": False,
+        "supportedFilesFormat": [],
+        "language": {"source": named[source], "target": named[target]},
+    }

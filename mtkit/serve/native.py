@@ -10,7 +10,7 @@ from fastapi import Request
 
 from mtkit.decode.translator import Translation
 from mtkit.serve.guard import NEEDS_KEY
-from mtkit.serve.http import client_gone, key_ok
+from mtkit.serve.http import authorize, charge, client_gone, key_ok
 from mtkit.serve.payload import RequestError, parse_translate
 from mtkit.serve.service import Service
 
@@ -28,8 +28,11 @@ def translate_answer(translations: list[Translation], nbest: int, model: str) ->
 
 async def translate(request: Request, service: Service, data: Any) -> dict[str, Any]:
     """POST /translate with mtkit's body, `data` (already read and parsed as JSON: app.py's /translate)."""
-    if not key_ok(request, service.settings.access):
+    access = service.settings.access
+    if not key_ok(request, access):
         raise RequestError(401, NEEDS_KEY)
+    authorize(request, access)
     lines, config, target_lang = parse_translate(data, service.defaults, service.settings.limits)
+    charge(request, access, sum(map(len, lines)))
     translations = await service.translate(lines, config, lambda: client_gone(request), target_lang)
     return translate_answer(translations, config.nbest, service.settings.name)

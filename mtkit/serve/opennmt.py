@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from mtkit.decode.translator import Translation
-from mtkit.serve.http import client_gone, read_body
+from mtkit.serve.http import charge, client_gone, read_body
 from mtkit.serve.payload import parse_json, parse_opennmt
 from mtkit.serve.service import Service
 
@@ -31,6 +31,7 @@ def mount(app: FastAPI, service: Service) -> None:
     @app.post("/translator/translate")
     async def translator_translate(request: Request) -> list[list[dict[str, Any]]]:
         sources = parse_opennmt(parse_json(await read_body(request, limits.max_body_bytes)), limits)
+        charge(request, service.settings.access, sum(map(len, sources)))
         decode = service.defaults
         return opennmt_answer(
             sources, await service.translate(sources, decode, lambda: client_gone(request)), decode.nbest

@@ -32,6 +32,14 @@ class RequestError(Exception):
         self.status, self.message, self.retry_after = status, message, retry_after
 
 
+class Busy(RequestError):
+    """503 with Retry-After: the queue is full, or a request waited past --request-timeout undecoded. An API whose
+    clients expect another status for a busy server (LibreTranslate's and DeepL's 429) answers with that."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(503, message, retry_after)
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one request may ask for; past them the answer is 413 (size) or 422 (beam)."""

@@ -102,7 +102,7 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
     quiet_repeats(*NOISY_LOGGERS)
     where = f"[{host}]" if ":" in host else host
     logger.info("listening on http://%s:%d (loading %s)", where, port, settings.name)
-    if settings.access.api_key is None and not is_loopback(address):
+    if not settings.access.keys.required and not is_loopback(address):
         logger.warning(
             "%s is reachable from other machines and no API key is set: anyone who can reach it can use "
             "its CPU; set one with --api-key-file or $%s.",

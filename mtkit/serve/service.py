@@ -27,9 +27,10 @@ from mtkit.decode.encode import target_language, with_target_lang
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
+from mtkit.serve.glossaries import Glossaries
 from mtkit.serve.guard import Access
-from mtkit.serve.languages import Detector, Directions, directions
-from mtkit.serve.payload import OPTION_MAX, Limits, RequestError
+from mtkit.serve.languages import Detector, Directions, detected_among, directions
+from mtkit.serve.payload import OPTION_MAX, Busy, Limits, RequestError
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class Service:
         self.vocab: Any = None  # the loaded translator's tokenizer: a request's target language is checked on it
         self.directions = Directions(())  # the model's languages, known once it is loaded
         self.detector = Detector([])  # which of its source languages a text is in
+        self.glossaries = Glossaries()  # the glossaries clients made, each its key's
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None
@@ -168,14 +170,14 @@ class Service:
             "batch_wait_ms": s.batch_wait_ms,
             "queue_size": s.queue_size,
             "option_max": OPTION_MAX,
-            "api_key": s.access.api_key is not None,
+            "api_key": s.access.keys.required,
             "allowed_origins": list(s.access.origins),
         }
 
         self.directions = directions(
             s.languages, self.info["models"][0].get("languages"), translator.vocab.language_tokens
         )
-        self.detector = Detector(self.directions.sources)
+        self.detector = Detector(detected_among(self.directions))
         self.detector.check()  # a code py3langid does not know: one sentence now, not a 500 at the first request
         self.info["languages"] = [f"{a}-{b}" for a, b in self.directions.pairs]
 
@@ -252,10 +254,9 @@ class Service:
         try:
             future = self.batcher.submit(lines, config)
         except QueueFull:
-            raise RequestError(
-                503,
+            raise Busy(
                 f"the server is busy ({self.batcher.queue_size} requests queued); retry after {RETRY_AFTER_S} s.",
-                retry_after=RETRY_AFTER_S,
+                RETRY_AFTER_S,
             ) from None
         except Closed:
             raise RequestError(503, "the server is shutting down; retry.", retry_after=RETRY_AFTER_S) from None
@@ -299,19 +300,23 @@ class Service:
         limit = f"--request-timeout {self.settings.request_timeout_s:g} s"
         if queued:
             logger.warning("requests still queued after %s were answered 503.", limit)
-            raise RequestError(
-                503, f"the server is busy: this request was not decoded within {limit}; retry.", RETRY_AFTER_S
-            )
+            raise Busy(f"the server is busy: this request was not decoded within {limit}; retry.", RETRY_AFTER_S)
         logger.warning("requests still decoding after %s were answered 504.", limit)
         raise RequestError(504, f"decoding this request took longer than {limit}.")
 
     async def detect(self, texts: list[str]) -> list[list[dict[str, Any]]]:
-        """Each text's languages among the model's sources, most likely first ([{"confidence", "language"}]); off
+        """Each text's languages among the model's (`detected_among`), most likely first ([{"confidence",
+        "language"}], none under 0.05%, three at most, as LibreTranslate lists them); off
         the event loop: py3langid's model takes a second to read the first time, and ranking takes a while."""
         if self.batcher is None:
             raise RequestError(503, "the model is still loading; retry shortly.", retry_after=RETRY_AFTER_S)
         detector = self.detector
-        return await asyncio.to_thread(lambda: [detector.detect(text) for text in texts])
+
+        def likely(text: str) -> list[dict[str, Any]]:
+            ranked = detector.detect(text)
+            return [r for r in ranked if r["confidence"] > 0][:3] or ranked[:1]
+
+        return await asyncio.to_thread(lambda: [likely(text) for text in texts])
 
     async def align(self, pairs: list[tuple[list[str], list[str]]], target_lang: str) -> list[list[int | None]] | None:
         """Each translation word's source word (markup's projection): one teacher-forced pass, in the decoder

@@ -8,16 +8,9 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
-from mtkit.serve.languages import Directions  # noqa: E402
-from tests.support.fake_service import FakeService, client, ready  # noqa: E402
+from tests.support.fake_service import EnglishGerman, client, ready  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
-
-
-class EnglishGerman(FakeService):
-    def _load(self) -> None:
-        self.directions = Directions((("en", "de"),))
-        super()._load()
 
 
 @pytest.mark.parametrize("value", ["Infinity", "-Infinity", "1e400", "NaN", '"inf"'])

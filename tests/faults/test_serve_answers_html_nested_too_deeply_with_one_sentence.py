@@ -8,17 +8,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
-from mtkit.serve.languages import Directions  # noqa: E402
 from mtkit.serve.payload import Limits  # noqa: E402
-from tests.support.fake_service import FakeService, client, ready  # noqa: E402
+from tests.support.fake_service import EnglishGerman, client, ready  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
-
-
-class EnglishGerman(FakeService):
-    def _load(self) -> None:
-        self.directions = Directions((("en", "de"),))
-        super()._load()
 
 
 @pytest.mark.parametrize("depth", [2_000, 10_000])

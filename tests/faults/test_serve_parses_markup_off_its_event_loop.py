@@ -15,17 +15,10 @@ pytest.importorskip("httpx")
 
 from mtkit.decode import markup as decode_markup  # noqa: E402
 from mtkit.serve import markup  # noqa: E402
-from mtkit.serve.languages import Directions  # noqa: E402
-from tests.support.fake_service import FakeService, client, ready  # noqa: E402
+from tests.support.fake_service import EnglishGerman, client, ready  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 HELD_S = 30  # the longest a parse is held: the test fails (slowly) rather than hangs
-
-
-class EnglishGerman(FakeService):
-    def _load(self) -> None:
-        self.directions = Directions((("en", "de"),))
-        super()._load()
 
 
 def test_health_is_answered_while_markup_is_being_parsed(monkeypatch):

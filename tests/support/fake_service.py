@@ -14,6 +14,7 @@ from typing import Any
 from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translation
 from mtkit.serve.batcher import Batcher
+from mtkit.serve.languages import Detector, Directions, detected_among
 from mtkit.serve.payload import Limits
 from mtkit.serve.service import ServeSettings, Service
 from tests.support.serve import wait_until
@@ -41,6 +42,15 @@ class FakeService(Service):
 
         self.info = {"model": "fake.pt"}
         self.batcher = Batcher(decode, len, max_tokens=100, wait_s=0, queue_size=4)
+
+
+class EnglishGerman(FakeService):
+    """The fake model as an English-German one: its languages known, as `--languages en-de` makes them."""
+
+    def _load(self) -> None:
+        self.directions = Directions((("en", "de"),))
+        self.detector = Detector(detected_among(self.directions))
+        super()._load()
 
 
 def client(service: Service, base_url: str = BASE_URL, **kwargs: Any) -> Any:

@@ -1,0 +1,107 @@
+"""DeepL's API v2 on a real `mtkit serve`, through the official `deepl` client pointed at it with `server_url`:
+translate (codes mapped, detection, markup), languages, usage, glossaries (each key its own), errors in DeepL's
+codes (403, 456, 400)."""
+
+from __future__ import annotations
+
+import pytest
+
+for _name in ("httpx", "fastapi", "uvicorn", "deepl"):
+    pytest.importorskip(_name)
+
+import deepl  # noqa: E402
+
+from tests.support.corpora import synthetic_pairs  # noqa: E402
+from tests.support.serve import Server  # noqa: E402
+
+LINES = synthetic_pairs(20, seed=11)[0][:3]
+ALICE, BOB, SMALL = "alice-k3y", "bob-k3y", "small-k3y"
+
+
+@pytest.fixture(scope="module")
+def server(cli_model, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("deepl")
+    keys = tmp / "keys"
+    keys.write_text(f"{ALICE} name=alice\n{BOB} name=bob\n{SMALL} name=small characters_per_day=40\n", "utf-8")
+    keys.chmod(0o600)
+    srv = Server(cli_model, tmp, "--languages", "en-de", "--api-keys", str(keys), "--batch-wait-ms", "5")
+    deepl.http_client.max_network_retries = 0  # a refusal is the answer under test, not something to retry
+    yield srv
+    srv.stop()
+
+
+def native(server: Server, lines: list[str]) -> list[str]:
+    answer = server.post("/translate", json={"text": lines}, headers={"Authorization": f"Bearer {ALICE}"})
+    assert answer.status_code == 200, answer.text
+    return answer.json()["translations"]
+
+
+def client(server: Server, key: str = ALICE) -> deepl.Translator:
+    return deepl.Translator(key, server_url=server.url)
+
+
+def test_translate_text_as_the_client_sends_it(server):
+    translator = client(server)
+    expected = native(server, LINES)
+    one = translator.translate_text(LINES[0], target_lang="DE")
+    assert one.text == expected[0] and one.detected_source_lang == "EN"
+    many = translator.translate_text(LINES, source_lang="EN", target_lang="de")
+    assert [r.text for r in many] == expected and all(r.billed_characters > 0 for r in many)
+    options = translator.translate_text(
+        LINES[0], target_lang="DE", split_sentences="nonewlines", preserve_formatting=True, context="A caption."
+    )
+    assert options.text == expected[0]
+
+
+def test_html_goes_through_the_markup(server):
+    result = client(server).translate_text(f"<p>{LINES[0]} <b>x</b></p>", target_lang="DE", tag_handling="html")
+    assert result.text.startswith("<p>") and "<b>" in result.text and result.text.endswith("</p>")
+
+
+def test_languages_and_usage(server):
+    translator = client(server, SMALL)
+    assert [(lang.code, lang.name) for lang in translator.get_source_languages()] == [("EN", "English")]
+    assert [lang.code for lang in translator.get_target_languages()] == ["DE"]
+    before = translator.get_usage().character
+    assert before.limit == 40
+    translator.translate_text("a dog", target_lang="DE")
+    assert translator.get_usage().character.count == before.count + len("a dog")
+
+
+def test_a_key_past_its_characters_a_day_gets_456_and_others_go_on(server):
+    with pytest.raises(deepl.QuotaExceededException):
+        client(server, SMALL).translate_text("x" * 41, target_lang="DE")
+    assert client(server, BOB).translate_text("a dog", target_lang="DE").text
+
+
+def test_a_wrong_key_is_an_authorization_failure(server):
+    with pytest.raises(deepl.AuthorizationException):
+        client(server, "not-a-key").translate_text("a dog", target_lang="DE")
+
+
+def test_glossaries_are_each_keys_own(server):
+    alice, bob = client(server, ALICE), client(server, BOB)
+    glossary = alice.create_glossary("animals", "EN", "DE", {"dog": "Hund", "cat": "Katze"})
+    assert glossary.entry_count == 2 and glossary.ready
+    assert [g.glossary_id for g in alice.list_glossaries()] == [glossary.glossary_id]
+    assert alice.get_glossary_entries(glossary) == {"dog": "Hund", "cat": "Katze"}
+    assert alice.get_glossary_languages()[0].source_lang == "en"  # lowercase, as DeepL lists them
+    assert bob.list_glossaries() == []
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        bob.get_glossary(glossary.glossary_id)
+    with pytest.raises(deepl.DeepLException, match="cannot apply"):  # stored, not yet applied: said, not ignored
+        alice.translate_text("a dog", source_lang="EN", target_lang="DE", glossary=glossary)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        bob.delete_glossary(glossary.glossary_id)
+    alice.delete_glossary(glossary)
+    assert alice.list_glossaries() == []
+
+
+def test_what_the_model_cannot_do_is_refused_not_ignored(server):
+    translator = client(server)
+    with pytest.raises(deepl.DeepLException, match="formality"):
+        translator.translate_text("a dog", target_lang="DE", formality="more")
+    with pytest.raises(deepl.DeepLException, match="target_lang"):
+        translator.translate_text("a dog", target_lang="FR")
+    with pytest.raises(deepl.DeepLException, match="documents"):
+        translator.translate_document_upload(b"a dog", target_lang="DE", filename="a.txt")
