@@ -30,6 +30,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from mtkit.langid import base_language
 from mtkit.serve.http import NoKey, authorize, charge, client_gone, media_type, owner, read_body
 from mtkit.serve.keys import OverLimit
 from mtkit.serve.languages import NAMES
@@ -92,7 +93,7 @@ def base(code: Any, what: str) -> str:
     """A DeepL language code's base language, lowercased: EN-GB and en-us are en."""
     if not isinstance(code, str) or not code:
         raise RequestError(400, f"Value for '{what}' not supported.")
-    return code.split("-")[0].lower()
+    return base_language(code)
 
 
 def flag(value: Any, name: str) -> bool:

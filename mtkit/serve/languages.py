@@ -3,18 +3,18 @@
 `Directions` are the model's language pairs (from --languages, the model file's record, or its
 target-language tokens), with the one rule that turns a request's target language into the
 translator's `target_lang` (its >>xx<< token where the model has them). `Detector` identifies the
-language of a text with py3langid, restricted to the codes it is given: checked when the server
-starts (`Detector.check`), so a code py3langid does not know is one sentence at start, never a
-500 at the first request.
+language of a text with mtkit/langid.py's `Identifier` (py3langid, as `mtkit clean --langid`),
+restricted to the codes it is given: checked when the server starts (`Detector.check`), so a code
+py3langid does not know is one sentence at start, never a 500 at the first request.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from mtkit.errors import MtkitError
+from mtkit.langid import Identifier, base_language
 from mtkit.serve.payload import RequestError
 
 # English names of the codes a client is likely to see (LibreTranslate's and DeepL's lists say a name); others:
@@ -106,7 +106,7 @@ def known_to_detection(codes: list[str]) -> list[str]:
         except ImportError:
             return []
         _KNOWN = frozenset(LanguageIdentifier.from_modelpath(f"{MODEL_DIR}/{MODEL_FILE}").nb_classes)
-    return [c for c in codes if c in _KNOWN]
+    return [c for c in codes if base_language(c) in _KNOWN]
 
 
 _KNOWN: frozenset[str] | None = None
@@ -123,53 +123,28 @@ def detected_among(dirs: Directions) -> list[str]:
     return list(dict.fromkeys([*sources, *known_to_detection(dirs.all_targets)]))
 
 
-def _identifier() -> Any:
-    """py3langid's identifier over all of its languages (its model read here: a second or so)."""
-    try:  # py3langid: langid.py's maintained fork, the library `mtkit clean --langid` uses too
-        from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
-    except ImportError:
-        raise MtkitError("detecting the language needs py3langid: pip install 'mtkit[serve]'.") from None
-    return LanguageIdentifier.from_modelpath(f"{MODEL_DIR}/{MODEL_FILE}", norm_probs=True)
-
-
 class Detector:
-    """Language identification among the model's source languages (py3langid, restricted to them)."""
+    """Language identification among the given languages (mtkit/langid.py's `Identifier`: py3langid, restricted to
+    them); one language: always that one."""
 
     def __init__(self, languages: list[str]) -> None:
         self.languages = languages
-        self._identifier: Any = None
-        self._lock = threading.Lock()
+        self._identifier = (
+            Identifier(languages, needs="detecting the language", extra="serve") if len(languages) >= 2 else None
+        )
 
     def check(self) -> None:
         """Read py3langid's model now and restrict it to the languages, or say in one sentence which codes it does
         not know (a server refuses to start then: detection over the wrong set of languages is no detection)."""
-        if len(self.languages) < 2:
-            return
-        with self._lock:
-            self._restricted()
-
-    def _restricted(self) -> Any:
-        """The identifier restricted to `languages`, made once; assigned only once restricted, so a failure
-        leaves nothing half made behind it."""
-        if self._identifier is None:
-            identifier = _identifier()
-            unknown = [code for code in self.languages if code not in identifier.nb_classes]
-            if unknown:
-                raise MtkitError(
-                    f"language detection (py3langid) knows no {', '.join(unknown)}: name the source languages by "
-                    f"their two-letter codes in --languages (en-de, not eng-deu)."
-                )
-            identifier.set_languages(self.languages)
-            self._identifier = identifier
-        return self._identifier
+        if self._identifier is not None:
+            self._identifier.load()
 
     def detect(self, text: str) -> list[dict[str, Any]]:
         """[{"confidence": 0-100, "language": code}], most likely first (one language: it, with 100)."""
-        if len(self.languages) < 2:
+        if self._identifier is None:
             return [{"confidence": 100.0, "language": code} for code in self.languages]
-        with self._lock:
-            try:
-                ranked = self._restricted().rank(text)
-            except MtkitError as exc:
-                raise RequestError(400, str(exc)) from None
+        try:
+            ranked = self._identifier.rank(text)
+        except MtkitError as exc:
+            raise RequestError(400, str(exc)) from None
         return [{"confidence": round(100.0 * p, 1), "language": code} for code, p in ranked]
