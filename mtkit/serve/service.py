@@ -174,11 +174,9 @@ class Service:
             "allowed_origins": list(s.access.origins),
         }
 
-        self.directions = directions(
-            s.languages, self.info["models"][0].get("languages"), translator.vocab.language_tokens
+        self.set_directions(
+            directions(s.languages, self.info["models"][0].get("languages"), translator.vocab.language_tokens)
         )
-        self.detector = Detector(detected_among(self.directions))
-        self.detector.check()  # a code py3langid does not know: one sentence now, not a 500 at the first request
         self.info["languages"] = [f"{a}-{b}" for a, b in self.directions.pairs]
 
         def count_tokens(lines: Sequence[str]) -> int:
@@ -198,6 +196,13 @@ class Service:
             self.info["models"][0]["parameters"],
             translator.device,
         )
+
+    def set_directions(self, dirs: Directions) -> None:
+        """The model's languages, and detection among them (`detected_among`), checked now: a code py3langid does
+        not know is one sentence at start, not a 500 at the first request."""
+        self.directions = dirs
+        self.detector = Detector(detected_among(dirs))
+        self.detector.check()
 
     def decoder(self, translator: Translator) -> Decode:
         """What the Batcher calls on each batch (tests wrap it, by monkeypatching, to hold or fail batches)."""

@@ -105,3 +105,21 @@ def test_what_the_model_cannot_do_is_refused_not_ignored(server):
         translator.translate_text("a dog", target_lang="FR")
     with pytest.raises(deepl.DeepLException, match="documents"):
         translator.translate_document_upload(b"a dog", target_lang="DE", filename="a.txt")
+
+
+def test_deepl_codes_and_the_languages_listed():
+    from types import SimpleNamespace
+
+    from mtkit.serve.deepl import base, languages
+    from mtkit.serve.languages import Directions
+
+    assert [base(c, "target_lang") for c in ("EN-GB", "en-us", "PT-BR", "ZH-HANS", "de")] == [
+        "en",
+        "en",
+        "pt",
+        "zh",
+        "de",
+    ]
+    service = SimpleNamespace(directions=Directions((("de", "en"), ("de", "pt")), tokens=True))
+    assert [lang["language"] for lang in languages(service, "target")] == ["EN-GB", "EN-US", "PT-BR", "PT-PT"]  # type: ignore[arg-type]
+    assert languages(service, "source") == [{"language": "DE", "name": "German"}]  # type: ignore[arg-type]

@@ -83,3 +83,22 @@ def test_a_wrong_key_is_an_authentication_error(server):
         client(server, "nope").chat.completions.create(
             model="mtkit-en-de", messages=[{"role": "user", "content": "a dog"}]
         )
+
+
+def test_the_target_named_in_the_prompt_among_several():
+    from mtkit.serve.languages import Directions
+    from mtkit.serve.openai import parse_chat
+    from mtkit.serve.payload import RequestError
+
+    dirs = Directions((("en", "de"), ("en", "fr")), tokens=True)
+
+    def target(model: str, *messages: tuple[str, str]) -> str:
+        return parse_chat({"model": model, "messages": [{"role": r, "content": c} for r, c in messages]}, dirs).target
+
+    assert target("gpt-4o", ("system", "Translate the text into French."), ("user", "a dog")) == "fr"
+    assert target("any", ("user", "Please translate to de: a dog")) == "de"
+    assert target("mtkit-en-fr", ("user", "a dog")) == "fr"
+    chat = parse_chat({"model": "x", "messages": [{"role": "user", "content": "Translate to French:\na dog"}]}, dirs)
+    assert (chat.target, chat.text) == ("fr", "a dog")
+    with pytest.raises(RequestError, match="does not chat"):
+        target("gpt-4o", ("user", "Translate this for me: a dog"))  # no target named among two

@@ -14,7 +14,7 @@ from typing import Any
 from mtkit.config import DecodeConfig
 from mtkit.decode.translator import Translation
 from mtkit.serve.batcher import Batcher
-from mtkit.serve.languages import Detector, Directions, detected_among
+from mtkit.serve.languages import Directions
 from mtkit.serve.payload import Limits
 from mtkit.serve.service import ServeSettings, Service
 from tests.support.serve import wait_until
@@ -48,8 +48,7 @@ class EnglishGerman(FakeService):
     """The fake model as an English-German one: its languages known, as `--languages en-de` makes them."""
 
     def _load(self) -> None:
-        self.directions = Directions((("en", "de"),))
-        self.detector = Detector(detected_among(self.directions))
+        self.set_directions(Directions((("en", "de"),)))
         super()._load()
 
 

@@ -1,0 +1,142 @@
+"""API keys with limits under load: no request past a key's limit answered, and no other key slowed by it.
+
+    python bench/serve_key_limits.py --model STUDENT.pt --threads 2 --clients 4 --flooders 8 --rounds 2
+
+One `mtkit serve --api-keys FILE` with two keys: `limited` (--rpm requests a minute, --cpd characters a day) and
+`free` (no limits). In each round, --clients clients of the free key send --requests one-sentence requests each,
+one after another; in the flooded half of a round, --flooders clients of the limited key send requests as fast
+as they are answered beside them until the free clients are done. Clean and flooded halves alternate (A B B A) so
+a shared machine's load hits both. Checked: every limited-key request answered 200 falls within its limits (at
+most --rpm in any minute, --cpd characters in all), every refusal is 429 with Retry-After, and the free key's
+requests are all answered 200. Reported: the limited key's answers by status, the free key's p50/p99 clean and
+flooded, and their paired ratio. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gzip
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from procstat import cpu_name  # bench/ is a script's sys.path[0]
+from rounds import latency
+from serve_latency import start_server
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST = ROOT / "mtkit" / "data" / "multi30k" / "test_2016_flickr.en.gz"
+LIMITED, FREE = "limited-bench-key", "free-bench-key"
+
+
+def run_half(url: str, lines: list[str], args: argparse.Namespace, flood: bool) -> dict:
+    """One half-round: the free clients' latencies, and (flooded) the limited key's answers with their times."""
+    import httpx
+
+    free_ms: list[float] = []
+    limited: list[tuple[float, int, int, bool]] = []  # (time, status, characters, has Retry-After)
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def free_client(k: int) -> None:
+        with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {FREE}"}) as http:
+            for r in range(args.requests):
+                line = lines[(k * args.requests + r) % len(lines)]
+                t0 = time.perf_counter()
+                answer = http.post(url + "/translate", json={"text": [line]})
+                if answer.status_code != 200:
+                    raise SystemExit(f"the free key got {answer.status_code}: {answer.text}")
+                with lock:
+                    free_ms.append(1000 * (time.perf_counter() - t0))
+
+    def flooder(k: int) -> None:
+        with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {LIMITED}"}) as http:
+            n = 0
+            while not done.is_set():
+                line = lines[(k * 7919 + n) % len(lines)]
+                n += 1
+                answer = http.post(url + "/translate", json={"text": [line]})
+                with lock:
+                    limited.append((time.monotonic(), answer.status_code, len(line), "retry-after" in answer.headers))
+
+    flooders = [threading.Thread(target=flooder, args=(k,)) for k in range(args.flooders if flood else 0)]
+    clients = [threading.Thread(target=free_client, args=(k,)) for k in range(args.clients)]
+    for t in flooders + clients:
+        t.start()
+    for t in clients:
+        t.join()
+    done.set()
+    for t in flooders:
+        t.join()
+    return {"free_ms": free_ms, "limited": limited}
+
+
+def check_limits(answers: list[tuple[float, int, int, bool]], rpm: int, cpd: int) -> dict:
+    """The limited key's answers by status; whether any 200 passed a limit; whether every refusal said when."""
+    ok_times = sorted(t for t, status, _, _ in answers if status == 200)
+    worst_minute = max((bisect.bisect_right(ok_times, t + 60) - i for i, t in enumerate(ok_times)), default=0)
+    chars = sum(c for _, status, c, _ in answers if status == 200)
+    statuses = Counter(status for _, status, _, _ in answers)
+    return {
+        "answers": dict(statuses),
+        "most_200_in_a_minute": worst_minute,
+        "characters_answered": chars,
+        "past_a_limit": worst_minute > rpm or chars > cpd,
+        "refusals_without_retry_after": sum(1 for _, s, _, r in answers if s == 429 and not r),
+        "other_statuses": sum(n for s, n in statuses.items() if s not in (200, 429)),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--clients", type=int, default=4, help="clients of the free key")
+    ap.add_argument("--requests", type=int, default=50, help="one-sentence requests each free client sends")
+    ap.add_argument("--flooders", type=int, default=8, help="clients of the limited key, as fast as answered")
+    ap.add_argument("--rpm", type=int, default=60, help="the limited key's requests a minute")
+    ap.add_argument("--cpd", type=int, default=20000, help="the limited key's characters a day")
+    ap.add_argument("--rounds", type=int, default=2, help="clean/flooded pairs, as A B B A")
+    ap.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: PyTorch's)")
+    args = ap.parse_args()
+    with gzip.open(TEST, "rt", encoding="utf-8") as f:
+        lines = [line.strip() for line in f]
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores; load average before: {os.getloadavg()[0]:.2f}")
+    halves: dict[str, list[float]] = {"clean": [], "flooded": []}
+    limited: list[tuple[float, int, int, bool]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        keys = Path(tmp) / "keys"
+        keys.write_text(f"{LIMITED} name=limited requests_per_minute={args.rpm} characters_per_day={args.cpd}\n"
+                        f"{FREE} name=free\n", encoding="utf-8")  # fmt: skip
+        keys.chmod(0o600)
+        serve = ["-m", str(Path(args.model).resolve()), "--languages", "en-de", "--api-keys", str(keys)]
+        serve += ["--queue-size", "256"] + (["--threads", str(args.threads)] if args.threads else [])
+        proc, url = start_server(ROOT, serve, Path(tmp) / "serve.log")
+        try:
+            order = [flood for r in range(args.rounds) for flood in ((False, True) if r % 2 == 0 else (True, False))]
+            for flood in order:
+                half = run_half(url, lines, args, flood)
+                halves["flooded" if flood else "clean"].append(latency(half["free_ms"])["p50"])
+                limited += half["limited"]
+                print(f"{'flooded' if flood else 'clean':8s} free key {len(half['free_ms'])} requests: "
+                      f"p50 {latency(half['free_ms'])['p50']:.1f} ms, p99 {latency(half['free_ms'])['p99']:.1f} ms; "
+                      f"limited key {len(half['limited'])} requests")  # fmt: skip
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    checked = check_limits(limited, args.rpm, args.cpd)
+    ratio = statistics.median(f / c for f, c in zip(halves["flooded"], halves["clean"]))
+    print(f"limited key: {checked}")
+    print(f"free key p50, flooded / clean (paired rounds): {ratio:.3f}x; load average after: {os.getloadavg()[0]:.2f}")
+    print(json.dumps({"cpu": cpu_name(), "limited": checked, "free_p50_ms": halves, "paired": ratio}))
+    if checked["past_a_limit"] or checked["refusals_without_retry_after"] or checked["other_statuses"]:
+        raise SystemExit("a limit was not kept (see above)")
+
+
+if __name__ == "__main__":
+    main()
