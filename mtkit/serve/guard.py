@@ -31,8 +31,9 @@ API_KEY_ENV = "MTKIT_SERVE_API_KEY"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
 # Open without a key: probes (a load balancer, Kubernetes) call /health, and it says only ready / loading /
-# failing; / is the page that asks for the key, and /languages lists language codes (open in LibreTranslate too).
-OPEN_PATHS = ("/health", "/", "/languages")
+# failing; / is the page that asks for the key, and /languages lists language codes; /frontend/settings and /spec
+# say what LibreTranslate's web page and its clients read before they have a key (all four open in LibreTranslate).
+OPEN_PATHS = ("/health", "/", "/languages", "/frontend/settings", "/spec")
 # Endpoints that check the key themselves, in their API's own shapes: LibreTranslate's clients send it in the body
 # (`api_key`: mtkit/serve/libretranslate.py), DeepL's and OpenAI's clients want their own error bodies. They are told
 # by `scope["state"]["key"]` which key a header carried (None: none, or none valid), and check it with

@@ -104,6 +104,9 @@ def test_a_malformed_request_is_400_before_a_missing_key_is_401():
         form = {"q": "a dog", "source": "en", "target": "de", "api_key": KEY}
         keyed = http.post("/translate", files={k: (None, v) for k, v in form.items()})
         assert keyed.status_code == 200 and keyed.json() == {"translatedText": "god a"}
+        settings = http.get("/frontend/settings")  # what LibreTranslate's page reads before it has a key
+        assert settings.status_code == 200 and settings.json()["keyRequired"] is True
+        assert http.get("/spec").status_code == 200 and http.get("/info").status_code == 401
 
 
 def test_a_refused_detection_decodes_nothing():
