@@ -33,7 +33,7 @@ from fastapi.responses import JSONResponse
 from mtkit.langid import base_language
 from mtkit.serve.http import NoKey, authorize, charge, client_gone, media_type, owner, read_body
 from mtkit.serve.keys import OverLimit
-from mtkit.serve.languages import NAMES
+from mtkit.serve.languages import NAMES, translatable
 from mtkit.serve.markup import translate_html
 from mtkit.serve.payload import Busy, RequestError, check_lines, cut, parse_json
 from mtkit.serve.service import Service
@@ -149,10 +149,14 @@ async def translate(request: Request, service: Service, fields: dict[str, Any]) 
     charge(request, service.settings.access, sum(map(len, lines)))
     config = dataclasses.replace(service.defaults, nbest=1)
     target_lang, gone = dirs.target_lang(target), lambda: client_gone(request)
-    if fields.get("tag_handling") in ("html", "xml"):
-        found = await translate_html(service, lines, config, target_lang, gone)
-    else:
-        found = [t.text for t in await service.translate(lines, config, gone, target_lang)]
+    found, todo = list(lines), [k for k, line in enumerate(lines) if translatable(line)]  # emoji only: as it is
+    done: list[str] = []
+    if todo and fields.get("tag_handling") in ("html", "xml"):
+        done = await translate_html(service, [lines[k] for k in todo], config, target_lang, gone)
+    elif todo:
+        done = [t.text for t in await service.translate([lines[k] for k in todo], config, gone, target_lang)]
+    for k, text in zip(todo, done):
+        found[k] = text
     return {
         "translations": [
             {"detected_source_language": s.upper(), "text": text, "billed_characters": len(line)}

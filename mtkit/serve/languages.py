@@ -10,6 +10,7 @@ py3langid does not know is one sentence at start, never a 500 at the first reque
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,12 @@ class Directions:
         """The one place a request's target language becomes the translator's `target_lang`: its >>xx<< token,
         where the model has them ("": a model of one pair)."""
         return target if self.tokens else ""
+
+
+def translatable(text: str) -> bool:
+    """Whether a text holds a letter or a digit: one of emoji, symbols and spaces only is given back as it is (as
+    LibreTranslate does), never made into a sentence by the model."""
+    return any(unicodedata.category(c)[0] in "LN" for c in text)
 
 
 def for_target(target: str, dirs: Directions) -> str:

@@ -17,7 +17,6 @@ allowed with --allow-origin.
 from __future__ import annotations
 
 import dataclasses
-import unicodedata
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -27,7 +26,16 @@ from fastapi import FastAPI, Request
 
 from mtkit.serve.guard import Access
 from mtkit.serve.http import NoKey, authorize, charge, client_gone, media_type, read_body
-from mtkit.serve.languages import NAMES, NO_LANGUAGES, Detector, Directions, directions, for_target, parse_languages
+from mtkit.serve.languages import (
+    NAMES,
+    NO_LANGUAGES,
+    Detector,
+    Directions,
+    directions,
+    for_target,
+    parse_languages,
+    translatable,
+)
 from mtkit.serve.libretranslate_spec import SPEC
 from mtkit.serve.markup import translate_html
 from mtkit.serve.payload import Busy, Limits, RequestError, check_lines, cut, parse_json
@@ -91,12 +99,6 @@ def check_key(request: Request, fields: dict[str, Any], access: Access) -> None:
         if exc.sent:
             raise RequestError(403, "the API key is not valid.") from None
         raise RequestError(400, "this server needs an API key: send it as api_key.") from None
-
-
-def translatable(text: str) -> bool:
-    """Whether a text holds a letter or a digit: one of emoji, symbols and spaces only is given back as it is, as
-    LibreTranslate does, never made into a sentence by the model."""
-    return any(unicodedata.category(c)[0] in "LN" for c in text)
 
 
 def text_field(fields: dict[str, Any], name: str, default: str | None = None) -> str:

@@ -31,7 +31,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from mtkit.serve.http import NoKey, authorize, charge, client_gone, read_body
 from mtkit.serve.keys import OverLimit
-from mtkit.serve.languages import NAMES, Directions
+from mtkit.serve.languages import NAMES, Directions, translatable
 from mtkit.serve.payload import Busy, RequestError, check_lines, cut, parse_json
 from mtkit.serve.service import Service
 
@@ -179,17 +179,18 @@ async def chat_completions(request: Request, service: Service) -> Any:
     if not service.ready:
         raise RequestError(503, "the model is still loading; retry shortly.", retry_after=1)
     chat = parse_chat(data, service.directions)
-    lines = chat.text.split("\n")
-    todo = [k for k, line in enumerate(lines) if line.strip()]
-    if not todo:
+    if not chat.text.strip():
         raise RequestError(400, "the last user message has no text to translate.")
-    check_lines([lines[k] for k in todo], "the text's lines", service.settings.limits)
-    charge(request, service.settings.access, sum(len(lines[k]) for k in todo))
-    config = dataclasses.replace(service.defaults, nbest=1)
-    target_lang = service.directions.target_lang(chat.target) if chat.target else ""
-    found = await service.translate([lines[k] for k in todo], config, lambda: client_gone(request), target_lang)
-    for k, t in zip(todo, found):
-        lines[k] = t.text
+    lines = chat.text.split("\n")
+    todo = [k for k, line in enumerate(lines) if translatable(line)]  # blank, emoji only: kept as they are
+    if todo:
+        check_lines([lines[k] for k in todo], "the text's lines", service.settings.limits)
+        charge(request, service.settings.access, sum(len(lines[k]) for k in todo))
+        config = dataclasses.replace(service.defaults, nbest=1)
+        target_lang = service.directions.target_lang(chat.target) if chat.target else ""
+        found = await service.translate([lines[k] for k in todo], config, lambda: client_gone(request), target_lang)
+        for k, t in zip(todo, found):
+            lines[k] = t.text
     translation, ident, created = "\n".join(lines), f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if chat.stream:
         return StreamingResponse(events(chat, translation, ident, created), media_type="text/event-stream")
