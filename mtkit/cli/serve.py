@@ -105,6 +105,9 @@ def serve(
     max_lines: int = typer.Option(64, min=1, help="Sentences in one request at most (413 past it)."),
     max_chars: int = typer.Option(16384, min=1, help="Characters in one request at most (413 past it)."),
     max_beam: int = typer.Option(16, min=1, help="The largest beam a request may ask for."),
+    max_file_bytes: int = typer.Option(
+        10 * 2**20, min=1, help="A file to translate at most (LibreTranslate's /translate_file, DeepL's /v2/document)."
+    ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
@@ -154,7 +157,7 @@ def serve(
         decode=build(DecodeConfig(), given),
         decode_given=frozenset(given),
         target_lang=target_lang,
-        limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam),
+        limits=Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, max_file_bytes=max_file_bytes),
         max_tokens=max_tokens,
         batch_wait_ms=batch_wait_ms,
         queue_size=queue_size,

@@ -9,6 +9,8 @@
     service.py         the model loaded in the background, /info, translate through the batcher: no API's shape
     http.py            what every API adapter does with HTTP alike (bodies, errors, clients that left)
     markup.py          HTML fragments translated through the service
+    documents.py       files translated through the service (mtkit/documents/'s formats)
+    files.py           files being translated, and their translations kept for download
     native.py          an adapter per API: mtkit's own,
     opennmt.py           OpenNMT-py's,
     libretranslate.py    LibreTranslate's (its /spec: libretranslate_spec.py),

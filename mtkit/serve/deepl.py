@@ -6,6 +6,8 @@ send, pointed at this server's URL (`deepl.Translator(KEY, server_url=URL)`).
                                   glossary_id, ... as JSON or a form
     GET|POST /v2/languages        ?type=source|target
     GET|POST /v2/usage            the key's characters today and its characters a day
+    POST /v2/document             a file (mtkit/documents/'s formats) translated in the background; its status
+                                  at /v2/document/{id}, its translation at /v2/document/{id}/result (once)
     /v2/glossaries, /v2/glossary-language-pairs   mtkit/serve/deepl_glossaries.py
 
 DeepL's codes are mapped: EN-GB, EN-US are the model's en, PT-BR its pt, any case; the answer's
@@ -16,22 +18,27 @@ shapes and codes: `{"message": "..."}` with 400, 403 (no key, a wrong key), 404,
 
 What the model cannot do is said, never ignored: `ignore_tags` and a formality other than the
 default are refused (400), a glossary is refused in a translation until glossaries can be applied
-to decoding (400); `context`, `split_sentences`, `preserve_formatting`, `outline_detection`,
-`model_type` and the splitting-tag lists are accepted and change nothing.
+to decoding (400), and so is an `output_format` other than the file's own; `context`,
+`split_sentences`, `preserve_formatting`, `outline_detection`, `model_type` and the splitting-tag
+lists are accepted and change nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hmac
+import mimetypes
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from mtkit.langid import base_language
-from mtkit.serve.http import NoKey, authorize, charge, client_gone, media_type, owner, read_body
+from mtkit.serve.documents import characters, check_size, file_format, read_plan, safe_name, translate_plan
+from mtkit.serve.files import Kept
+from mtkit.serve.http import NoKey, Upload, authorize, charge, client_gone, form_fields, media_type, owner, read_body
 from mtkit.serve.keys import OverLimit
 from mtkit.serve.languages import NAMES, translatable
 from mtkit.serve.markup import translate_html
@@ -52,13 +59,17 @@ def error(status: int, message: str, retry_after: int | None = None) -> JSONResp
 Handler = Callable[[Request, dict[str, Any]], Awaitable[Any]]
 
 
-async def fields_of(request: Request, service: Service) -> dict[str, Any]:
-    """A request's fields: a JSON object, or a form (repeated `text` fields a list), the query string's too."""
+async def fields_of(request: Request, service: Service, files: int = 0) -> dict[str, Any]:
+    """A request's fields: a JSON object, or a form (repeated `text` fields a list; multipart with up to `files`
+    files, each an Upload), the query string's too."""
     query = urllib.parse.parse_qs(request.url.query)
     fields: dict[str, Any] = {k: v if k == "text" else v[-1] for k, v in query.items()}
-    body = await read_body(request, service.settings.limits.max_body_bytes, json_only=False)
+    limits = service.settings.limits
+    body = await read_body(request, limits.max_file_bytes + 2**16 if files else limits.max_body_bytes, json_only=False)
     if not body.strip():
         return fields
+    if media_type(request) == "multipart/form-data":
+        return {**fields, **await form_fields(body, request, files)}
     if media_type(request) == "application/json":
         data = parse_json(body)
         if not isinstance(data, dict):
@@ -71,10 +82,10 @@ async def fields_of(request: Request, service: Service) -> dict[str, Any]:
     return {**fields, **{k: v if k == "text" else v[-1] for k, v in form.items()}}
 
 
-async def answer(request: Request, service: Service, handler: Handler) -> Any:
+async def answer(request: Request, service: Service, handler: Handler, files: int = 0) -> Any:
     """Read the fields, check the key, run `handler`; every refusal in DeepL's shape and codes."""
     try:
-        fields = await fields_of(request, service)
+        fields = await fields_of(request, service, files)
         try:
             authorize(request, service.settings.access, fields.get("auth_key"))
         except NoKey:
@@ -175,6 +186,45 @@ async def detect_sources(service: Service, lines: list[str], target: str) -> lis
     return [next((r["language"] for r in found if r["language"] in candidates), candidates[0]) for found in ranked]
 
 
+async def document_upload(request: Request, service: Service, fields: dict[str, Any]) -> dict[str, Any]:
+    """POST /v2/document: the file read and its characters counted now (a damaged file is 400, a key past its
+    characters 456, before anything is decoded); translated in the background, its status asked by its id."""
+    if not service.ready:
+        raise RequestError(503, "the model is still loading; retry shortly.", retry_after=1)
+    upload = fields.get("file")
+    if not isinstance(upload, Upload):
+        raise RequestError(400, "Parameter 'file' not specified.")
+    check_size(upload.data, service.settings.limits.max_file_bytes)
+    dirs = service.directions
+    target = dirs.spelled(base(fields.get("target_lang"), "target_lang"))
+    sources = [dirs.spelled(base(fields["source_lang"], "source_lang"))] if fields.get("source_lang") else dirs.sources
+    if not any(target in dirs.targets(source) for source in sources):
+        raise RequestError(400, "Value for 'target_lang' not supported.")
+    check_options(fields)
+    name = safe_name(str(fields.get("filename") or upload.filename))
+    output = fields.get("output_format")
+    if output and str(output).lower().lstrip(".") != name.rsplit(".", 1)[-1].lower():
+        raise RequestError(400, "output_format is not supported: a file comes back in its own format.")
+    if fields.get("glossary_id"):
+        raise RequestError(400, "this server keeps glossaries but cannot apply one to a translation yet.")
+    plan = await read_plan(upload.data, file_format(name))
+    charge(request, service.settings.access, characters(plan))
+    ident, kept = service.files.add(owner(request), name)
+    kept.characters = characters(plan)
+    target_lang = dirs.target_lang(target)
+    service.files.run(kept, lambda counted: translate_plan(service, plan, target_lang))
+    return {"document_id": ident, "document_key": kept.key}
+
+
+def document_of(request: Request, service: Service, document_id: str, fields: dict[str, Any]) -> Kept:
+    """The document by its id and key, this request's key's own; 404 otherwise."""
+    kept = service.files.get(owner(request), document_id)
+    given = str(fields.get("document_key", ""))
+    if kept is None or not hmac.compare_digest(given.encode("utf-8", "replace"), kept.key.encode()):
+        raise RequestError(404, "Document not found.")
+    return kept
+
+
 def languages(service: Service, kind: str) -> list[dict[str, Any]]:
     """GET /v2/languages: the sources, or the targets (en and pt as DeepL lists them, with their regions)."""
     dirs = service.directions
@@ -224,11 +274,35 @@ def mount(app: FastAPI, service: Service) -> None:
 
         return await answer(request, service, used)
 
-    @app.api_route("/v2/document", methods=["POST"])
+    @app.post("/v2/document")
     async def v2_document(request: Request) -> Any:
-        async def refuse(request: Request, fields: dict[str, Any]) -> Any:
-            raise RequestError(400, "this server translates text, not documents, through DeepL's API.")
+        return await answer(request, service, lambda r, f: document_upload(r, service, f), files=1)
 
-        return await answer(request, service, refuse)
+    @app.post("/v2/document/{document_id}")
+    async def v2_document_status(request: Request, document_id: str) -> Any:
+        async def status(request: Request, fields: dict[str, Any]) -> Any:
+            kept = document_of(request, service, document_id, fields)
+            answer: dict[str, Any] = {"document_id": document_id, "status": kept.status}
+            answer["billed_characters"] = kept.characters
+            if kept.status == "error":
+                answer["error_message"] = kept.error
+            return answer
+
+        return await answer(request, service, status)
+
+    @app.post("/v2/document/{document_id}/result")
+    async def v2_document_result(request: Request, document_id: str) -> Any:
+        async def result(request: Request, fields: dict[str, Any]) -> Any:
+            kept = document_of(request, service, document_id, fields)
+            if kept.status == "error":
+                raise RequestError(400, kept.error)
+            if kept.status != "done":
+                raise RequestError(503, "Document not ready.", retry_after=1)
+            service.files.remove(document_id)  # downloaded once, as DeepL's
+            media = mimetypes.guess_type(kept.name)[0] or "application/octet-stream"
+            disposition = f'attachment; filename="{kept.name}"'
+            return Response(kept.result, media_type=media, headers={"Content-Disposition": disposition})
+
+        return await answer(request, service, result)
 
     deepl_glossaries.mount(app, service, answer)

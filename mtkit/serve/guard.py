@@ -34,6 +34,9 @@ WILDCARD_BINDS = ("0.0.0.0", "::", "")
 # failing; / is the page that asks for the key, and /languages lists language codes; /frontend/settings and /spec
 # say what LibreTranslate's web page and its clients read before they have a key (all four open in LibreTranslate).
 OPEN_PATHS = ("/health", "/", "/languages", "/frontend/settings", "/spec")
+# A translated file's link (/translate_file's answer): its 128 random bits let its holder download it, as in
+# LibreTranslate, whose web page follows the link without a key.
+OPEN_PREFIXES = ("/download_file/",)
 # Endpoints that check the key themselves, in their API's own shapes: LibreTranslate's clients send it in the body
 # (`api_key`: mtkit/serve/libretranslate.py), DeepL's and OpenAI's clients want their own error bodies. They are told
 # by `scope["state"]["key"]` which key a header carried (None: none, or none valid), and check it with
@@ -241,7 +244,7 @@ class ApiKey:
         state = scope.setdefault("state", {})
         state["api_key_ok"], state["key"] = key is not None, key
         path = scope.get("path", "")
-        if path in (*OPEN_PATHS, *BODY_KEY_PATHS) or path.startswith(SELF_CHECKED_PREFIXES):
+        if path in (*OPEN_PATHS, *BODY_KEY_PATHS) or path.startswith((*SELF_CHECKED_PREFIXES, *OPEN_PREFIXES)):
             return await self.app(scope, receive, send)
         if key is None:
             return await send_json(send, 401, NEEDS_KEY, {"WWW-Authenticate": "Bearer"})

@@ -9,6 +9,9 @@ protocol's shapes; these are the pieces they share.
 from __future__ import annotations
 
 import logging
+import urllib.parse
+from collections.abc import AsyncIterator
+from typing import Any, NamedTuple
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -68,6 +71,34 @@ async def client_gone(request: Request) -> None:
     """Ends when the client disconnects (its body already read): the request is then dropped, not decoded."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+class Upload(NamedTuple):
+    """A file sent in a multipart form: its name as the client gave it, and its bytes."""
+
+    filename: str
+    data: bytes
+
+
+async def form_fields(body: bytes, request: Request, max_files: int = 0) -> dict[str, Any]:
+    """A multipart form's fields (strings; a file an Upload), the query string's too: the body already read within
+    its limit, so the parser never reads past it."""
+    from starlette.formparsers import MultiPartException, MultiPartParser
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield body
+
+    try:
+        form = await MultiPartParser(request.headers, stream(), max_files=max_files, max_fields=64).parse()
+    except MultiPartException as exc:
+        raise RequestError(400, f"the multipart form cannot be read: {exc.message}") from None
+    fields: dict[str, Any] = {k: v[-1] for k, v in urllib.parse.parse_qs(request.url.query).items()}
+    for name, value in form.multi_items():
+        if isinstance(value, str):
+            fields[name] = value
+        else:
+            fields[name] = Upload(value.filename or "", await value.read())
+    return fields
 
 
 def key_ok(request: Request, access: Access) -> bool:

@@ -17,15 +17,19 @@ allowed with --allow-origin.
 from __future__ import annotations
 
 import dataclasses
+import mimetypes
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.responses import Response
 
+from mtkit.documents import EXTENSIONS
+from mtkit.serve.documents import characters, check_size, file_format, read_plan, safe_name, translate_plan
 from mtkit.serve.guard import Access
-from mtkit.serve.http import NoKey, authorize, charge, client_gone, media_type, read_body
+from mtkit.serve.http import NoKey, Upload, authorize, charge, client_gone, form_fields, media_type, owner, read_body
 from mtkit.serve.languages import (
     NAMES,
     NO_LANGUAGES,
@@ -66,27 +70,13 @@ def read_fields(body: bytes, content_type: str, query: str) -> tuple[dict[str, A
     raise RequestError(400, f"send JSON or a urlencoded form, not {cut(media)}.")
 
 
-async def multipart_fields(body: bytes, request: Request, query: str) -> dict[str, Any]:
-    """A multipart form's text fields (what LibreTranslate's web page posts), the query string's too."""
-    from starlette.formparsers import MultiPartException, MultiPartParser
-
-    async def stream() -> AsyncIterator[bytes]:
-        yield body
-
-    try:
-        form = await MultiPartParser(request.headers, stream(), max_files=0, max_fields=64).parse()
-    except MultiPartException as exc:
-        raise RequestError(400, f"the multipart form cannot be read: {exc.message}") from None
-    fields: dict[str, Any] = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
-    return {**fields, **{k: v for k, v in form.multi_items() if isinstance(v, str)}}
-
-
-async def request_fields(request: Request, service: Service) -> tuple[dict[str, Any], bool]:
+async def request_fields(request: Request, service: Service, files: int = 0) -> tuple[dict[str, Any], bool]:
     """The fields of a LibreTranslate request however they came (JSON, a urlencoded or multipart form, the query
-    string), read within the body limit, and whether they were JSON."""
-    body = await read_body(request, service.settings.limits.max_body_bytes, json_only=False)
+    string), read within the body limit (a file's, with `files`), and whether they were JSON."""
+    limits = service.settings.limits
+    body = await read_body(request, limits.max_file_bytes + 2**16 if files else limits.max_body_bytes, json_only=False)
     if media_type(request) == "multipart/form-data":
-        return await multipart_fields(body, request, request.url.query), False
+        return await form_fields(body, request, files), False
     return read_fields(body, request.headers.get("content-type", ""), request.url.query)
 
 
@@ -189,14 +179,16 @@ async def translate_answer(req: LibreRequest, service: Service, request: Request
 Answer = Callable[[Request, dict[str, Any], bool], Awaitable[Any]]
 
 
-async def answer(request: Request, service: Service, respond: Answer, fields: dict[str, Any] | None = None) -> Any:
+async def answer(
+    request: Request, service: Service, respond: Answer, fields: dict[str, Any] | None = None, files: int = 0
+) -> Any:
     """A LibreTranslate request: its key checked, and its errors in LibreTranslate's codes (400 for what the client
     got wrong, where mtkit's own API says 413, 415 or 422; 403; 429 for a busy server or a key past its limit,
     with Retry-After; 5xx as they are)."""
     try:
         is_json = fields is not None
         if fields is None:
-            fields, is_json = await request_fields(request, service)
+            fields, is_json = await request_fields(request, service, files)
         check_key(request, fields, service.settings.access)
         return await respond(request, fields, is_json)
     except Busy as exc:  # LibreTranslate's clients wait and retry on 429
@@ -259,6 +251,42 @@ def mount(app: FastAPI, service: Service) -> None:
 
         return await answer(request, service, respond)
 
+    @app.post("/translate_file")
+    async def translate_file(request: Request) -> Any:
+        """A file (multipart: file, source, target, api_key) translated with its structure kept (mtkit/documents/)
+        -> {"translatedFileUrl": its download link, kept 30 minutes}."""
+
+        async def respond(request: Request, fields: dict[str, Any], is_json: bool) -> dict[str, Any]:
+            loaded(service)
+            upload = fields.get("file")
+            if not isinstance(upload, Upload):
+                raise RequestError(400, "the request has no file parameter (the file to translate).")
+            check_size(upload.data, service.settings.limits.max_file_bytes)
+            dirs = service.directions
+            source, target = text_field(fields, "source", "auto"), dirs.spelled(text_field(fields, "target"))
+            source = dirs.sources[0] if source.lower() == "auto" and len(dirs.sources) == 1 else dirs.spelled(source)
+            if target not in dirs.targets(source):
+                raise RequestError(400, f"{cut(source)} to {cut(target)} is not a direction this server translates.")
+            plan = await read_plan(upload.data, file_format(upload.filename))
+            charge(request, service.settings.access, characters(plan))
+            result = await translate_plan(service, plan, dirs.target_lang(target), lambda: client_gone(request))
+            name = safe_name(upload.filename)
+            ident, kept = service.files.add(owner(request), name)
+            kept.result, kept.status = result, "done"
+            return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{ident}.{name}"}
+
+        return await answer(request, service, respond, files=1)
+
+    @app.get("/download_file/{name}")
+    async def download_file(name: str) -> Response:
+        """A translated file by the link /translate_file gave (no key needed: the link's 128 random bits are)."""
+        kept = service.files.download(name.split(".", 1)[0])
+        if kept is None:
+            raise RequestError(404, "there is no such file (a translated file is kept 30 minutes).")
+        disposition = f'attachment; filename="{kept.name}"'
+        media = mimetypes.guess_type(kept.name)[0] or "application/octet-stream"
+        return Response(kept.result, media_type=media, headers={"Content-Disposition": disposition})
+
     @app.get("/spec")
     async def spec() -> dict[str, Any]:
         """The API of these endpoints as LibreTranslate's /spec describes its own (Swagger 2.0)."""
@@ -280,7 +308,7 @@ def frontend(service: Service) -> dict[str, Any]:
         "apiKeys": service.settings.access.keys.required,
         "keyRequired": service.settings.access.keys.required,
         "suggestions": False,
-        "filesTranslation": False,
-        "supportedFilesFormat": [],
+        "filesTranslation": True,
+        "supportedFilesFormat": sorted(EXTENSIONS),
         "language": {"source": named[source], "target": named[target]},
     }

@@ -47,6 +47,7 @@ class Limits:
     max_lines: int = 64
     max_chars: int = 16384
     max_beam: int = 16
+    max_file_bytes: int = 10 * 2**20  # a file to translate (LibreTranslate's /translate_file, DeepL's /v2/document)
 
     @property
     def max_body_bytes(self) -> int:

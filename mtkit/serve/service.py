@@ -27,6 +27,7 @@ from mtkit.decode.encode import target_language, with_target_lang
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
+from mtkit.serve.files import Files
 from mtkit.serve.glossaries import Glossaries
 from mtkit.serve.guard import Access
 from mtkit.serve.languages import Detector, Directions, detected_among, directions
@@ -125,6 +126,7 @@ class Service:
         self.directions = Directions(())  # the model's languages, known once it is loaded
         self.detector = Detector([])  # which of its source languages a text is in
         self.glossaries = Glossaries()  # the glossaries clients made, each its key's
+        self.files = Files()  # the files being translated, and their translations kept for download
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None

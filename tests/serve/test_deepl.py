@@ -103,8 +103,25 @@ def test_what_the_model_cannot_do_is_refused_not_ignored(server):
         translator.translate_text("a dog", target_lang="DE", formality="more")
     with pytest.raises(deepl.DeepLException, match="target_lang"):
         translator.translate_text("a dog", target_lang="FR")
-    with pytest.raises(deepl.DeepLException, match="documents"):
-        translator.translate_document_upload(b"a dog", target_lang="DE", filename="a.txt")
+    with pytest.raises(deepl.DeepLException, match="output_format"):
+        translator.translate_document_upload(b"a dog", target_lang="DE", filename="a.txt", output_format="docx")
+
+
+def test_documents_upload_status_and_download(server, tmp_path):
+    translator = client(server)
+    source = tmp_path / "talk.srt"
+    source.write_text(f"1\n00:00:01,000 --> 00:00:02,000\n{LINES[0]}\n\n2\n00:00:03,000 --> 00:00:04,000\n"
+                      f"{LINES[1]}\n", encoding="utf-8")  # fmt: skip
+    output = tmp_path / "talk.de.srt"
+    status = translator.translate_document_from_filepath(source, output, target_lang="DE")
+    assert status.done and status.billed_characters >= len(LINES[0]) + len(LINES[1])  # cues joined by a space
+    lines = output.read_text(encoding="utf-8").splitlines()
+    assert lines[:2] == ["1", "00:00:01,000 --> 00:00:02,000"] and "00:00:03,000 --> 00:00:04,000" in lines
+    handle = translator.translate_document_upload(source.read_bytes(), target_lang="DE", filename="b.srt")
+    with pytest.raises(deepl.DeepLException, match="Not found"):  # another key's document is none of its own
+        client(server, BOB).translate_document_get_status(handle)
+    translator.translate_document_wait_until_done(handle)
+    assert translator.translate_document_download(handle).content.startswith(b"1\n00:00:01,000")
 
 
 def test_deepl_codes_and_the_languages_listed():
