@@ -26,8 +26,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from procstat import cpu_name  # bench/ is a script's sys.path[0]
-from rounds import latency
+from harness import cpu_name, latency  # bench/ is a script's sys.path[0]
 from serve_latency import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
