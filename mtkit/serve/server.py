@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 KEEP_ALIVE_S = 65
 # After the drain time, requests are answered 503 (service.py); uvicorn cancels what is left this much later.
 ANSWER_S = 2.0
+# Connections the kernel holds until the server accepts them (uvicorn's default backlog).
+BACKLOG = 2048
 # A request head (request line and headers) over this many bytes gets 400 (h11's default, said here; nginx's
 # large_client_header_buffers is 4 of 8 KiB).
 MAX_HEAD_BYTES = 16 * 1024
@@ -71,6 +73,7 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
     from mtkit.serve.app import create_app
 
     sock = bind(host, port)
+    sock.listen(BACKLOG)  # now, not when uvicorn starts: a client told "listening on" is never refused meanwhile
     address, port = sock.getsockname()[:2]
     service = Service(settings)
     server: uvicorn.Server | None = None
