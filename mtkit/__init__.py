@@ -25,6 +25,7 @@ _LAZY = {
     "Translator": "mtkit.decode.translator",
     "load_translator": "mtkit.decode.loading",  # `prepare`: any model, on its engine, by its own decoding defaults
     "Confidence": "mtkit.decode.confidence",  # translate_stream(confidence=...) with a reverse model or a calibrator
+    "Glossary": "mtkit.decode.glossary",  # terms enforced in decoding: translate(lines, glossary=...)
 }
 
 

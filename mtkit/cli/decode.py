@@ -228,6 +228,13 @@ def translate(
         show_default="none",
         help="HTML attributes whose values are translated too, comma-separated (e.g. title,alt).",
     ),
+    glossary: Optional[str] = typer.Option(
+        None,
+        "--glossary",
+        show_default="none",
+        help="Terms whose translation is enforced: a file of source<TAB>target lines (a .csv file: CSV). A term "
+        "applies where its source side occurs (any case, whole words, longest first); see docs/glossary.md.",
+    ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
@@ -262,6 +269,8 @@ def translate(
     A document, its structure kept: mtkit translate -m averaged.pt -i page.html -o page.de.html
 
     HTML, one fragment a line, tags kept: mtkit translate -m averaged.pt --format html-lines < posts.html
+
+    A glossary, its terms enforced: mtkit translate -m averaged.pt --glossary terms.tsv < test.en
     """
     import contextlib
     import logging
@@ -270,6 +279,7 @@ def translate(
 
     from mtkit.decode import loading
     from mtkit.decode.confidence import Confidence
+    from mtkit.decode.glossary import Glossary, checked
     from mtkit.decode.pairs import tab_pairs, zip_lines
     from mtkit.textio import open_input, open_output, read_lines_lenient
 
@@ -291,6 +301,10 @@ def translate(
     if format != "text" and (sampling or prefix or prefix_file or score_only or scores or given.get("nbest", 1) > 1):
         raise MtkitError(f"--format {format} translates its text once: drop --sampling, --prefix, --score-only, "
                          "--scores and --nbest.")  # fmt: skip
+    if glossary is not None and (format != "text" or score_only):
+        raise MtkitError("--glossary applies to translating text, one sentence a line: use --format text, "
+                         "without --score-only.")  # fmt: skip
+    terms = None if glossary is None else Glossary.read(glossary)  # a bad file is said before the model loads
     # the decoding flags given: laid over the model's defaults (`loading.prepare`), checked here under their flags
     changes = {k: v for k, v in given.items() if k in DECODE_FIELDS and not (sampling and k == "nbest")}
     build(DecodeConfig(), changes)
@@ -310,6 +324,7 @@ def translate(
         translator = loading.prepare(model, device, precision, workers, threads, revision, sampling=sampler, **changes)
         stack.callback(translator.close)
         target_lang = translator.check_target_lang(target_lang)  # before any line is read
+        terms = checked(terms, translator.engine, sampler)
         config = translator.defaults
         rate = Confidence.open(translator, reverse_model, calibrator, device, precision) if confidence else None
         interactive = source.isatty()  # translate each line as it is typed
@@ -339,7 +354,14 @@ def translate(
         else:
             items = pairs if (prefix or prefix_file) else lines
             stream = translator.translate_stream(
-                items, config, batch_tokens, chunk_lines, sampling=sampler, target_lang=target_lang, confidence=rate
+                items,
+                config,
+                batch_tokens,
+                chunk_lines,
+                sampling=sampler,
+                target_lang=target_lang,
+                confidence=rate,
+                glossary=terms,
             )
             texts = (_format(tr, sampler.samples if sampler else config.nbest, scores) for tr in stream)
         for text in tqdm(texts, unit=" lines", disable=not sys.stderr.isatty() or interactive, file=sys.stderr):

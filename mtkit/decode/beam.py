@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -154,6 +155,16 @@ class _Finished:
         ]
 
 
+class Constrained(Protocol):
+    """What the search asks of lexical constraints (mtkit/decode/constraints.py) at its numbered steps."""
+
+    def block_endings(self, lprobs: Tensor) -> None: ...
+    def candidates(self, logp: Tensor, lprobs: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]: ...
+    def survivors(self, cand: Tensor, ends: Tensor, k: int) -> tuple[Tensor, Tensor]: ...
+    def choose(self, pick: Tensor) -> None: ...
+    def keep(self, sentences: Tensor) -> None: ...
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer | Ensemble,
@@ -161,21 +172,25 @@ def beam_search(
     config: DecodeConfig = DecodeConfig(),
     prefix: Tensor | None = None,
     steps: StepFactory = make_step,
+    constraints: Constrained | None = None,
 ) -> SearchResult:
     """Translate a batch of source ids (B, S) = ids + [EOS], right-padded with 0, with one model or an ensemble.
 
     `prefix` (B, P), PAD-padded: tokens each output must begin with (mtkit/decode/prefix.py). `steps`: how the
     search's `Step` is made (mtkit's `make_step`; a benchmark may hand another, such as a compiled one).
+    `constraints`: terms each output must contain (mtkit/decode/constraints.py), searched by the general loop.
     """
     if src.size(0) == 0:
         return SearchResult([], [])
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, model.cfg.max_positions)  # (B,)
     # Room for the usual output length; the cache doubles in the rare case that needs more.
     capacity = min(int(limit.max()) + 1, 2 * src.size(1) + 8)
-    return search(steps(model, src, 1, capacity), src, config, prefix)
+    return search(steps(model, src, 1, capacity), src, config, prefix, constraints)
 
 
-def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None) -> SearchResult:
+def search(
+    step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None, constraints: Constrained | None = None
+) -> SearchResult:
     """Beam search over anything that gives next-token log-probabilities (`Step`).
 
     When a sentence stops (config.early_stop): "exact" as soon as no live hypothesis can beat
@@ -186,13 +201,16 @@ def search(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     """
     if src.size(0) == 0:
         return SearchResult([], [])
-    if config.beam == 1:
+    if config.beam == 1 and constraints is None:
         return greedy(step, src, config, prefix)
-    return beams(step, src, config, prefix)
+    return beams(step, src, config, prefix, constraints)
 
 
-def beams(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None) -> SearchResult:
-    """`search`'s general loop: any beam (beam 1 too, as the reference `greedy` is tested against)."""
+def beams(
+    step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None = None, constraints: Constrained | None = None
+) -> SearchResult:
+    """`search`'s general loop: any beam (beam 1 too, as the reference `greedy` is tested against); with
+    `constraints`, dynamic beam allocation decides the candidates (steps 3, 4 and 6) and follows the hypotheses."""
     B, k, K, device = src.size(0), config.beam, config.nbest, src.device
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
     steps = int(limit.max()) + 1
@@ -224,10 +242,15 @@ def beams(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None =
         at_limit = limit[alive] <= t
         if bool(at_limit.any()):
             only_end(lprobs, at_limit, step.forced_eos)
+        if constraints is not None:  # a hypothesis ends only once it holds every term
+            constraints.block_endings(lprobs)
         if prefix is not None:  # a sentence still within its prefix may only emit the prefix's next token
             lprobs = force_prefix(lprobs, prefix[alive], t)
-        # 4. The 2k best extensions: at most k of them end, so k always remain to go on.
-        cand, beam, token = top_candidates(logp, lprobs, 2 * k)  # (n, 2k) each
+        # 4. The 2k best extensions: at most k of them end, so k always remain to go on (constrained: DBA's 2k).
+        if constraints is None:
+            cand, beam, token = top_candidates(logp, lprobs, 2 * k)  # (n, 2k) each
+        else:
+            cand, beam, token = constraints.candidates(logp, lprobs, 2 * k)
         ends = token.eq(EOS)
         # 5. Endings that rank among the top k finish, scored with the length penalty of |Y| = t + 1.
         ending = ends[:, :k] & torch.isfinite(cand[:, :k])
@@ -237,11 +260,18 @@ def beams(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None =
             finished.add(alive, score, ended)
         # 6. The k best extensions that do not end are the new live hypotheses; each goes to a
         #    slot (a row of the step) that keeps as many of them as can in their parent's row.
-        logp, pick = cand.masked_fill(ends, NEG_INF).topk(k, dim=1)  # (n, k)
+        if constraints is None:
+            logp, pick = cand.masked_fill(ends, NEG_INF).topk(k, dim=1)  # (n, k)
+        else:  # the first k in the order of allocation
+            logp, pick = constraints.survivors(cand, ends, k)
         beam, token = beam.gather(1, pick), token.gather(1, pick)
         if k > 1 and tokens.size(1) == k:  # not on the first step, whose one row per sentence fans out
             order = keep_slots(beam)
             logp, beam, token = logp.gather(1, order), beam.gather(1, order), token.gather(1, order)
+            if constraints is not None:
+                pick = pick.gather(1, order)
+        if constraints is not None:
+            constraints.choose(pick)
         tokens = torch.cat([tokens.gather(1, beam[..., None].expand(-1, -1, t)), token[..., None]], dim=2)
         rows = (torch.arange(n, device=device) * lprobs.size(1))[:, None] + beam  # (n, k) rows of the step
         # 7. Done: nothing left alive, or (greedy) an ending, or the stop rule says so.
@@ -255,6 +285,8 @@ def beams(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None =
             if not bool(keep.any()):
                 break
             sentences = keep_places(keep)
+            if constraints is not None:
+                constraints.keep(sentences)
             alive, tokens, logp, rows, token = (
                 alive[sentences],
                 tokens[sentences],

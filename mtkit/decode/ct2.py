@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from mtkit.config import EOS, DecodeConfig, SamplingConfig
 from mtkit.decode.engine import Hypotheses
+from mtkit.decode.glossary import Terms
 from mtkit.decode.lengths import length_penalty, max_output_length
 from mtkit.decode.translator import Translator
 from mtkit.device import default_threads
@@ -130,6 +131,7 @@ class CT2Engine:
     """A `ctranslate2.Translator` that searches batches of SentencePiece ids as mtkit's own search would."""
 
     parallel: Literal["processes", "threads"] = "threads"  # CTranslate2 lets go of Python's lock as it searches
+    enforces_terms = False  # CTranslate2 has no constrained search
 
     def __init__(self, export: CT2Export, pieces: list[str], device: str, precision: str, workers: int, threads: int):
         """`pieces`: the tokenizer's, in id order; `workers`: CTranslate2's inter_threads, `threads` its
@@ -175,9 +177,17 @@ class CT2Engine:
 
     # --------------------------------------------------------------------------- searching
     def search(
-        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+        self,
+        ids: list[list[int]],
+        prefixes: list[list[int]],
+        config: DecodeConfig,
+        sampling: SamplingConfig | None,
+        terms: Terms | None = None,
     ) -> Hypotheses:
-        """Each sentence's hypotheses (ids without BOS/EOS, score), best first, by mtkit's settings."""
+        """Each sentence's hypotheses (ids without BOS/EOS, score), best first, by mtkit's settings (no `terms`:
+        CTranslate2 has no constrained search, and the Translator refuses a glossary before any line)."""
+        if terms:
+            raise MtkitError("CTranslate2 cannot enforce a glossary; translate with the mtkit model file instead.")
         src = [[self.pieces[i] for i in s] for s in ids]
         # BOS + output fit the positions (the source's max_source_tokens + its EOS)
         limits = [max_output_length(len(s), config, self.max_source_tokens + 1) for s in ids]

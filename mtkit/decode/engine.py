@@ -17,6 +17,7 @@ from mtkit.config import DecodeConfig, SamplingConfig
 
 if TYPE_CHECKING:
     from mtkit.data.tokenizer import Tokenizer
+    from mtkit.decode.glossary import Terms
 
 Hypotheses = list[list[tuple[list[int], float]]]  # per sentence, its (ids without BOS/EOS, score), best first
 
@@ -30,6 +31,7 @@ class Engine(Protocol):
     """
 
     parallel: Literal["processes", "threads"]
+    enforces_terms: bool  # searches with a glossary's terms (mtkit/decode/constraints.py): mtkit's engine, not CT2
 
     @property
     def device(self) -> str:
@@ -47,8 +49,16 @@ class Engine(Protocol):
         ...
 
     def search(
-        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
-    ) -> Hypotheses: ...
+        self,
+        ids: list[list[int]],
+        prefixes: list[list[int]],
+        config: DecodeConfig,
+        sampling: SamplingConfig | None,
+        terms: Terms | None = None,
+    ) -> Hypotheses:
+        """`terms`: each sentence's glossary terms as target ids, which its output must hold (given only to an
+        engine that `enforces_terms`)."""
+        ...
 
     def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
         """(log P(target + EOS | source), target length + 1) of each pair."""

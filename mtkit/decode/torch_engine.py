@@ -19,7 +19,9 @@ from mtkit.errors import MtkitError
 from mtkit.model.transformer import Transformer
 
 if TYPE_CHECKING:
+    from mtkit.decode.beam import SearchResult
     from mtkit.decode.ensemble import Ensemble, StepFactory
+    from mtkit.decode.glossary import Terms
     from mtkit.decode.shortlist import Shortlist
 
 
@@ -34,6 +36,7 @@ class TorchEngine:
     """
 
     parallel: Literal["processes", "threads"] = "processes"  # one Python thread a search: forked workers
+    enforces_terms = True  # a glossary's terms, by constrained beam search (mtkit/decode/constraints.py)
 
     def __init__(
         self,
@@ -78,30 +81,64 @@ class TorchEngine:
         return self.model if len(self.models) == 1 else Ensemble(self.models)
 
     def search(
-        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, sampling: SamplingConfig | None
+        self,
+        ids: list[list[int]],
+        prefixes: list[list[int]],
+        config: DecodeConfig,
+        sampling: SamplingConfig | None,
+        terms: Terms | None = None,
     ) -> Hypotheses:
-        """Beam search by `config`, or with `sampling` that many samples of each sentence."""
-        from mtkit.decode.beam import beam_search
-        from mtkit.decode.ensemble import make_step
-        from mtkit.decode.prefix import prefix_tensor
+        """Beam search by `config`, or with `sampling` that many samples of each sentence. `terms`: each
+        sentence's target terms as token ids, which its output must contain (a glossary: mtkit/decode/glossary.py)."""
+        from mtkit.decode.constraints import with_terms
         from mtkit.decode.sampling import sample
+
+        if sampling is not None:
+            if terms:
+                raise MtkitError("a glossary is enforced by beam search; it cannot be used with --sampling.")
+            src = self.padded(ids)
+            from mtkit.decode.prefix import prefix_tensor
+
+            result = sample(self.decoder, src, config, sampling, prefix_tensor(prefixes, self.torch_device))
+        elif terms:
+            result = with_terms(self.beam, ids, prefixes, terms, config)
+        else:
+            result = self.beam(ids, prefixes, config)
+        return [[(h.tokens, h.score) for h in hypotheses] for hypotheses in result.hypotheses]
+
+    def padded(self, ids: list[list[int]]) -> torch.Tensor:
         from mtkit.decode.scoring import padded
 
-        src = padded([[*sentence, EOS] for sentence in ids], self.torch_device)  # (B, S)
-        prefix = prefix_tensor(prefixes, self.torch_device)
+        return padded([[*sentence, EOS] for sentence in ids], self.torch_device)  # (B, S)
+
+    def beam(
+        self, ids: list[list[int]], prefixes: list[list[int]], config: DecodeConfig, terms: Terms | None = None
+    ) -> SearchResult:
+        """The beam search of a batch (shortlisted by `config`: the terms' tokens join its rows), under constraints
+        where `terms` are given."""
+        from mtkit.decode.beam import beam_search
+        from mtkit.decode.constraints import Constraints, pack_terms
+        from mtkit.decode.ensemble import make_step
+        from mtkit.decode.prefix import prefix_tensor
+
+        src, prefix = self.padded(ids), prefix_tensor(prefixes, self.torch_device)
         steps = self.steps or make_step
-        if sampling is None and config.shortlist:
+        held = None if terms is None else pack_terms(terms.sentences, self.torch_device)
+        joining = None if terms is None else torch.tensor(terms.joining, dtype=torch.long, device=self.torch_device)
+        if config.shortlist:
             from mtkit.decode.shortlist import Restriction
 
             if self.shortlist is None:
                 raise MtkitError("this model carries no shortlist; add one with `mtkit shortlist`, or --no-shortlist.")
-            batch = Restriction(self.shortlist.rows(ids, prefixes, self.torch_device))
-            result = batch.tokens(beam_search(self.decoder, src, config, batch.columns(prefix), batch.steps(steps)))
-        elif sampling is None:
-            result = beam_search(self.decoder, src, config, prefix=prefix, steps=steps)
-        else:
-            result = sample(self.decoder, src, config, sampling, prefix)
-        return [[(h.tokens, h.score) for h in hypotheses] for hypotheses in result.hypotheses]
+            forced = prefixes  # and the terms' tokens: they join the batch's rows
+            if terms is not None:
+                forced = [p + [i for term in t for i in term] for p, t in zip(prefixes, terms.sentences)]
+            batch = Restriction(self.shortlist.rows(ids, forced, self.torch_device))
+            constraints = None if held is None else Constraints(batch.columns(held), batch.columns(joining))
+            found = beam_search(self.decoder, src, config, batch.columns(prefix), batch.steps(steps), constraints)
+            return batch.tokens(found)
+        constraints = None if held is None else Constraints(held, joining)
+        return beam_search(self.decoder, src, config, prefix, steps, constraints)
 
     def score(self, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
         from mtkit.decode.scoring import score_batch

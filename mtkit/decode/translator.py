@@ -25,6 +25,7 @@ from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.batches import balanced_batches, chunks, in_order
 from mtkit.decode.encode import prefix_ids, source_ids, target_ids, target_language
 from mtkit.decode.engine import Engine
+from mtkit.decode.glossary import Glossary, Terms, checked, joining_ids, term_ids
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
 from mtkit.decode.sentences import Losses, Pieces, joiner, source_language
@@ -191,6 +192,7 @@ class Translator:
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         sampling: SamplingConfig | None = None,
         target_lang: str = "",
+        glossary: Glossary | None = None,
         **changes: Any,
     ) -> list[str]:
         """Translations of `lines`, one for each, in order: by `changes` laid over the defaults, e.g.
@@ -200,10 +202,11 @@ class Translator:
         A line may be (source, target prefix): its translation then begins with the prefix.
         With `sampling`, each translation is a sample (its first, for `sampling.samples` > 1).
         `target_lang`: a multilingual model's output language (`check_target_lang`): each line gets the token
-        >>LANG<< in front, unless it starts with such a token.
+        >>LANG<< in front, unless it starts with such a token. `glossary`: terms enforced (mtkit/decode/glossary.py).
         """
         config = self.settings(**changes) if config is None else dataclasses.replace(config, **changes)
-        stream = self.translate_stream(lines, config, batch_tokens, sampling=sampling, target_lang=target_lang)
+        stream = self.translate_stream(lines, config, batch_tokens, sampling=sampling, target_lang=target_lang,
+                                       glossary=glossary)  # fmt: skip
         return [t.text for t in stream]
 
     def translate_stream(
@@ -215,6 +218,7 @@ class Translator:
         sampling: SamplingConfig | None = None,
         target_lang: str = "",
         confidence: Rater | None = None,
+        glossary: Glossary | None = None,
     ) -> Iterator[Translation]:
         """Translations in input order, yielded as soon as every earlier line's is ready.
 
@@ -222,6 +226,7 @@ class Translator:
         sample order, scored log P(Y|X)). A line given as (source, prefix) has its output begin with the prefix.
         `target_lang`: see `translate`; checked before any line is read. `confidence`: a `Confidence` (made by
         `mtkit.Confidence.load(translator)`): each translation gets its `confidence`, a chunk at a time.
+        `glossary`: see `translate`; refused before any line is read where it cannot be enforced.
         """
         if batch_tokens < 1 or chunk_lines < 1:
             raise MtkitError("batch_tokens and chunk_lines must be positive.")
@@ -230,14 +235,17 @@ class Translator:
         target_lang = self.check_target_lang(target_lang)
         if confidence is not None and sampling is not None:
             raise MtkitError("a confidence rates the best of a beam search; ask for it without sampling.")
+        glossary = checked(glossary, self.engine, sampling)
         losses = Losses()
         for first, chunk in chunks(lines, chunk_lines):
             if config.split:
                 yield from self._split_chunk(
-                    first, chunk, config, batch_tokens, sampling, target_lang, losses, confidence
+                    first, chunk, config, batch_tokens, sampling, target_lang, losses, confidence, glossary
                 )
             else:
-                found = self._translate_chunk(first, chunk, config, batch_tokens, sampling, target_lang)
+                found = self._translate_chunk(
+                    first, chunk, config, batch_tokens, sampling, target_lang, glossary=glossary
+                )
                 yield from found if confidence is None else confidence.annotate(self, chunk, found, config)
         losses.say()
 
@@ -286,6 +294,7 @@ class Translator:
         target_lang: str,
         losses: Losses,
         confidence: Rater | None = None,
+        glossary: Glossary | None = None,
     ) -> Iterator[Translation]:
         """The chunk's lines split into sentences (mtkit/decode/sentences.py), translated in one batch, joined; with
         a `confidence`, each sentence rated and each line given the mean of its sentences' (the share of them
@@ -294,7 +303,9 @@ class Translator:
         pieces = Pieces.of(items, source_language(languages))
         numbers = [first + i for i in pieces.owner]
         found = list(
-            self._translate_chunk(first, pieces.segments, config, batch_tokens, sampling, target_lang, numbers)
+            self._translate_chunk(
+                first, pieces.segments, config, batch_tokens, sampling, target_lang, numbers, glossary
+            )
         )
         pieces.losses([t.text for t in found], self.vocab, config, self.max_source_tokens, first, losses)
         glue = joiner(target_lang or languages[1])
@@ -317,6 +328,7 @@ class Translator:
         sampling: SamplingConfig | None,
         target_lang: str,
         numbers: list[int] | None = None,
+        glossary: Glossary | None = None,
     ) -> Iterator[Translation]:
         limit = self.max_source_tokens
         texts = [s if isinstance(s, str) else s[0] for s in items]
@@ -331,8 +343,11 @@ class Translator:
             [todo[j] for j in batch]
             for batch in balanced_batches([len(ids[i]) + 1 for i in todo], batch_tokens, self.workers)
         ]
-        batches = [([ids[i] for i in b], [prefixes[i] for i in b]) for b in packed]
-        jobs = [partial(search_batch, ids=src, prefixes=pre, config=config, sampling=sampling) for src, pre in batches]
+        terms = None if glossary is None else Terms(term_ids(self.vocab, glossary, texts), joining_ids(self.vocab))
+        batches = [([ids[i] for i in b], [prefixes[i] for i in b], terms and terms.of(b)) for b in packed]
+        jobs = [
+            partial(search_batch, ids=s, prefixes=p, config=config, sampling=sampling, terms=t) for s, p, t in batches
+        ]
         found = (
             {i: Translation(first + i, hypotheses) for i, hypotheses in zip(packed[k], result)}
             for k, result in self._run(jobs)
@@ -371,9 +386,11 @@ def search_batch(
     prefixes: list[list[int]],
     config: DecodeConfig,
     sampling: SamplingConfig | None,
+    terms: Terms | None = None,
 ) -> list[list[tuple[str, float]]]:
-    """Each sentence's hypotheses, best first, as (text, score): beam search, or sampling with `sampling`."""
-    found = translator.engine.search(ids, prefixes, config, sampling)
+    """Each sentence's hypotheses, best first, as (text, score): beam search, or sampling with `sampling`; each
+    output holding its sentence's glossary `terms`."""
+    found = translator.engine.search(ids, prefixes, config, sampling, *([terms] if terms else []))
     return [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
 
 
