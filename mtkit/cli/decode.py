@@ -201,6 +201,12 @@ def translate(
         "its structure; docs/documents.md), else text; text: one sentence a line; html-lines: each line an HTML "
         "fragment, tags kept; or a document format: paragraphs, html, markdown, srt, vtt, po, xliff, docx.",
     ),
+    attributes: str = typer.Option(
+        "",
+        "--attributes",
+        show_default="none",
+        help="HTML attributes whose values are translated too, comma-separated (e.g. title,alt).",
+    ),
     device: str = device_option("cpu, cuda, cuda:N, mps, or auto (CUDA when available)."),
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
@@ -254,6 +260,11 @@ def translate(
     format = (format_of(input) or "text") if format == "auto" else format
     if format not in ("text", "html-lines", *FORMATS):
         raise MtkitError(f"--format takes auto, text, html-lines or {', '.join(FORMATS)}, not {format!r}.")
+    named = [a.strip().lower() for a in attributes.split(",") if a.strip()]
+    if named and format not in ("html", "html-lines"):
+        raise MtkitError(
+            f"--attributes names HTML attributes; it applies to --format html and html-lines, not {format}."
+        )
     if format != "text" and (sampling or prefix or prefix_file or score_only or scores or given.get("nbest", 1) > 1):
         raise MtkitError(f"--format {format} translates its text once: drop --sampling, --prefix, --score-only, "
                          "--scores and --nbest.")  # fmt: skip
@@ -264,6 +275,10 @@ def translate(
     threads = threads or (1 if workers > 1 else 0)  # with workers: the products are timed as a worker runs them
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_input(input))
+        if format not in FORMATS:
+            from mtkit.cli.documents import refuse_binary
+
+            refuse_binary(source, str(input or "the input"))
         second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
         found = loading.find(model, revision)  # what runs the model (a Hub name too): its defaults, said now
@@ -286,13 +301,13 @@ def translate(
         if format in FORMATS:
             from mtkit.cli.documents import translate_file
 
-            translate_file(source, out, format, translator, config, batch_tokens, target_lang)
+            translate_file(source, out, format, translator, config, batch_tokens, target_lang, named)
             return
         if format == "html-lines":
             from mtkit.decode.markup import translate_fragments
             from mtkit.textio import one_line
 
-            fragments = translate_fragments(translator, lines, config, batch_tokens, chunk_lines, target_lang)
+            fragments = translate_fragments(translator, lines, config, batch_tokens, chunk_lines, target_lang, named)
             texts = (f"{one_line(text)}\n" for text in fragments)
         elif score_only:
             texts = (

@@ -11,8 +11,28 @@ from mtkit.errors import MtkitError
 MAX_BYTES = 256 * 1024 * 1024  # a document is read whole: past this it is refused, not swapped in
 
 
+def refuse_binary(source: BinaryIO, name: str) -> None:
+    """Binary data given as lines of text (a .docx with --format text, an image on stdin) refused before the
+    model is loaded, by the NUL bytes in its first 64 KiB that text never holds; a terminal is not read ahead."""
+    peek = getattr(source, "peek", None)
+    if peek is None or source.isatty():
+        return
+    if b"\x00" in peek(65536)[:65536]:
+        raise MtkitError(
+            f"{name} is binary (it holds NUL bytes), not lines of text; a document is translated with its own "
+            "--format (docs/documents.md)."
+        )
+
+
 def translate_file(
-    source: BinaryIO, out: BinaryIO, format: str, translator: Any, config: Any, batch_tokens: int, target_lang: str
+    source: BinaryIO,
+    out: BinaryIO,
+    format: str,
+    translator: Any,
+    config: Any,
+    batch_tokens: int,
+    target_lang: str,
+    attributes: list[str],
 ) -> None:
     from tqdm import tqdm
 
@@ -29,7 +49,14 @@ def translate_file(
 
     try:
         written = translate_document(
-            data, format, translator, config, target_lang=target_lang, batch_tokens=batch_tokens, progress=progress
+            data,
+            format,
+            translator,
+            config,
+            target_lang=target_lang,
+            batch_tokens=batch_tokens,
+            progress=progress,
+            attributes=attributes,
         )
     finally:
         bar.close()

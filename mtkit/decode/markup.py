@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig
 from mtkit.decode.batches import chunks
-from mtkit.decode.htmltree import VOID, Element, check_reads_back, escape_text, parse
+from mtkit.decode.htmltree import VOID, Element, check_reads_back, escape_attribute, escape_text, parse
 from mtkit.decode.placeholders import protect
 from mtkit.decode.placement import Span, place, proportional, render_tree
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from mtkit.decode.translator import Translator
 
 WORD = re.compile(r"\S+")
+ATTRIBUTE = re.compile("\x00(\\d+)\x00")  # a translated attribute value's place in a start tag: its unit
 
 
 @dataclass
@@ -160,11 +161,28 @@ def opaque(element: Element) -> Element:
 class Document:
     """An HTML fragment (or whole document) cut into units to translate; `render(outputs)` puts it together."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, attributes: Collection[str] = ()) -> None:
+        """`attributes`: the attributes whose values are translated too (e.g. title, alt), each value a unit."""
         self.root = parse(source)
         self.units: list[Unit] = []
+        self.attributes = frozenset(attributes)
         self._pieces: list[str | int] = []  # markup as it is, or the index of a unit
         self._walk(self.root.children)
+
+    def _attributed(self, element: Element) -> Element:
+        """The element with each value of `attributes` that holds words a unit, marked in its start tag."""
+        chosen = {k: v for k, v in element.attrs.items() if k in self.attributes and WORD.search(v)}
+        if not chosen or element.name.startswith(("#", "!")) or not element.name:
+            return element
+        written = []
+        for key, value in element.attrs.items():
+            found = unit_of(protect(value, escape_attribute), escape_attribute) if key in chosen else None
+            if found is None:
+                written.append(f' {key}="{escape_attribute(value)}"')
+            else:
+                written.append(f' {key}="\x00{len(self.units)}\x00"')
+                self.units.append(found)
+        return dataclasses.replace(element, start=f"<{element.name}{''.join(written)}>")
 
     def _walk(self, children: list[Element | str]) -> None:
         run: list[Element | str] = []
@@ -172,6 +190,8 @@ class Document:
             if isinstance(child, str):
                 run.extend(protect(child, escape_text))
                 continue
+            if not kept(child):
+                child = self._attributed(child)
             if child.inline:
                 run.append(opaque(child) if kept(child) else self._protected(child))
                 continue
@@ -192,7 +212,7 @@ class Document:
             if isinstance(child, str):
                 children.extend(protect(child, escape_text))
             else:
-                children.append(opaque(child) if kept(child) else self._protected(child))
+                children.append(opaque(child) if kept(child) else self._protected(self._attributed(child)))
         return dataclasses.replace(element, children=children)
 
     def _flush(self, run: list[Element | str]) -> None:
@@ -208,15 +228,17 @@ class Document:
     def render(self, outputs: Sequence[str]) -> str:
         """The fragment with unit i replaced by outputs[i] (each from `Unit.render`), checked to read back in a
         browser as the tree it was written from (`check_reads_back`: refused in one sentence if not)."""
-        return check_reads_back("".join(p if isinstance(p, str) else outputs[p] for p in self._pieces))
+        written = "".join(p if isinstance(p, str) else outputs[p] for p in self._pieces)
+        written = ATTRIBUTE.sub(lambda m: outputs[int(m.group(1))], written)  # translated attribute values
+        return check_reads_back(written)
 
 
 class Markup:
     """Fragments translated with their markup kept, in three steps any caller drives with its own model calls:
     translate `texts`, align `pairs(found)` (the units that hold tags), then `render(found, links)`."""
 
-    def __init__(self, fragments: Iterable[str]) -> None:
-        self.docs = [Document(f) for f in fragments]
+    def __init__(self, fragments: Iterable[str], attributes: Collection[str] = ()) -> None:
+        self.docs = [Document(f, attributes) for f in fragments]
         self.units = [u for d in self.docs for u in d.units]
 
     @property
@@ -247,12 +269,13 @@ def translate_fragments(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     chunk_lines: int = DEFAULT_CHUNK_LINES,
     target_lang: str = "",
+    attributes: Collection[str] = (),
 ) -> Iterator[str]:
-    """Each line, an HTML fragment, translated with its markup kept (`mtkit translate --format html`), in order;
-    into `target_lang` for a multilingual model."""
+    """Each line, an HTML fragment, translated with its markup kept (`mtkit translate --format html-lines`), in
+    order; into `target_lang` for a multilingual model; `attributes` (title, alt) translated too."""
     config = dataclasses.replace(config, nbest=1)
     for _, chunk in chunks(lines, chunk_lines):
-        markup = Markup(chunk)
+        markup = Markup(chunk, attributes)
         stream = translator.translate_stream(markup.texts, config, batch_tokens, target_lang=target_lang)
         found = [t.text for t in stream]
         pairs = markup.pairs(found)

@@ -55,13 +55,17 @@ def format_of(path: str | Path | None) -> str | None:
     return None if path is None else EXTENSIONS.get(Path(str(path)).suffix.lower())
 
 
-def read(data: bytes, format: str) -> Plan:
-    """The document cut into units by its format's reader; a damaged one refused in one sentence."""
+def read(data: bytes, format: str, attributes: Sequence[str] = ()) -> Plan:
+    """The document cut into units by its format's reader; a damaged one refused in one sentence. `attributes`:
+    HTML attributes whose values are translated too (title, alt)."""
     if format not in FORMATS:
         raise MtkitError(f"{format!r} is not a document format; the formats are {', '.join(FORMATS)}.")
     module = importlib.import_module(f"mtkit.documents.{FORMATS[format][0]}")
     try:
-        plan: Plan = module.read(data, format) if FORMATS[format][0] == "subtitles" else module.read(data)
+        if format in ("srt", "vtt"):
+            plan: Plan = module.read(data, format)
+        else:
+            plan = module.read(data, attributes) if format == "html" else module.read(data)
     except ImportError as exc:  # the format's parser is an optional dependency
         raise MtkitError(f"the {format} format needs {exc.name}: pip install 'mtkit[documents]'.") from None
     return plan
@@ -76,13 +80,15 @@ def translate_document(
     target_lang: str = "",
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     progress: Callable[[int, int], None] | None = None,
+    attributes: Sequence[str] = (),
 ) -> bytes:
     """The document `data` (a file's bytes, in `format`: one of FORMATS) translated, its structure kept.
 
-    `progress(done, total)` is called as units come back. A damaged file, or a binary one given as text, is
-    refused in one sentence (MtkitError) before anything is translated.
+    `progress(done, total)` is called as units come back; `attributes`: HTML attributes translated too (title,
+    alt). A damaged file, or a binary one given as text, is refused in one sentence (MtkitError) before anything
+    is translated.
     """
-    plan = read(data, format)
+    plan = read(data, format, attributes)
     texts = plan.texts
     config = dataclasses.replace(config, nbest=1)
     found: list[str] = []

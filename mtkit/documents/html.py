@@ -11,8 +11,8 @@ from mtkit.documents.units import decode
 
 
 class Page:
-    def __init__(self, data: bytes) -> None:
-        self.markup = Markup([decode(data, "HTML")])
+    def __init__(self, data: bytes, attributes: Sequence[str] = ()) -> None:
+        self.markup = Markup([decode(data, "HTML")], attributes)
 
     @property
     def texts(self) -> list[str]:
@@ -25,5 +25,5 @@ class Page:
         return self.markup.render(found, links)[0].encode("utf-8")
 
 
-def read(data: bytes) -> Page:
-    return Page(data)
+def read(data: bytes, attributes: Sequence[str] = ()) -> Page:
+    return Page(data, attributes)

@@ -55,3 +55,8 @@ def test_format_overrides_the_extension_and_plain_input_stays_lines(cli, cli_mod
     assert lines.returncode == 0 and len(lines.stdout.splitlines()) == 3  # stdin: one output line an input line
     refused = cli("translate", "-m", cli_model, "-i", source, "--format", "srt", "--nbest", "2", "--beam", "2")
     assert refused.returncode == 1 and "--format srt translates its text once" in refused.stderr
+    word = tmp_path / "letter.docx"
+    word.write_bytes(MAKERS["docx"](random.Random(2)))
+    binary = cli("translate", "-m", cli_model, "--format", "text", "-i", word, "-o", tmp_path / "out.txt")
+    assert binary.returncode == 1 and "is binary (it holds NUL bytes)" in binary.stderr, binary.stderr
+    assert not (tmp_path / "out.txt").exists()

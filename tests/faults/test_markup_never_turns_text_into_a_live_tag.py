@@ -184,3 +184,21 @@ def test_the_command_line_refuses_deep_markup_in_one_sentence(cli, cli_model, tm
     done = cli("translate", "-m", cli_model, "-i", deep, "--format", "html", "--beam", "1")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"more than {MAX_DEPTH} deep" in done.stderr
+
+
+@pytest.mark.parametrize("said", SAID)
+def test_a_translated_attribute_that_says_a_tag_stays_its_value(said):
+    """fault: title and alt translated (--attributes title,alt) by a model that writes markup; expected: the
+    values change, the elements and the other attributes stay, nothing new appears."""
+    source = '<p title="A red bike">A man <img src="a.png" alt="A dog &quot;runs&quot;"> rides.</p>'
+    markup = Markup([source], attributes=("title", "alt"))
+    assert markup.texts == ["A red bike", 'A dog "runs"', "A man rides."]
+    found = [f"{t} {said}" for t in markup.texts]
+    (out,) = markup.render(found, None)
+    tokens = [t for t in markup_only(tree_tokens(out)) if t[0] != "element" or t[1]]  # the root left out
+    assert [(t[1], [k for k, _ in t[2]]) for t in tokens if t[0] == "element"] == [
+        ("p", ["title"]),
+        ("img", ["alt", "src"]),
+    ]
+    attrs = {k: v for t in tokens if t[0] == "element" for k, v in t[2]}
+    assert attrs["title"] == f"A red bike {said}" and attrs["alt"] == f'A dog "runs" {said}' and attrs["src"] == "a.png"
