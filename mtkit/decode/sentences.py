@@ -3,12 +3,12 @@ joined back on its line (`DecodeConfig.split`, on by default; `--no-split` keeps
 
 A model trained on one sentence a line translates the first sentence of a paragraph and drops the rest; split,
 each sentence is translated as it was trained. The segmenter is sentencex (Wikimedia's, about 300 languages,
-rules and abbreviation lists per language with fallbacks between related languages; compiled): against
-pysbd on Multi30k paragraphs both split every val paragraph right, sentencex about 100 times faster, and of
-hand-made cases pysbd cut a URL at its `?` and Czech `např.`, sentencex French `M. Dupont`
-(bench/sentence_split.py). A boundary it finds inside a URL, an e-mail address or a placeholder (`{name}`,
-`%(x)s`) is not one. Translations are joined by a space, or by nothing into a language written without
-spaces (Chinese, Japanese, Thai, ...).
+rules and abbreviation lists per language with fallbacks between related languages; compiled), chosen over
+pysbd by bench/paragraphs.py (its record, docs/results/paragraphs.json, "segmenters"): on Multi30k paragraphs
+both split as many right, sentencex at a small fraction of the time; of hand-made hard cases pysbd cut a URL
+at its `?` and Czech `např.`, sentencex French `M. Dupont`. A boundary it finds inside a URL, an e-mail
+address or a placeholder (`{name}`, `%(x)s`) is not one. Translations are joined by a space, or by nothing
+into a language written without spaces (Chinese, Japanese, Thai, ...).
 
 Every segment whose translation comes back empty, or as long as the length limit lets it be (cut), is counted
 and said once at the end of the stream, with the lines it came from.
