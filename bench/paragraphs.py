@@ -131,6 +131,34 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     paragraphs: dict[str, list[list[str]]] = {}
 
+    def keep() -> None:
+        """The record so far, written after every row: a run cut short keeps what it measured."""
+        if not (args.write or args.out):
+            return
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(mtkit.__file__).parent
+        ).stdout
+        record = {
+            "renderer": "bench/paragraphs.py",
+            "what": "paragraphs of consecutive sentences translated whole and split, against one sentence a line",
+            "command": "python bench/paragraphs.py --model MODEL --data DATA "
+            + (f"--lines {args.lines} " if args.lines else "")
+            + "--write",
+            "model": "Multi30k En-De `small` (21.3 BLEU on test_2016_flickr, 3 minutes of training)",
+            "commit": commit.strip(),
+            "date": datetime.date.today().isoformat(),
+            "machine": machine(),
+            "threads": __import__("torch").get_num_threads(),
+            "sentences": len(rows),
+            "words": 0,
+            "rows": rows,
+            "segmenters": segs,
+        }
+        out = args.out or ROOT / "docs" / "results" / "paragraphs.json"
+        out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+    segs: list[dict[str, Any]] = []
+
     def run(name: str, sources: list[str], refs: list[str], split: bool) -> list[str]:
         started = time.perf_counter()
         out = translator.translate(sources, split=split)
@@ -141,6 +169,7 @@ def main() -> None:
         print(
             f"{name:55s} BLEU {bleu.score:6.2f}  length {bleu.sys_len / bleu.ref_len:.3f}  {seconds:6.1f} s", flush=True
         )
+        keep()
         return out
 
     for split in args.splits:
@@ -163,30 +192,10 @@ def main() -> None:
             run(f"{split}, {n}-sentence paragraphs, whole (--no-split)", paras, refs, False)
             run(f"{split}, {n}-sentence paragraphs, split (the default)", paras, refs, True)
             paragraphs[f"{split} {n}.en"] = [[src_p[i] for i in g] for g in groups]
-    segs = segmenters(paragraphs)
+    segs.extend(segmenters(paragraphs))
     for row in segs:
         print(row["segmenter"], json.dumps({k: v for k, v in row.items() if k != "segmenter"}))
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(mtkit.__file__).parent
-    ).stdout
-    record = {
-        "renderer": "bench/paragraphs.py",
-        "what": "paragraphs of consecutive sentences translated whole and split, against one sentence a line",
-        "command": "python bench/paragraphs.py --model MODEL --data DATA --write",
-        "model": "Multi30k En-De `small` (21.3 BLEU on test_2016_flickr, 3 minutes of training)",
-        "commit": commit.strip(),
-        "date": datetime.date.today().isoformat(),
-        "machine": machine(),
-        "threads": __import__("torch").get_num_threads(),
-        "sentences": len(rows),
-        "words": 0,
-        "rows": rows,
-        "segmenters": segs,
-    }
-    if args.write or args.out:
-        out = args.out or ROOT / "docs" / "results" / "paragraphs.json"
-        out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {out}")
+    keep()
 
 
 def table(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
