@@ -125,7 +125,7 @@ def check_confidence(
     clash = {
         "--sampling": sampling,
         "--score-only": score_only,
-        f"--format {format}": format != "text",
+        f"--format {format}": format == "html-lines",  # a document: its segments rated, the file left alone
         "--nbest": nbest > 1,
     }
     for flag, on in clash.items():

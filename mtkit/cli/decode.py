@@ -174,7 +174,15 @@ def translate(
         False,
         "--confidence",
         help="Append <TAB>CONFIDENCE: the probability that the translation is acceptable, by the calibrator "
-        "`mtkit calibrate` fitted for the model (docs/confidence.md).",
+        "`mtkit calibrate` fitted for the model (docs/confidence.md). A document (-i FILE in a document format) is "
+        "left as it is: its summary goes to stderr, each segment's confidence to --confidence-report.",
+    ),
+    confidence_report: Optional[str] = typer.Option(
+        None,
+        "--confidence-report",
+        show_default="none",
+        help="With --confidence and a document: a JSON file of each segment's source, translation and confidence, "
+        "and the document's summary (docs/documents.md).",
     ),
     reverse_model: Optional[str] = typer.Option(
         None,
@@ -301,9 +309,11 @@ def translate(
     if format != "text" and (sampling or prefix or prefix_file or score_only or scores or given.get("nbest", 1) > 1):
         raise MtkitError(f"--format {format} translates its text once: drop --sampling, --prefix, --score-only, "
                          "--scores and --nbest.")  # fmt: skip
-    if glossary is not None and (format != "text" or score_only):
-        raise MtkitError("--glossary applies to translating text, one sentence a line: use --format text, "
-                         "without --score-only.")  # fmt: skip
+    if glossary is not None and score_only:
+        raise MtkitError("--glossary applies to translating; --score-only scores the given targets.")
+    from mtkit.cli.documents import check_report
+
+    check_report(confidence_report, confidence, format in FORMATS, output)
     terms = None if glossary is None else Glossary.read(glossary)  # a bad file is said before the model loads
     # the decoding flags given: laid over the model's defaults (`loading.prepare`), checked here under their flags
     changes = {k: v for k, v in given.items() if k in DECODE_FIELDS and not (sampling and k == "nbest")}
@@ -320,6 +330,7 @@ def translate(
             refuse_binary(source, str(input or "the input"))
         second = _second_file(stack, prefix_file or target_file)
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
+        report = None if confidence_report is None else stack.enter_context(open_output(confidence_report))
         # find, check (before the weights are read), open, defaults: the model's own under the flags given
         translator = loading.prepare(model, device, precision, workers, threads, revision, sampling=sampler, **changes)
         stack.callback(translator.close)
@@ -338,13 +349,16 @@ def translate(
         if format in FORMATS:
             from mtkit.cli.documents import translate_file
 
-            translate_file(source, out, format, translator, config, batch_tokens, target_lang, named)
+            translate_file(source, out, format, translator, config, batch_tokens, target_lang, named, terms, rate,
+                           report)  # fmt: skip
             return
         if format == "html-lines":
             from mtkit.decode.markup import translate_fragments
             from mtkit.textio import one_line
 
-            fragments = translate_fragments(translator, lines, config, batch_tokens, chunk_lines, target_lang, named)
+            fragments = translate_fragments(
+                translator, lines, config, batch_tokens, chunk_lines, target_lang, named, glossary=terms
+            )
             texts = (f"{one_line(text)}\n" for text in fragments)
         elif score_only:
             texts = (

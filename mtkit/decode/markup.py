@@ -29,6 +29,7 @@ from mtkit.decode.placeholders import protect
 from mtkit.decode.placement import Span, place, proportional, render_tree
 
 if TYPE_CHECKING:
+    from mtkit.decode.glossary import Glossary
     from mtkit.decode.translator import Translator
 
 WORD = re.compile(r"\S+")
@@ -270,14 +271,17 @@ def translate_fragments(
     chunk_lines: int = DEFAULT_CHUNK_LINES,
     target_lang: str = "",
     attributes: Collection[str] = (),
+    glossary: Glossary | None = None,
 ) -> Iterator[str]:
     """Each line, an HTML fragment, translated with its markup kept (`mtkit translate --format html-lines`), in
-    order; into `target_lang` for a multilingual model; `attributes` (title, alt) translated too. `config`: the
-    translator's defaults when None."""
+    order; into `target_lang` for a multilingual model; `attributes` (title, alt) translated too; `glossary`'s terms
+    enforced in each unit's words. `config`: the translator's defaults when None."""
     config = dataclasses.replace(translator.defaults if config is None else config, nbest=1)
     for _, chunk in chunks(lines, chunk_lines):
         markup = Markup(chunk, attributes)
-        stream = translator.translate_stream(markup.texts, config, batch_tokens, target_lang=target_lang)
+        stream = translator.translate_stream(
+            markup.texts, config, batch_tokens, target_lang=target_lang, glossary=glossary
+        )
         found = [t.text for t in stream]
         pairs = markup.pairs(found)
         yield from markup.render(found, translator.align(pairs, target_lang) if pairs else [])

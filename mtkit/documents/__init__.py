@@ -7,6 +7,11 @@ stream (sentences split and joined back, mtkit/decode/sentences.py), the units t
 aligned, and the reader's plan writes the file again with every translation in its unit's place. Each
 format is one module with `read(data: bytes) -> Plan`; what is not text (tags, timings, code, msgids,
 placeholders) is copied byte for byte.
+
+`translate_document_with_report` gives the same bytes with each segment (unit) as it was translated: its text,
+its translation and, when a `confidence` is given, its confidence and the document's summary
+(mtkit/decode/confidence.py's `summary`). A `glossary`'s terms are enforced in each segment's text, the words the
+model sees (tags and placeholders taken out: a term matches across them, and they come back byte for byte).
 """
 
 from __future__ import annotations
@@ -14,11 +19,14 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig
-from mtkit.decode.translator import Translator
+from mtkit.decode.confidence import summary
+from mtkit.decode.glossary import Glossary
+from mtkit.decode.translator import Rater, Translator
 from mtkit.errors import MtkitError
 
 # format -> (module, what it is); the file extensions each is picked for
@@ -74,6 +82,41 @@ def read(data: bytes, format: str, attributes: Sequence[str] = ()) -> Plan:
     return plan
 
 
+@dataclass(frozen=True)
+class Segment:
+    """One unit of a document as it was translated: `index` from 1 in document order (the numbers of the summary's
+    `to_check`), `source` the text the model saw (the unit's words: markup and placeholders taken out), its
+    `translation`, and its `confidence` when one was asked for (the mean of its sentences')."""
+
+    index: int
+    source: str
+    translation: str
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class DocumentTranslation:
+    """A translated document: the file's bytes (`data`, what `translate_document` returns), its segments, and with
+    a confidence its `summary` (expected acceptable share, lowest, segments to check); `record()` as JSON."""
+
+    data: bytes
+    format: str
+    segments: list[Segment]
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        rated = [s.confidence for s in self.segments if s.confidence is not None]
+        return summary(rated) if len(rated) == len(self.segments) and rated else None
+
+    def record(self) -> dict[str, Any]:
+        """The report `mtkit translate --confidence-report FILE` writes: the summary, then each segment."""
+        return {
+            "format": self.format,
+            "summary": self.summary,
+            "segments": [dataclasses.asdict(s) for s in self.segments],
+        }
+
+
 def translate_document(
     data: bytes,
     format: str,
@@ -84,22 +127,58 @@ def translate_document(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     progress: Callable[[int, int], None] | None = None,
     attributes: Sequence[str] = (),
+    glossary: Glossary | None = None,
 ) -> bytes:
     """The document `data` (a file's bytes, in `format`: one of FORMATS) translated, its structure kept.
 
     `config`: the translator's own defaults (`translator.defaults`) when None. `progress(done, total)` is called
-    as units come back; `attributes`: HTML attributes translated too (title,
-    alt). A damaged file, or a binary one given as text, is refused in one sentence (MtkitError) before anything
-    is translated.
+    as units come back; `attributes`: HTML attributes translated too (title, alt); `glossary`: terms enforced in
+    each segment (refused in one sentence where the engine cannot, as `Translator.translate` refuses it). A
+    damaged file, or a binary one given as text, is refused in one sentence (MtkitError) before anything is
+    translated.
     """
+    return translate_document_with_report(
+        data,
+        format,
+        translator,
+        config,
+        target_lang=target_lang,
+        batch_tokens=batch_tokens,
+        progress=progress,
+        attributes=attributes,
+        glossary=glossary,
+    ).data
+
+
+def translate_document_with_report(
+    data: bytes,
+    format: str,
+    translator: Translator,
+    config: DecodeConfig | None = None,
+    *,
+    target_lang: str = "",
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    progress: Callable[[int, int], None] | None = None,
+    attributes: Sequence[str] = (),
+    glossary: Glossary | None = None,
+    confidence: Rater | None = None,
+) -> DocumentTranslation:
+    """`translate_document`, with each segment's text and translation; with a `confidence` (a
+    `mtkit.Confidence`), each segment rated and the document summarised (`DocumentTranslation.summary`)."""
     plan = read(data, format, attributes)
     texts = plan.texts
     config = dataclasses.replace(translator.defaults if config is None else config, nbest=1)
     found: list[str] = []
-    for translation in translator.translate_stream(texts, config, batch_tokens, target_lang=target_lang):
+    rated: list[float | None] = []
+    stream = translator.translate_stream(
+        texts, config, batch_tokens, target_lang=target_lang, confidence=confidence, glossary=glossary
+    )
+    for translation in stream:
         found.append(translation.text)
+        rated.append(translation.confidence)
         if progress is not None:
             progress(len(found), len(texts))
     pairs = plan.pairs(found)
     links = translator.align(pairs, target_lang) if pairs else []
-    return plan.render(found, links)
+    segments = [Segment(k + 1, *row) for k, row in enumerate(zip(texts, found, rated))]
+    return DocumentTranslation(plan.render(found, links), format, segments)

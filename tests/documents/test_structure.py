@@ -32,9 +32,9 @@ class StandIn:
             return [*words[:2], "*", "|", "<b>", "#", "`x`", "[y](z)", "_", *words[2:]]
         return words
 
-    def translate_stream(self, texts, config, batch_tokens, target_lang=""):
+    def translate_stream(self, texts, config, batch_tokens, target_lang="", **options):
         for text in texts:
-            yield SimpleNamespace(text=" ".join(self.change(text.split())))
+            yield SimpleNamespace(text=" ".join(self.change(text.split())), confidence=None)
 
     def align(self, pairs, target_lang=""):
         if self.name == "reverse":
