@@ -1,7 +1,9 @@
 """GET /: one page to try the served model, in a browser, offline: no build step, no CDN, nothing but this file.
 
 A source box, the target language (from /languages), the translation as you type (300 ms after the last
-key), the model's name and figures (from /info), and any error as the server's own sentence. When the
+key), the model's name and figures (from /info), and any error as the server's own sentence. A file (of the
+formats /frontend/settings lists) chosen in its input is sent to /translate_file and its translation offered
+as a link to download, by the link's path on this same server. When the
 server has an API key, /info answers 401 and the page asks for the key, keeps it for the tab
 (sessionStorage) and sends it as `Authorization: Bearer`. The page talks to the endpoints of
 LibreTranslate's API on the same server (mtkit/serve/libretranslate.py), so what it shows is what those
@@ -26,6 +28,7 @@ textarea, #translation { box-sizing: border-box; width: 100%; min-height: 10rem;
 select, input { font: inherit; padding: .2rem; }
 #error { color: #a40000; min-height: 1.2em; }
 #status { color: #555; font-size: .85rem; min-height: 1em; }
+#files { margin-top: 1rem; display: flex; gap: .6rem; align-items: center; flex-wrap: wrap; }
 #keybox { display: none; margin-bottom: 1rem; padding: .6rem; border: 1px solid #d8a400; border-radius: 6px;
   background: #fff8e0; }
 """
@@ -38,9 +41,10 @@ let pairs = {};
 let timer = null, asked = 0;
 
 async function call(path, body) {
-  const headers = {"Content-Type": "application/json"};
+  const form = body instanceof FormData;  // a file: multipart, its boundary set by fetch
+  const headers = form ? {} : {"Content-Type": "application/json"};
   if (key) headers["Authorization"] = "Bearer " + key;
-  const init = body === undefined ? {headers} : {method: "POST", headers, body: JSON.stringify(body)};
+  const init = body === undefined ? {headers} : {method: "POST", headers, body: form ? body : JSON.stringify(body)};
   const response = await fetch(path, init);
   let data = null;
   try { data = await response.json(); } catch (e) { data = null; }
@@ -118,9 +122,41 @@ async function translate() {
 
 function later() { clearTimeout(timer); timer = setTimeout(translate, 300); }
 
+async function loadFormats() {
+  try {
+    const settings = await call("/frontend/settings");
+    $("file").accept = (settings.supportedFilesFormat || []).join(",");
+  } catch (e) { showError(e.message); }
+}
+
+async function translateFile() {
+  const file = $("file").files[0], link = $("download");
+  link.hidden = true;
+  if (!file) return;
+  const form = new FormData();
+  form.append("file", file, file.name);
+  form.append("source", $("source-lang").value || "auto");
+  form.append("target", $("target-lang").value);
+  $("file-status").textContent = "translating " + file.name + "…";
+  try {
+    const answer = await call("/translate_file", form);
+    link.href = new URL(answer.translatedFileUrl, location.href).pathname;  // this server, as the page reached it
+    link.download = file.name;
+    link.textContent = "Download " + file.name + ", translated";
+    link.hidden = false;
+    $("file-status").textContent = "";
+    showError("");
+  } catch (e) {
+    $("file-status").textContent = "";
+    showError(e.message);
+    if (e.status === 401) askForKey(true);
+  }
+}
+
 $("source").addEventListener("input", later);
 $("source-lang").addEventListener("change", translate);
 $("target-lang").addEventListener("change", translate);
+$("file").addEventListener("change", translateFile);
 $("key").addEventListener("change", async () => {
   key = $("key").value.trim();
   sessionStorage.setItem("mtkit-api-key", key);
@@ -129,6 +165,7 @@ $("key").addEventListener("change", async () => {
 });
 loadInfo();
 loadLanguages();
+loadFormats();
 """
 
 BODY = """<!doctype html>
@@ -156,6 +193,12 @@ BODY = """<!doctype html>
     <div id="translation" aria-live="polite"></div>
     <div id="status"></div>
   </div>
+</div>
+<div id="files">
+  <label for="file">Or a file:</label>
+  <input id="file" type="file">
+  <span id="file-status" aria-live="polite"></span>
+  <a id="download" hidden></a>
 </div>
 <div id="error" role="alert"></div>
 <script>{script}</script>
