@@ -1,5 +1,6 @@
 """`mtkit translate -i FILE -o OUT` of a document: the file read whole, translated by mtkit.documents with a
-progress bar, written at once (the output appears only when complete: mtkit/textio.py's open_output)."""
+progress bar, written at once (the output appears only when complete: mtkit/textio.py's open_output); with
+--confidence, the document's summary in one line on stderr and its segments in a JSON report (--confidence-report)."""
 
 from __future__ import annotations
 

@@ -52,7 +52,11 @@ class Unit:
 
     @property
     def tagged(self) -> bool:
-        return bool(self.spans)
+        """Whether its elements need the translation aligned to be placed: not when it has none, nor when one element
+        holds every word and nothing else (a .docx paragraph of one run, `<p><b>...</b></p>`): that one holds the
+        whole translation, so the model's alignment pass is skipped for it."""
+        whole = len(self.spans) == 1 and (self.spans[0].first, self.spans[0].last) == (0, len(self.words))
+        return bool(self.spans) and not (whole and not self.spans[0].children)
 
     def render(self, target: str, links: Sequence[int | None] | None = None) -> str:
         """The translation with the unit's elements around the target words aligned to their source words.

@@ -97,7 +97,8 @@ class Segment:
 @dataclass(frozen=True)
 class DocumentTranslation:
     """A translated document: the file's bytes (`data`, what `translate_document` returns), its segments, and with
-    a confidence its `summary` (expected acceptable share, lowest, segments to check); `record()` as JSON."""
+    a confidence its `summary` (expected acceptable share, lowest, segments to check; None without a confidence or
+    without a segment); `record()` as JSON."""
 
     data: bytes
     format: str

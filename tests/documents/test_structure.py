@@ -62,3 +62,27 @@ def test_the_words_kept_as_they_are_give_the_file_back_byte_for_byte(format):
         if format == "markdown":
             source = source.replace(b"_", b"")  # a translation's own underscores come back escaped
         assert translate_document(source, format, StandIn("same")) == source  # type: ignore[arg-type]
+
+
+def test_a_unit_whose_one_element_holds_every_word_is_placed_without_the_alignment_pass():
+    """A .docx paragraph of one run, or `<p><b>...</b></p>`: the element holds the whole translation, so the unit
+    is not sent to the model's alignment (a pass as long as a forced decode); with words outside it, an element
+    inside it or a placeholder, it is."""
+    import io
+
+    import docx
+
+    from mtkit.documents import read
+
+    document = docx.Document()
+    document.add_paragraph("A man rides a bike.")
+    document.add_paragraph("A man ").add_run("rides").bold = True
+    buffer = io.BytesIO()
+    document.save(buffer)
+    word = read(buffer.getvalue(), "docx")
+    assert word.pairs(["Ein Mann fährt Rad."] * 2) == [(["A", "man", "rides"], ["Ein", "Mann", "fährt", "Rad."])]
+    page = read(b"<p><b>A big dog.</b></p><p><b>A <i>big</i> dog.</b></p><p><b>A</b> dog {x}.</p>", "html")
+    found = ["Ein großer Hund."] * 3
+    assert [source for source, _ in page.pairs(found)] == [["A", "big", "dog."], ["A", "dog", "."]]
+    out = page.render(found, [[0, 1, 2], [0, 1, 2, 2]]).decode()
+    assert out.startswith("<p><b>Ein großer Hund.</b></p>") and out.count("<b>") == 3 and "{x}" in out, out
