@@ -8,7 +8,8 @@ step over its growing cache: paired and interleaved in one process, on one sente
 Steps: `eager` (mtkit's `ModelStep`, what `mtkit translate` runs), `static` (`StaticStep` running `static_states`
 as it is) and `compiled` (`StaticStep` running `static_states` through torch.compile: inductor, dynamic shapes,
 its C++ wrapper on the CPU; compiled in the warm-up, whose seconds are printed), each handed to one Translator
-through the engine's `steps` (mtkit/decode/torch_engine.py). Scenarios: `one`, each sentence alone with the model's
+through the engine's `steps` (mtkit/decode/torch_engine.py), on every call: `--compile` (mtkit/decode/compiled.py) takes
+the compiled step for one-sentence searches only. Scenarios: `one`, each sentence alone with the model's
 own decoding defaults at beam 1 (a student's: its shortlist), what a lone request costs; `batch`, --batch
 sentences a call at beam 4 over the whole vocabulary. The calls take turns (each call's steps in an order that
 reverses from call to call and round to round), so a drifting or shared machine's speed falls on all of them.
@@ -42,12 +43,11 @@ PRODUCTS = ("mkldnn", "addmm", "aten::mm", "aten::bmm", "linear_dynamic", "quant
 
 
 def compiled_states() -> Any:
-    """`static_states` through torch.compile as the bench runs it: dynamic shapes, inductor's C++ wrapper."""
-    import torch
+    """`static_states` through torch.compile as `--compile` runs it (mtkit/decode/compiled.py): dynamic shapes,
+    inductor's C++ wrapper, eager again if compiling fails."""
+    from mtkit.decode.compiled import Compiled
 
-    from mtkit.model.static import static_states
-
-    return torch.compile(static_states, dynamic=True, options={"cpp_wrapper": True})
+    return Compiled()
 
 
 def factories(steps: list[str]) -> dict[str, Any]:

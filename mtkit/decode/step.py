@@ -123,8 +123,8 @@ class ModelStep:
 
 class StaticStep(ModelStep):
     """A `ModelStep` whose decoder attends over a static cache (mtkit/model/static.py): every step of a sentence has
-    the same shapes, so `states_fn` may be `static_states` compiled as well as itself (bench/static_step.py
-    measures both against `ModelStep`; neither decodes for the CLI, as neither measured faster).
+    the same shapes, so `states_fn` may be `static_states` compiled (mtkit/decode/compiled.py: `--compile`) as well
+    as itself (bench/static_step.py measures both against `ModelStep`).
 
     The cache's positions not yet written are zeroed once per buffer (masked positions still enter attention's
     second product, with weight 0: their values must be finite), and the cache doubles when a step needs more

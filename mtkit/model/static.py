@@ -18,7 +18,7 @@ from torch import Tensor
 from mtkit.model.cache import LayerCache
 from mtkit.model.transformer import DecoderLayer, Transformer
 
-WINDOW = 16  # positions of the cache a step attends over are a multiple of this (one compiled graph per bucket)
+WINDOW = 16  # the positions a step attends over are a multiple of this (fewer shapes for a compiler to meet)
 
 # static_states' signature: (model, tokens, position, history, cross, src_mask, span) -> states; compiled or not.
 StatesFn = Callable[[Transformer, Tensor, Tensor, Tensor, list[tuple[Tensor, Tensor]], Tensor | None, int], Tensor]
