@@ -134,8 +134,9 @@ def compile_option() -> Any:
         "off",
         "--compile",
         metavar="off|on|auto",
-        help="mtkit's engine: decode one sentence at a time (a lone line or request; batches stay eager) with its "
-        "decoder step over a static cache compiled by torch.compile, the same outputs. auto: where that measured "
+        help="mtkit's engine: greedy search of one sentence at a time (a lone line or request; batches and beams "
+        "stay eager) with its decoder step over a static cache compiled by torch.compile, the same outputs. auto: "
+        "where that measured "
         "at least 1.05x faster on this machine (timed once at start-up and kept per machine; fp32 on the CPU "
         "only); on: always, eager again if compiling fails. Compiling takes seconds at start-up (inductor keeps "
         "it on disk); see docs/benchmarks.md.",

@@ -7,13 +7,14 @@ compiled code in inductor's cache on disk (TORCHINDUCTOR_CACHE_DIR, else the sys
 a second process compiles from that cache (seconds instead of tens). Compiling is bounded by TorchDynamo's
 recompile limit (8 graphs; past it the step runs eagerly). The search around the step, the output layer and its
 log-softmax stay eager (the shortlist's rows and int8's output layer are theirs). Only searches of one sentence
-take the compiled step (`one_sentence`): on batches it measured slower (docs/benchmarks.md).
+take the static step (`one_sentence`), and only its steps of one row the compiled graph (greedy search): on more
+rows it measured slower (docs/benchmarks.md).
 
 - off: mtkit's eager step over its growing cache (the default).
 - on: the compiled step over a static cache; a failure to compile falls back to the same step run eagerly, said
   in one sentence on the log.
-- auto: compiled where it measured faster on this machine: one sentence's decoder steps with this model (1 row and
-  4), eager against compiled, in interleaved rounds, at start-up; the answer is kept per machine
+- auto: compiled where it measured faster on this machine: one sentence's greedy decoder steps with this model,
+  eager against compiled, in interleaved rounds, at start-up; the answer is kept per machine
   (mtkit/runtime/kept.py), so a later start reads it instead of timing (and compiles only if it said faster).
   Only fp32 on the CPU is measured; anything else stays eager (never measured there).
 """
@@ -40,23 +41,23 @@ from mtkit.runtime.kept import remembered
 logger = logging.getLogger(__name__)
 
 MIN_SPEEDUP = 1.05  # how much faster the compiled step must decode a sentence for auto to choose it
-ROUNDS = 5  # auto's interleaved rounds of one sentence's decode, each way
+ROUNDS = 5  # auto's interleaved rounds of one sentence's decoder steps, each way
 PROBE = list(range(5, 17))  # auto's sentence: 12 token ids (a Multi30k sentence's length)
 PROBE_STEPS = 24  # decoder steps timed, each fed the last one's best token
-ROWS = (1, 4)  # the probe's rows: one sentence greedy, and at beam 4
 
 
 class Compiled:
-    """`static_states` through torch.compile; its first failure (to trace, compile or run) logs one sentence and the
-    step runs `static_states` eagerly from then on (a step writes its position's keys and values in place, so
-    running it again eagerly writes the same)."""
+    """`static_states` through torch.compile for a step of one row (greedy search of one sentence), eagerly for more
+    rows (a beam's: one sentence's 4 rows measured slower compiled, 0.44x at start-up). Its first failure (to trace,
+    compile or run) logs one sentence and the step runs `static_states` eagerly from then on (a step writes its
+    position's keys and values in place, so running it again eagerly writes the same)."""
 
     def __init__(self) -> None:
         self.compiled: Any = torch.compile(static_states, dynamic=True, options={"cpp_wrapper": True})
         self.failed: str | None = None
 
     def __call__(self, *args: Any) -> Tensor:
-        if self.failed is None:
+        if self.failed is None and args[1].size(0) == 1:  # args[1]: the rows' tokens
             try:
                 out: Tensor = self.compiled(*args)
                 return out
@@ -91,7 +92,9 @@ def choose_steps(choice: str, models: list[Transformer], device: torch.device) -
     model = models[0]
     dtype = next(model.parameters()).dtype
     if choice == "on":
-        return one_sentence(compiled_steps()[0]), "compiled decoder step for one-sentence searches (--compile on)"
+        return one_sentence(
+            compiled_steps()[0]
+        ), "compiled decoder step for greedy searches of one sentence (--compile on)"
     if device.type != "cpu" or dtype != torch.float32 or is_int8(model):
         return None, "eager: --compile auto measures fp32 on the CPU only, and this is not"
     cfg = model.cfg
@@ -106,7 +109,7 @@ def choose_steps(choice: str, models: list[Transformer], device: torch.device) -
     kept = remembered("decoding: eager / compiled step time", shape, device, lambda: speedup(model))
     ratio = float(kept.value)
     if ratio >= MIN_SPEEDUP:
-        why = f"compiled decoder step for one-sentence searches: {ratio:.2f}x eager ({kept.note()})"
+        why = f"compiled decoder step for greedy searches of one sentence: {ratio:.2f}x eager ({kept.note()})"
         return one_sentence(compiled_steps()[0]), why
     return (
         None,
@@ -119,33 +122,30 @@ def is_int8(model: Transformer) -> bool:
 
 
 def speedup(model: Transformer) -> float:
-    """Eager time / compiled time of PROBE_STEPS decoder steps of one sentence (PROBE), each fed the last step's
-    best tokens, with 1 row (greedy) and with 4 (beam 4): the median of ROUNDS interleaved pairs after one untimed
-    run each (the compiled one compiles there), the lower of the two; 0.0 where compiling failed."""
+    """Eager time / compiled time of PROBE_STEPS decoder steps of one sentence (PROBE) in one row (greedy), each fed
+    the last step's best token: the median of ROUNDS interleaved pairs after one untimed run each (the compiled one
+    compiles there); 0.0 where compiling failed."""
     src = torch.tensor([[*PROBE, EOS]])
     factory, compiled = compiled_steps()
 
     @torch.inference_mode()
-    def run(steps: StepFactory, rows: int) -> float:
+    def run(steps: StepFactory) -> float:
         start = time.perf_counter()
-        step = steps(model, src, rows, PROBE_STEPS)
-        last = torch.full((rows,), BOS)
+        step = steps(model, src, 1, PROBE_STEPS)
+        last = torch.tensor([BOS])
         for _ in range(PROBE_STEPS):
             last = step.log_probs(last).argmax(-1)
         return time.perf_counter() - start
 
-    found = []
-    for rows in ROWS:
-        run(make_step, rows)
-        run(factory, rows)
-        if compiled.failed is not None:
-            return 0.0
-        ratios = []
-        for i in range(ROUNDS):
-            if i % 2:
-                compiled_s, eager_s = run(factory, rows), run(make_step, rows)
-            else:
-                eager_s, compiled_s = run(make_step, rows), run(factory, rows)
-            ratios.append(eager_s / compiled_s)
-        found.append(statistics.median(ratios))
-    return round(min(found), 3)
+    run(make_step)
+    run(factory)
+    if compiled.failed is not None:
+        return 0.0
+    ratios = []
+    for i in range(ROUNDS):
+        if i % 2:
+            compiled_s, eager_s = run(factory), run(make_step)
+        else:
+            eager_s, compiled_s = run(make_step), run(factory)
+        ratios.append(eager_s / compiled_s)
+    return round(statistics.median(ratios), 3)

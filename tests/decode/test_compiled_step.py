@@ -67,8 +67,8 @@ def test_auto_never_measures_what_it_cannot_run_compiled(timings):
 
 def test_a_compiled_step_that_fails_decodes_eagerly_and_says_so_once(monkeypatch, caplog):
     model = random_model(V, seed=2, max_positions=64)
-    src = batch(sources(3, V, seed=5, max_len=7))
-    config = DecodeConfig(beam=2, max_len_b=8)
+    src = batch(sources(1, V, seed=5, max_len=7))
+    config = DecodeConfig(beam=1, max_len_b=8)
     factory, states = compiled.compiled_steps()
     calls = []
 
@@ -94,6 +94,18 @@ def eager_compile(monkeypatch):
     monkeypatch.setattr(compiled.torch, "compile", lambda fn, **options: fn)
 
 
+def test_only_steps_of_one_row_run_compiled(monkeypatch):
+    model = random_model(V, seed=2, max_positions=64)
+    factory, states = compiled.compiled_steps()
+    rows = []
+    states.compiled = lambda *args: rows.append(args[1].size(0)) or compiled.static_states(*args)
+    one, several = batch(sources(1, V, seed=5, max_len=7)), batch(sources(3, V, seed=6, max_len=7))
+    for src, config in ((one, DecodeConfig(beam=1, max_len_b=6)), (several, DecodeConfig(beam=1, max_len_b=6))):
+        beam_search(model, src, config, steps=factory)
+    beam_search(model, one, DecodeConfig(beam=3, max_len_b=6), steps=factory)  # its first step: one row
+    assert rows and set(rows) == {1}
+
+
 def test_translate_compile_auto_decodes_lone_lines_through_the_chosen_step_with_the_same_output(
     cli_model, timings, eager_compile, caplog, monkeypatch
 ):
@@ -106,7 +118,7 @@ def test_translate_compile_auto_decodes_lone_lines_through_the_chosen_step_with_
     plain = loading.prepare(cli_model, device="cpu", max_len_b=6)
     with caplog.at_level(logging.INFO, logger="mtkit.decode.torch_engine"):
         chosen = loading.prepare(cli_model, device="cpu", compile="auto", max_len_b=6)
-    assert "decoder step: compiled decoder step for one-sentence searches: 1.31x eager" in caplog.text
+    assert "decoder step: compiled decoder step for greedy searches of one sentence: 1.31x eager" in caplog.text
     assert [chosen.translate([line]) for line in lines] == [plain.translate([line]) for line in lines]
     assert len(made) == len(lines)  # each lone line through the static step
     assert chosen.translate(lines) == plain.translate(lines) and len(made) == len(lines)  # a batch: eager
