@@ -1,6 +1,7 @@
 """API keys with limits under load: no request past a key's limit answered, and no other key slowed by it.
 
-    python bench/serve_key_limits.py --model STUDENT.pt --threads 2 --clients 4 --flooders 8 --rounds 2
+    python bench/serve_key_limits.py --model STUDENT.pt --threads 2 --clients 4 --flooders 8 --rounds 2 \
+        --record docs/results/serve-key-limits.json
 
 One `mtkit serve --api-keys FILE` with two keys: `limited` (--rpm requests a minute, --cpd characters a day) and
 `free` (no limits). In each round, --clients clients of the free key send --requests one-sentence requests each,
@@ -9,7 +10,9 @@ as they are answered beside them until the free clients are done. Clean and floo
 a shared machine's load hits both. Checked: every limited-key request answered 200 falls within its limits (at
 most --rpm in any minute, --cpd characters in all), every refusal is 429 with Retry-After, and the free key's
 requests are all answered 200. Reported: the limited key's answers by status, the free key's p50/p99 clean and
-flooded, and their paired ratio. The last line printed is one JSON object.
+flooded, and their paired ratio. The last line printed is one JSON object; with --record, the run is kept as a
+record (bench/harness.py: command, commit, date, machine, settings, every half's latencies and the limited key's
+answers).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from harness import cpu_name, latency  # bench/ is a script's sys.path[0]
+from harness import Record, cpu_name, latency  # bench/ is a script's sys.path[0]
 from serve_latency import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +95,7 @@ def check_limits(answers: list[tuple[float, int, int, bool]], rpm: int, cpd: int
     }
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--clients", type=int, default=4, help="clients of the free key")
@@ -102,12 +105,19 @@ def main() -> None:
     ap.add_argument("--cpd", type=int, default=20000, help="the limited key's characters a day")
     ap.add_argument("--rounds", type=int, default=2, help="clean/flooded pairs, as A B B A")
     ap.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: PyTorch's)")
-    args = ap.parse_args()
+    ap.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
+    record = Record()
     with gzip.open(TEST, "rt", encoding="utf-8") as f:
         lines = [line.strip() for line in f]
     print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores; load average before: {os.getloadavg()[0]:.2f}")
     halves: dict[str, list[float]] = {"clean": [], "flooded": []}
     limited: list[tuple[float, int, int, bool]] = []
+    passes: list[dict] = []  # each half: flooded or not, the free key's latencies, the limited key's statuses
     with tempfile.TemporaryDirectory() as tmp:
         keys = Path(tmp) / "keys"
         keys.write_text(f"{LIMITED} name=limited requests_per_minute={args.rpm} characters_per_day={args.cpd}\n"
@@ -122,6 +132,9 @@ def main() -> None:
                 half = run_half(url, lines, args, flood)
                 halves["flooded" if flood else "clean"].append(latency(half["free_ms"])["p50"])
                 limited += half["limited"]
+                statuses = Counter(str(status) for _, status, _, _ in half["limited"])
+                passes.append({"flooded": flood, "free_ms": [round(ms, 2) for ms in half["free_ms"]],
+                               "limited_answers": dict(statuses)})  # fmt: skip
                 print(f"{'flooded' if flood else 'clean':8s} free key {len(half['free_ms'])} requests: "
                       f"p50 {latency(half['free_ms'])['p50']:.1f} ms, p99 {latency(half['free_ms'])['p99']:.1f} ms; "
                       f"limited key {len(half['limited'])} requests")  # fmt: skip
@@ -133,6 +146,17 @@ def main() -> None:
     print(f"limited key: {checked}")
     print(f"free key p50, flooded / clean (paired rounds): {ratio:.3f}x; load average after: {os.getloadavg()[0]:.2f}")
     print(json.dumps({"cpu": cpu_name(), "limited": checked, "free_p50_ms": halves, "paired": ratio}))
+    free = {name: latency([ms for p in passes if p["flooded"] == (name == "flooded") for ms in p["free_ms"]])
+            for name in ("clean", "flooded")}  # fmt: skip
+    results = {
+        "limited key": {**checked, "answered_past_a_limit": max(0, checked["most_200_in_a_minute"] - args.rpm)},
+        "free key, clean": {"p50_ms": round(free["clean"]["p50"], 1), "p99_ms": round(free["clean"]["p99"], 1)},
+        "free key, flooded": {"p50_ms": round(free["flooded"]["p50"], 1), "p99_ms": round(free["flooded"]["p99"], 1)},
+        "free key p50, flooded / clean": round(ratio, 3),
+    }
+    settings = {k: getattr(args, k) for k in ("clients", "requests", "flooders", "rpm", "cpd", "rounds", "threads")}
+    settings.update(model=Path(args.model).name, test="test_2016_flickr.en, one line a request")
+    record.write(args.record, settings, passes, results)
     if checked["past_a_limit"] or checked["refusals_without_retry_after"] or checked["other_statuses"]:
         raise SystemExit("a limit was not kept (see above)")
 

@@ -119,6 +119,19 @@ def serve(
         help="The model's language pairs for LibreTranslate's API, e.g. en-de or en-de,en-fr (default: the pair "
         "the model file records). Example: --languages en-de",
     ),
+    reverse_model: Optional[str] = typer.Option(
+        None,
+        "--reverse-model",
+        show_default="none",
+        help="A model of the other direction whose score of the source is a feature of the confidence a request "
+        "asks for (\"confidence\": true); loaded at start.",
+    ),
+    calibrator: Optional[str] = typer.Option(
+        None,
+        "--calibrator",
+        show_default="the one `mtkit calibrate` wrote beside the model, else the documented default",
+        help="The confidence's calibrator file.",
+    ),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -167,6 +180,8 @@ def serve(
         threads=threads,
         compile=compile,
         languages=parse_languages(languages) if languages is not None else (),
+        reverse_model=reverse_model,
+        calibrator=calibrator,
     )
     # found once (a Hub name too) and checked before the server starts: "auto" is decided when the service opens it
     settings = dataclasses.replace(settings, model=settings.plan(revision))

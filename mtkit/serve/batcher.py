@@ -1,13 +1,15 @@
 """Dynamic batching: requests that arrive close together are decoded together, in one worker thread.
 
-Decoding is CPU-bound (and holds the GIL in stretches), so one thread decodes while the
-event loop only parses requests and hands answers back. The first waiting request opens a
-batch; others with the same decoding settings join it for up to `wait_s` or until the
-batch holds `max_tokens` source tokens. The window opens only while requests come close
-together: a request that arrives more than `wait_s` after the one before it (a lone client, a
-quiet server) is decoded at once, since nothing says company is coming, and waiting would
-only add `wait_s` to its latency. The window counts from the first request's arrival, so a
-request that waited out a busy decoder goes with whatever came meanwhile, without a new wait.
+Decoding is CPU-bound (and holds the GIL in stretches), so one thread decodes while the event loop only parses
+requests and hands answers back. The first waiting request opens a batch; others with the same decoding settings
+and the same glossary join it for up to `wait_s` or until the batch holds `max_tokens` source tokens (a glossary
+applies to every line of a batch, so requests with different ones never share one). A request that asks for
+confidence has its whole batch rated, and only the requests that asked get it: a few features a line, cheap beside
+the search (with `serve --reverse-model`, that model's forced decode of each line too), where a batch of its own
+would cost the batching. The window opens only while requests come close together: a request that arrives more than
+`wait_s` after the one before it (a lone client, a quiet server) is decoded at once, since nothing says company is
+coming, and waiting would only add `wait_s` to its latency. The window counts from the first request's arrival, so
+a request that waited out a busy decoder goes with whatever came meanwhile, without a new wait.
 
 Each request carries a `concurrent.futures.Future` that gets its own translations (in its own
 order) or the batch's error. The batcher counts the batches that failed in a row, for /health;
@@ -24,6 +26,7 @@ code's choices": this module).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -33,11 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mtkit.config import DecodeConfig
+from mtkit.decode.glossary import Glossary
 from mtkit.decode.translator import Translation
 
 logger = logging.getLogger(__name__)
 
-Decode = Callable[[list[str], DecodeConfig], list[Translation]]
+# A batch's lines, their settings, their glossary (None: none), and whether to rate them: their translations.
+Decode = Callable[[list[str], DecodeConfig, Glossary | None, bool], list[Translation]]
 
 
 class QueueFull(Exception):
@@ -50,11 +55,14 @@ class Closed(Exception):
 
 @dataclass
 class Job:
-    """One request: its lines, its settings, its size in source tokens, and where its answer goes."""
+    """One request: its lines, its settings and glossary, whether it asked for confidence, its size in source
+    tokens, and where its answer goes."""
 
     lines: list[str]
     config: DecodeConfig
     tokens: int
+    glossary: Glossary | None = None
+    confidence: bool = False
     future: Future = field(default_factory=Future)
     company: bool = False  # it came within the window of the request before it: more may follow
     arrived: float = 0.0  # time.monotonic() at submit
@@ -104,9 +112,12 @@ class Batcher:
         with self._cond:
             return len(self._queue)
 
-    def submit(self, lines: list[str], config: DecodeConfig) -> Future:
-        """Queue `lines` for decoding; raises QueueFull or Closed at once rather than wait."""
-        job = Job(lines, config, self._count_tokens(lines))
+    def submit(
+        self, lines: list[str], config: DecodeConfig, glossary: Glossary | None = None, confidence: bool = False
+    ) -> Future:
+        """Queue `lines` for decoding (with `glossary` enforced; rated when `confidence`); raises QueueFull or
+        Closed at once rather than wait."""
+        job = Job(lines, config, self._count_tokens(lines), glossary or None, confidence)
         with self._cond:
             if self._closed:
                 raise Closed()
@@ -207,12 +218,16 @@ class Batcher:
             return self._running
 
     def _gather(self, batch: list[Job]) -> None:
-        """Move queued jobs with the batch's settings into it, in arrival order, while the tokens fit."""
-        tokens = sum(j.tokens for j in batch)
+        """Move queued jobs with the batch's settings and glossary into it, in arrival order, while the tokens fit."""
+        tokens, first = sum(j.tokens for j in batch), batch[0]
         for job in list(self._queue):
             if job.future.cancelled():  # its caller left or gave up: it takes no room in a batch
                 self._queue.remove(job)
-            elif job.config == batch[0].config and tokens + job.tokens <= self.max_tokens:
+            elif (
+                job.config == first.config
+                and (job.glossary is first.glossary or job.glossary == first.glossary)  # a stored one: the same object
+                and tokens + job.tokens <= self.max_tokens
+            ):
                 self._queue.remove(job)
                 batch.append(job)
                 tokens += job.tokens
@@ -223,7 +238,8 @@ class Batcher:
             return
         lines = [line for job in batch for line in job.lines]
         try:
-            translations = self._decode(lines, batch[0].config)
+            first, rate = batch[0], any(job.confidence for job in batch)
+            translations = self._decode(lines, first.config, first.glossary, rate)
             if len(translations) != len(lines):
                 raise RuntimeError(f"the decoder returned {len(translations)} translations for {len(lines)} lines")
         except Exception as exc:  # noqa: BLE001 - any failure belongs to this batch's callers, not to the server
@@ -241,7 +257,10 @@ class Batcher:
         self.done["sentences"] += len(lines)
         start = 0
         for job in batch:
-            _settle(job.future, result=translations[start : start + len(job.lines)])
+            mine = translations[start : start + len(job.lines)]
+            if rate and not job.confidence:  # rated for another request of the batch: not asked for here
+                mine = [dataclasses.replace(t, confidence=None) for t in mine]
+            _settle(job.future, result=mine)
             start += len(job.lines)
 
 

@@ -16,9 +16,11 @@ KEY` (or a form's `auth_key`) and is one of the server's keys, with their limits
 shapes and codes: `{"message": "..."}` with 400, 403 (no key, a wrong key), 404, 413 (too large),
 429 (busy, or the key's requests a minute), 456 (the key's characters a day), 503 (loading).
 
-What the model cannot do is said, never ignored: `ignore_tags` and a formality other than the
-default are refused (400), a glossary is refused in a translation until glossaries can be applied
-to decoding (400), and so is an `output_format` other than the file's own; `context`,
+A `glossary_id` (the key's own: another key's is 404, as DeepL answers) has its terms enforced in decoding
+(mtkit/decode/glossary.py), in /v2/translate and /v2/document alike; as DeepL, it needs `source_lang`, and its
+language pair must be the request's (400). What the model cannot do is said, never ignored: `ignore_tags`, a
+formality other than the default, a glossary on a model served by CTranslate2 (which cannot enforce one) and
+an `output_format` other than the file's own are refused (400); `context`,
 `split_sentences`, `preserve_formatting`, `outline_detection`, `model_type` and the splitting-tag
 lists are accepted and change nothing.
 """
@@ -35,6 +37,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from mtkit.decode.glossary import Glossary
 from mtkit.langid import base_language
 from mtkit.serve.documents import characters, check_size, file_format, read_plan, safe_name, translate_plan
 from mtkit.serve.files import Kept
@@ -59,13 +62,15 @@ def error(status: int, message: str, retry_after: int | None = None) -> JSONResp
 Handler = Callable[[Request, dict[str, Any]], Awaitable[Any]]
 
 
-async def fields_of(request: Request, service: Service, files: int = 0) -> dict[str, Any]:
+async def fields_of(request: Request, service: Service, files: int = 0, limit: int | None = None) -> dict[str, Any]:
     """A request's fields: a JSON object, or a form (repeated `text` fields a list; multipart with up to `files`
-    files, each an Upload), the query string's too."""
+    files, each an Upload), the query string's too; its body within `limit` bytes (None: the request limits')."""
     query = urllib.parse.parse_qs(request.url.query)
     fields: dict[str, Any] = {k: v if k == "text" else v[-1] for k, v in query.items()}
     limits = service.settings.limits
-    body = await read_body(request, limits.max_file_bytes + 2**16 if files else limits.max_body_bytes, json_only=False)
+    if limit is None:
+        limit = limits.max_file_bytes + 2**16 if files else limits.max_body_bytes
+    body = await read_body(request, limit, json_only=False)
     if not body.strip():
         return fields
     if media_type(request) == "multipart/form-data":
@@ -82,10 +87,11 @@ async def fields_of(request: Request, service: Service, files: int = 0) -> dict[
     return {**fields, **{k: v if k == "text" else v[-1] for k, v in form.items()}}
 
 
-async def answer(request: Request, service: Service, handler: Handler, files: int = 0) -> Any:
-    """Read the fields, check the key, run `handler`; every refusal in DeepL's shape and codes."""
+async def answer(request: Request, service: Service, handler: Handler, files: int = 0, limit: int | None = None) -> Any:
+    """Read the fields (within `limit` bytes: `fields_of`), check the key, run `handler`; every refusal in DeepL's
+    shape and codes."""
     try:
-        fields = await fields_of(request, service, files)
+        fields = await fields_of(request, service, files, limit)
         try:
             authorize(request, service.settings.access, fields.get("auth_key"))
         except NoKey:
@@ -145,6 +151,7 @@ async def translate(request: Request, service: Service, fields: dict[str, Any]) 
         raise RequestError(400, f"Value for 'target_lang' not supported: this server translates into "
                            f"{', '.join(c.upper() for c in dirs.all_targets) or 'nothing it knows of'}.")  # fmt: skip
     check_options(fields)
+    glossary = glossary_of(request, service, fields, target)
     if fields.get("source_lang"):
         source = dirs.spelled(base(fields["source_lang"], "source_lang"))
         if target not in dirs.targets(source):
@@ -152,20 +159,16 @@ async def translate(request: Request, service: Service, fields: dict[str, Any]) 
         sources = [source] * len(lines)
     else:
         sources = await detect_sources(service, lines, target)
-    if fields.get("glossary_id"):
-        glossary = service.glossaries.get(owner(request), str(fields["glossary_id"]))
-        if glossary is None:
-            raise RequestError(404, "Glossary not found.")
-        raise RequestError(400, "this server keeps glossaries but cannot apply one to a translation yet.")
     charge(request, service.settings.access, sum(map(len, lines)))
     config = dataclasses.replace(service.defaults, nbest=1)
     target_lang, gone = dirs.target_lang(target), lambda: client_gone(request)
     found, todo = list(lines), [k for k, line in enumerate(lines) if translatable(line)]  # emoji only: as it is
     done: list[str] = []
     if todo and fields.get("tag_handling") in ("html", "xml"):
-        done = await translate_html(service, [lines[k] for k in todo], config, target_lang, gone)
+        done = await translate_html(service, [lines[k] for k in todo], config, target_lang, gone, glossary)
     elif todo:
-        done = [t.text for t in await service.translate([lines[k] for k in todo], config, gone, target_lang)]
+        todo_lines = [lines[k] for k in todo]
+        done = [t.text for t in await service.translate(todo_lines, config, gone, target_lang, glossary=glossary)]
     for k, text in zip(todo, done):
         found[k] = text
     return {
@@ -174,6 +177,26 @@ async def translate(request: Request, service: Service, fields: dict[str, Any]) 
             for s, text, line in zip(sources, found, lines)
         ]
     }
+
+
+def glossary_of(request: Request, service: Service, fields: dict[str, Any], target: str) -> Glossary | None:
+    """The terms of the request's `glossary_id` (None without one): the key's own glossary (404 otherwise), for the
+    request's source language, which it must name, and target language (400 otherwise)."""
+    if not fields.get("glossary_id"):
+        return None
+    glossary = service.glossaries.get(owner(request), str(fields["glossary_id"]))
+    if glossary is None:
+        raise RequestError(404, "Glossary not found.")
+    if not fields.get("source_lang"):
+        raise RequestError(400, "Parameter 'source_lang' is required when using a glossary.")
+    source = service.directions.spelled(base(fields["source_lang"], "source_lang"))
+    if (glossary.source, glossary.target) != (source, target):
+        raise RequestError(
+            400,
+            f"The glossary is {glossary.source}-{glossary.target}; this request translates {cut(source)}-{target}: "
+            "use a glossary of its language pair.",
+        )
+    return glossary.terms
 
 
 async def detect_sources(service: Service, lines: list[str], target: str) -> list[str]:
@@ -205,14 +228,13 @@ async def document_upload(request: Request, service: Service, fields: dict[str, 
     output = fields.get("output_format")
     if output and str(output).lower().lstrip(".") != name.rsplit(".", 1)[-1].lower():
         raise RequestError(400, "output_format is not supported: a file comes back in its own format.")
-    if fields.get("glossary_id"):
-        raise RequestError(400, "this server keeps glossaries but cannot apply one to a translation yet.")
+    glossary = glossary_of(request, service, fields, target)
     plan = await read_plan(upload.data, file_format(name))
     charge(request, service.settings.access, characters(plan))
     ident, kept = service.files.add(owner(request), name)
     kept.characters = characters(plan)
     target_lang = dirs.target_lang(target)
-    service.files.run(kept, lambda counted: translate_plan(service, plan, target_lang))
+    service.files.run(kept, lambda counted: translate_plan(service, plan, target_lang, glossary=glossary))
     return {"document_id": ident, "document_key": kept.key}
 
 

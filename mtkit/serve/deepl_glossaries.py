@@ -1,5 +1,6 @@
 """DeepL's glossary endpoints (v2) on `mtkit serve`, over mtkit/serve/glossaries.py: each key sees and changes only
-the glossaries it made.
+the glossaries it made. They are the server's one set of glossary endpoints: mtkit's own API names a glossary made
+here by its `glossary_id` too (any header that carries the key will do).
 
     POST   /v2/glossaries                 name, source_lang, target_lang, entries, entries_format (tsv, csv) -> 201
     GET    /v2/glossaries                 {"glossaries": [...]}
@@ -17,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from mtkit.serve.glossaries import Glossary, parse_entries
+from mtkit.serve.glossaries import MAX_BYTES, Stored, parse_entries
 from mtkit.serve.http import owner
 from mtkit.serve.payload import RequestError
 from mtkit.serve.service import Service
@@ -26,7 +27,7 @@ Handler = Callable[[Request, dict[str, Any]], Awaitable[Any]]
 Answer = Callable[[Request, Service, Handler], Awaitable[Any]]
 
 
-def described(glossary: Glossary) -> dict[str, Any]:
+def described(glossary: Stored) -> dict[str, Any]:
     """A glossary as DeepL describes one (GlossaryInfo)."""
     return {
         "glossary_id": glossary.glossary_id,
@@ -43,7 +44,7 @@ def mount(app: FastAPI, service: Service, answer: Answer) -> None:
     """The glossary endpoints on `app`; `answer` reads, checks the key and shapes errors as DeepL's other endpoints."""
     glossaries = service.glossaries
 
-    def found(request: Request, glossary_id: str) -> Glossary:
+    def found(request: Request, glossary_id: str) -> Stored:
         glossary = glossaries.get(owner(request), glossary_id)
         if glossary is None:
             raise RequestError(404, "Glossary not found.")
@@ -72,7 +73,7 @@ def mount(app: FastAPI, service: Service, answer: Answer) -> None:
             )
             return JSONResponse(described(glossary), status_code=201)
 
-        return await answer(request, service, made)
+        return await answer(request, service, made, limit=3 * MAX_BYTES + 2**16)  # a form's %XX escapes: 3 bytes each
 
     @app.get("/v2/glossaries")
     async def listed(request: Request) -> Any:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from mtkit.config import DecodeConfig
+from mtkit.decode.glossary import Glossary
 from mtkit.documents import EXTENSIONS, FORMATS, Plan, read
 from mtkit.serve.markup import off_the_loop
 from mtkit.serve.payload import RequestError, cut
@@ -56,14 +57,20 @@ async def read_plan(data: bytes, format: str) -> Plan:
 
 
 async def translate_plan(
-    service: Service, plan: Plan, target_lang: str, client_gone: ClientGone | None = None
+    service: Service,
+    plan: Plan,
+    target_lang: str,
+    client_gone: ClientGone | None = None,
+    glossary: Glossary | None = None,
 ) -> bytes:
-    """The file `plan` was read from, translated into `target_lang` (the translator's) with its structure kept."""
+    """The file `plan` was read from, translated into `target_lang` (the translator's) with its structure kept and
+    `glossary`'s terms enforced."""
     texts = plan.texts
     config: DecodeConfig = dataclasses.replace(service.defaults, nbest=1)
     step, found = service.settings.limits.max_lines, []
     for start in range(0, len(texts), step):  # a chunk at a time: other clients' requests go between them
-        chunk = await service.translate(texts[start : start + step], config, client_gone, target_lang)
+        lines = texts[start : start + step]
+        chunk = await service.translate(lines, config, client_gone, target_lang, glossary=glossary)
         found += [t.text for t in chunk]
     pairs = plan.pairs(found)
     links = await service.align(pairs, target_lang) if pairs else []

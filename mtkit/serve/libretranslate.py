@@ -1,13 +1,15 @@
 """LibreTranslate's API on `mtkit serve`: what Mastodon, libretranslatepy and other LibreTranslate clients send.
 
-`POST /translate` (`q` a string or a list, `source` a code or `auto`, `target`, `format` text or
-html, `alternatives`, `api_key`), `GET /languages` and `POST /detect`, as JSON or as a urlencoded
-form (libretranslatepy sends forms), answered in LibreTranslate's shapes: `{"translatedText": ...}`,
-`[{"code", "name", "targets"}]`, `[{"confidence", "language"}]`, and `{"error": "..."}` with
-LibreTranslate's status codes (400 for a bad request, a missing key or a limit passed; 403 for a wrong
-key; 500 when decoding failed; mtkit's 503 with Retry-After when busy or loading). A request goes
-through the same Host/Origin checks, limits, queue and batcher as mtkit's own /translate. The key may
-come in the body (`api_key`), as LibreTranslate's clients send it, or in a header as for mtkit's API.
+`POST /translate` (`q` a string or a list, `source` a code or `auto`, `target`, `format` text or html,
+`alternatives`, `api_key`; and mtkit's extension `confidence`, true for each translation's estimated probability of
+being acceptable in a `confidence` field, a number or a list as `translatedText` is, which LibreTranslate has not:
+its clients never ask, so they see nothing new), `GET /languages` and `POST /detect`, as JSON or as a urlencoded
+form (libretranslatepy sends forms), answered in LibreTranslate's shapes: `{"translatedText": ...}`, `[{"code",
+"name", "targets"}]`, `[{"confidence", "language"}]`, and `{"error": "..."}` with LibreTranslate's status codes
+(400 for a bad request, a missing key or a limit passed; 403 for a wrong key; 500 when decoding failed; mtkit's 503
+with Retry-After when busy or loading). A request goes through the same Host/Origin checks, limits, queue and
+batcher as mtkit's own /translate. The key may come in the body (`api_key`), as LibreTranslate's clients send it,
+or in a header as for mtkit's API.
 
 A form post is accepted here, unlike on mtkit's own endpoints: a web page can send one cross-site
 without asking first, but browsers mark it with an `Origin` header, which guard.py refuses unless
@@ -47,7 +49,7 @@ from mtkit.serve.service import Service
 # The model's languages are every API's (mtkit/serve/languages.py); LibreTranslate's adapter names them too.
 __all__ = ["Detector", "Directions", "directions", "for_target", "mount", "parse_languages", "parse_request"]
 
-FIELDS = ("q", "source", "target", "format", "alternatives", "api_key")
+FIELDS = ("q", "source", "target", "format", "alternatives", "api_key", "confidence")
 
 
 def read_fields(body: bytes, content_type: str, query: str) -> tuple[dict[str, Any], bool]:
@@ -107,6 +109,7 @@ class LibreRequest:
     target: str
     html: bool
     alternatives: int
+    confidence: bool = False
 
 
 def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_json: bool) -> LibreRequest:
@@ -127,6 +130,13 @@ def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_j
         alternatives = int(fields.get("alternatives") or 0)
     except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity, 1e400 (JSON reads both as inf)
         raise RequestError(400, "alternatives must be a number.") from None
+    confidence = fields.get("confidence", False)
+    if not isinstance(confidence, bool):  # a form's: true or false, 1 or 0
+        if str(confidence).lower() not in ("true", "false", "1", "0"):
+            raise RequestError(400, "confidence must be true or false.")
+        confidence = str(confidence).lower() in ("true", "1")
+    if confidence and fmt == "html":
+        raise RequestError(400, "confidence rates translations of text: ask for it with format text.")
     if not dirs.pairs:
         raise RequestError(400, NO_LANGUAGES)
     if source != "auto" and source not in dirs.sources:
@@ -135,7 +145,7 @@ def parse_request(fields: dict[str, Any], dirs: Directions, limits: Limits, is_j
     if target not in {t for _, t in dirs.pairs}:
         known = ", ".join(dict.fromkeys(t for _, t in dirs.pairs))
         raise RequestError(400, f"{cut(target)} is not supported as a target; this server translates into {known}.")
-    return LibreRequest(lines, batch, source, target, fmt == "html", max(0, alternatives))
+    return LibreRequest(lines, batch, source, target, fmt == "html", max(0, alternatives), confidence)
 
 
 async def translate_answer(req: LibreRequest, service: Service, request: Request) -> dict[str, Any]:
@@ -160,18 +170,22 @@ async def translate_answer(req: LibreRequest, service: Service, request: Request
     target_lang = dirs.target_lang(req.target)
     gone = lambda: client_gone(request)  # noqa: E731
     texts, alternatives = list(req.lines), [list[str]() for _ in req.lines]
+    rated = [1.0] * len(req.lines)  # a text given back as it is (nothing to translate) is certainly right
     lines = [req.lines[k] for k in todo]
     if req.html and lines:
         for k, text in zip(todo, await translate_html(service, lines, config, target_lang, gone)):
             texts[k] = text
     elif lines:
-        for k, t in zip(todo, await service.translate(lines, config, gone, target_lang)):
+        for k, t in zip(todo, await service.translate(lines, config, gone, target_lang, confidence=req.confidence)):
             texts[k], alternatives[k] = t.text, [text for text, _ in t.hypotheses[1:]]
+            rated[k] = 1.0 if t.confidence is None else t.confidence
     answer: dict[str, Any] = {"translatedText": texts if req.batch else texts[0]}
     if detected is not None:
         answer["detectedLanguage"] = detected if req.batch else detected[0]
     if req.alternatives > 0:
         answer["alternatives"] = alternatives if req.batch else alternatives[0]
+    if req.confidence:
+        answer["confidence"] = rated if req.batch else rated[0]
     return answer
 
 

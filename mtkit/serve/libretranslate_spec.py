@@ -46,6 +46,11 @@ SPEC: dict[str, Any] = {
                 _param("target", "Target language code", True),
                 _param("format", "text or html"),
                 _param("alternatives", "How many alternative translations to give", kind="integer"),
+                _param(
+                    "confidence",
+                    "mtkit's extension: true to have each translation's confidence (0 to 1) in 'confidence'",
+                    kind="boolean",
+                ),
                 API_KEY,
             ],
             {
@@ -56,6 +61,7 @@ SPEC: dict[str, Any] = {
                         "translatedText": {"type": "string"},
                         "detectedLanguage": {"type": "object"},
                         "alternatives": {"type": "array", "items": {"type": "string"}},
+                        "confidence": {"type": "number"},
                     },
                 },
             },

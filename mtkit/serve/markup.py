@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from mtkit.config import DecodeConfig
+from mtkit.decode.glossary import Glossary
 from mtkit.decode.markup import Markup
 from mtkit.errors import MtkitError
 from mtkit.serve.payload import RequestError
@@ -36,13 +37,23 @@ async def off_the_loop(work: Callable[[], T]) -> T:
 
 
 async def translate_html(
-    service: Service, lines: list[str], config: DecodeConfig, target_lang: str, client_gone: ClientGone | None = None
+    service: Service,
+    lines: list[str],
+    config: DecodeConfig,
+    target_lang: str,
+    client_gone: ClientGone | None = None,
+    glossary: Glossary | None = None,
 ) -> list[str]:
-    """Each line, an HTML fragment, translated with its markup kept; into `target_lang` (the translator's)."""
+    """Each line, an HTML fragment, translated with its markup kept; into `target_lang` (the translator's), with
+    `glossary`'s terms enforced in its text."""
     markup = await off_the_loop(lambda: Markup(lines))
     texts = markup.texts
     config = dataclasses.replace(config, nbest=1)
-    found = [t.text for t in await service.translate(texts, config, client_gone, target_lang)] if texts else []
+    found = (
+        [t.text for t in await service.translate(texts, config, client_gone, target_lang, glossary=glossary)]
+        if texts
+        else []
+    )
     pairs = markup.pairs(found)
     links = await service.align(pairs, target_lang) if pairs else []
     return await off_the_loop(lambda: markup.render(found, links))

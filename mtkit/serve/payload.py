@@ -17,6 +17,8 @@ from mtkit.config import ConfigError, DecodeConfig
 
 # The decoding settings a request may choose for itself (the rest stay the server's).
 REQUEST_OPTIONS = ("beam", "alpha", "lenpen", "max_len_a", "max_len_b", "nbest", "target_lang")
+# What else mtkit's request may say, read by its adapter (mtkit/serve/native.py): terms to enforce, a rating asked for.
+REQUEST_EXTRAS = ("glossary", "glossary_id", "confidence")
 # The most a request may ask of each numeric setting (beam and nbest: Limits.max_beam); the server's own
 # value is always allowed. Unbounded, alpha = 1e308 overflows the length penalty and max_len_b = 10**30
 # the length tensor (a 500), and a large max_len_a x source length keeps one request decoding for hours.
@@ -137,20 +139,22 @@ def request_config(options: dict[str, Any], default: DecodeConfig, limits: Limit
 
 def parse_translate(data: Any, default: DecodeConfig, limits: Limits) -> tuple[list[str], DecodeConfig, str | None]:
     """`{"text": [...], "beam": 4, "target_lang": "fr", ...}`: the lines, the decoding settings for them, and their
-    target language (None: the server's; the translator checks it)."""
+    target language (None: the server's; the translator checks it). REQUEST_EXTRAS are left to the caller."""
     if not isinstance(data, dict):
         raise RequestError(422, 'the request must be a JSON object like {"text": ["A sentence."]}.')
-    unknown = sorted(set(data) - {"text", *REQUEST_OPTIONS})
+    unknown = sorted(set(data) - {"text", *REQUEST_OPTIONS, *REQUEST_EXTRAS})
     if unknown:
         named = ", ".join(cut(name) for name in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-        raise RequestError(422, f"unknown field(s) {named}; known: text, {', '.join(REQUEST_OPTIONS)}.")
+        known = ", ".join(("text", *REQUEST_OPTIONS, *REQUEST_EXTRAS))
+        raise RequestError(422, f"unknown field(s) {named}; known: {known}.")
     if "text" not in data:
         raise RequestError(422, 'the request has no "text" field (a list of sentences).')
     lines = check_lines(data["text"], "text", limits)
     target_lang = data.get("target_lang")
     if target_lang is not None and not isinstance(target_lang, str):
         raise RequestError(422, f"target_lang must be of type str, got {show(target_lang)}.")
-    return lines, request_config({k: v for k, v in data.items() if k != "text"}, default, limits), target_lang
+    options = {k: v for k, v in data.items() if k != "text" and k not in REQUEST_EXTRAS}
+    return lines, request_config(options, default, limits), target_lang
 
 
 def parse_opennmt(data: Any, limits: Limits) -> list[str]:

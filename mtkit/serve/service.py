@@ -1,10 +1,10 @@
 """The served model: loaded in the background, described for /info, and fed through one Batcher.
 
-Every API (mtkit/serve/app.py mounts them: mtkit's own, OpenNMT-py's, LibreTranslate's, ...) is an
-adapter over `Service`, which knows none of them: ready or not, translate these lines with these
-settings into this target language, align, the model's languages and which of them a text is in
-(mtkit/serve/languages.py), describe the model, healthy or not, drain for shutdown. Models are
-loaded with the Translator's public API, so decoding internals can change beneath the server.
+Every API (mtkit/serve/app.py mounts them: mtkit's own, OpenNMT-py's, LibreTranslate's, ...) is an adapter over
+`Service`, which knows none of them: ready or not, translate these lines with these settings into this target language
+(with this glossary enforced, each translation rated when asked), align, the model's languages and which of them a
+text is in (mtkit/serve/languages.py), describe the model, healthy or not, drain for shutdown. Models are loaded with
+the Translator's public API, so decoding internals can change beneath the server.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from typing import Any
 
 from mtkit.config import DecodeConfig
 from mtkit.decode import loading
+from mtkit.decode.confidence import DEFAULT, Confidence
 from mtkit.decode.encode import target_language, with_target_lang
+from mtkit.decode.glossary import Glossary
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
@@ -41,6 +43,10 @@ RETRY_AFTER_S = 1
 # "ready" again, so that a server taken out of rotation (and so sent nothing) can come back.
 FAILING_AFTER = 3
 FAILING_FOR_S = 60.0
+NO_GLOSSARY = (
+    "this server runs its model on CTranslate2, which cannot enforce a glossary: send the request without one, or "
+    "serve the mtkit model file it was exported from (mtkit serve -m MODEL.pt)."
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ class ServeSettings:
     max_connections: int = 512  # nginx's worker_connections (mtkit/serve/connections.py)
     read_timeout_s: float = 60.0  # a request's head and body arrive within it (nginx's client_header_timeout)
     languages: tuple[tuple[str, str], ...] = ()  # --languages: the model's pairs, as the APIs list them
+    reverse_model: str | None = None  # --reverse-model: its score of the source is a feature of the confidence
+    calibrator: str | None = None  # --calibrator: the confidence's (else the one beside the model, else the default)
 
     def __post_init__(self) -> None:
         """Times are finite: `inf` would stop the decoder thread at the first request (a batch window that never
@@ -130,6 +138,7 @@ class Service:
         self.translator: Translator | None = None
         self.defaults = settings.decode  # a request's defaults: with the model's own once it is loaded (`_load`)
         self.vocab: Any = None  # the loaded translator's tokenizer: a request's target language is checked on it
+        self.rater: Confidence | None = None  # what rates translations asked with confidence: found at load
         self.directions = Directions(())  # the model's languages, known once it is loaded
         self.detector = Detector([])  # which of its source languages a text is in
         self.glossaries = Glossaries()  # the glossaries clients made, each its key's
@@ -167,6 +176,7 @@ class Service:
         translator.check_target_lang(s.target_lang)  # --target-lang the model has no token for: refused at start
         self.vocab = translator.vocab
         self.defaults = translator.defaults  # the model's own under the command line's, as `mtkit translate` has them
+        rater = self.rater = Confidence.open(translator, s.reverse_model, s.calibrator, s.device, s.precision)
         self.info = {
             "model": s.name,
             "models": [translator.describe()],
@@ -181,6 +191,8 @@ class Service:
             "option_max": OPTION_MAX,
             "api_key": s.access.keys.required,
             "allowed_origins": list(s.access.origins),
+            "confidence": {"calibrated": rater.calibrator is not DEFAULT, "reverse_model": s.reverse_model},
+            "glossaries": translator.engine.enforces_terms,
         }
 
         self.set_directions(
@@ -217,8 +229,9 @@ class Service:
         """What the Batcher calls on each batch (tests wrap it, by monkeypatching, to hold or fail batches)."""
         max_tokens = self.settings.max_tokens
 
-        def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
-            return list(translator.translate_stream(lines, config, max_tokens))
+        def decode(lines: list[str], config: DecodeConfig, glossary: Glossary | None, rate: bool) -> list[Translation]:
+            rater = self.rater if rate else None
+            return list(translator.translate_stream(lines, config, max_tokens, confidence=rater, glossary=glossary))
 
         return decode
 
@@ -246,9 +259,13 @@ class Service:
         config: DecodeConfig,
         client_gone: Callable[[], Awaitable[object]] | None = None,
         target_lang: str | None = None,
+        *,
+        glossary: Glossary | None = None,
+        confidence: bool = False,
     ) -> list[Translation]:
         """The translations of `lines`, decoded in whatever batch the worker puts them in; into `target_lang`
-        (None: the server's --target-lang), whose token each line gets here, so a batch may mix directions.
+        (None: the server's --target-lang), whose token each line gets here, so a batch may mix directions; with
+        `glossary`'s terms enforced (a batch shares one glossary); each with its `confidence` when asked.
 
         `client_gone()` ends when the client disconnects: a request still queued then is taken out
         of the queue, never decoded. Past --request-timeout a queued request gets 503 and one
@@ -260,13 +277,15 @@ class Service:
         try:
             if self.translator is not None:
                 self.translator.check(config)  # a setting the engine cannot run (CTranslate2's)
+                if glossary and not self.translator.engine.enforces_terms:
+                    raise MtkitError(NO_GLOSSARY)
             if self.vocab is not None:  # the direction, checked as the translator checks it (`check_target_lang`)
                 lang = target_language(self.vocab, self.settings.target_lang if target_lang is None else target_lang)
                 lines = with_target_lang(self.vocab, lines, lang)  # a token the model lacks: the request's mistake
         except MtkitError as exc:
             raise RequestError(422, str(exc)) from None
         try:
-            future = self.batcher.submit(lines, config)
+            future = self.batcher.submit(lines, config, glossary, confidence)
         except QueueFull:
             raise Busy(
                 f"the server is busy ({self.batcher.queue_size} requests queued); retry after {RETRY_AFTER_S} s.",

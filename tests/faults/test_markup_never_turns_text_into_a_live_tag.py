@@ -122,7 +122,7 @@ class StandInService:
     def __init__(self, said: str = "") -> None:
         self.said = said
 
-    async def translate(self, lines, config, client_gone=None, target_lang=""):
+    async def translate(self, lines, config, client_gone=None, target_lang="", glossary=None):
         return [type("Found", (), {"text": f"{line} {self.said}".strip()}) for line in lines]
 
     async def align(self, pairs, target_lang=""):

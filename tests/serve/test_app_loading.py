@@ -30,7 +30,7 @@ class SlowLoading(Service):
     def _load(self) -> None:
         assert self.loaded.wait(30)
 
-        def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
+        def decode(lines: list[str], config: DecodeConfig, *rest: object) -> list[Translation]:
             return [Translation(i + 1, [(line[::-1], -0.5)]) for i, line in enumerate(lines)]
 
         self.info = {"model": "fake.pt"}

@@ -8,6 +8,7 @@ from concurrent.futures import Future
 import pytest
 
 from mtkit.config import DecodeConfig
+from mtkit.decode.glossary import Glossary
 from mtkit.decode.translator import Translation
 from mtkit.serve.batcher import Batcher, Closed, QueueFull
 from tests.support.serve import wait_until
@@ -18,18 +19,25 @@ class FakeDecoder:
 
     def __init__(self, hold: bool = False) -> None:
         self.batches: list[list[str]] = []
+        self.glossaries: list[Glossary | None] = []
         self.started = threading.Semaphore(0)
         self.release = threading.Event()
         if not hold:
             self.release.set()
 
-    def __call__(self, lines: list[str], config: DecodeConfig) -> list[Translation]:
+    def __call__(
+        self, lines: list[str], config: DecodeConfig, glossary: Glossary | None = None, rate: bool = False
+    ) -> list[Translation]:
         self.batches.append(list(lines))
+        self.glossaries.append(glossary)
         self.started.release()
         assert self.release.wait(30)
         if "boom" in lines:
             raise RuntimeError("boom")
-        return [Translation(i + 1, [(f"{line.upper()}/{config.beam}", -1.0)]) for i, line in enumerate(lines)]
+        return [
+            Translation(i + 1, [(f"{line.upper()}/{config.beam}", -1.0)], 0.5 if rate else None)
+            for i, line in enumerate(lines)
+        ]
 
 
 def words(lines: list[str]) -> int:
@@ -76,6 +84,37 @@ def test_settings_and_max_tokens_split_batches():
     decoder.release.set()
     assert [texts(j) for j in jobs] == [["A B/4"], ["C/2"], ["D/4"], ["E F/4"]]
     assert decoder.batches[1:] == [["a b", "d"], ["c"], ["e f"]]  # same settings, within 3 tokens, in order
+    batcher.close()
+
+
+def test_a_glossary_is_shared_only_by_requests_that_bring_it():
+    decoder = FakeDecoder(hold=True)
+    batcher = make(decoder)
+    occupy(decoder, batcher)
+    dogs, cats = Glossary.of({"dog": "Hund"}), Glossary.of({"cat": "Katze"})
+    jobs = [
+        batcher.submit(["a"], DecodeConfig(), dogs),
+        batcher.submit(["b"], DecodeConfig()),
+        batcher.submit(["c"], DecodeConfig(), cats),
+        batcher.submit(["d"], DecodeConfig(), Glossary.of({"dog": "Hund"})),  # the same entries: the same glossary
+        batcher.submit(["e"], DecodeConfig(), Glossary.of([])),  # none to enforce: as without one
+    ]
+    decoder.release.set()
+    assert [texts(j) for j in jobs] == [["A/4"], ["B/4"], ["C/4"], ["D/4"], ["E/4"]]
+    assert decoder.batches[1:] == [["a", "d"], ["b", "e"], ["c"]]
+    assert decoder.glossaries[1:] == [dogs, None, cats]
+    batcher.close()
+
+
+def test_confidence_goes_to_the_requests_that_asked():
+    decoder = FakeDecoder(hold=True)
+    batcher = make(decoder)
+    occupy(decoder, batcher)
+    asked, not_asked = batcher.submit(["a"], DecodeConfig(), confidence=True), batcher.submit(["b"], DecodeConfig())
+    decoder.release.set()
+    assert [t.confidence for t in asked.result(30)] == [0.5]  # the batch was rated: one request asked
+    assert [t.confidence for t in not_asked.result(30)] == [None]  # and only that one gets it
+    assert decoder.batches[1:] == [["a", "b"]]
     batcher.close()
 
 
@@ -196,7 +235,7 @@ def test_a_batcher_can_decode_in_the_thread_that_loaded_the_model():
     """start=False, then work() in the caller's thread: every use of the model stays in that one thread."""
     seen: list[threading.Thread] = []
 
-    def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
+    def decode(lines: list[str], config: DecodeConfig, *rest: object) -> list[Translation]:
         seen.append(threading.current_thread())
         return [Translation(1, [(line, 0.0)]) for line in lines]
 

@@ -1,8 +1,10 @@
 """DeepL's API v2 on a real `mtkit serve`, through the official `deepl` client pointed at it with `server_url`:
-translate (codes mapped, detection, markup), languages, usage, glossaries (each key its own), errors in DeepL's
-codes (403, 456, 400)."""
+translate (codes mapped, detection, markup), languages, usage, glossaries (each key its own, their terms enforced in
+translations and documents), errors in DeepL's codes (403, 456, 400, 404)."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -79,6 +81,11 @@ def test_a_wrong_key_is_an_authorization_failure(server):
         client(server, "not-a-key").translate_text("a dog", target_lang="DE")
 
 
+def words(text: str, term: str) -> int:
+    """How often `term` begins a word of `text` (the tiny random model may run on into bytes after it)."""
+    return len(re.findall(rf"(?<!\w){re.escape(term)}", text))
+
+
 def test_glossaries_are_each_keys_own(server):
     alice, bob = client(server, ALICE), client(server, BOB)
     glossary = alice.create_glossary("animals", "EN", "DE", {"dog": "Hund", "cat": "Katze"})
@@ -89,12 +96,44 @@ def test_glossaries_are_each_keys_own(server):
     assert bob.list_glossaries() == []
     with pytest.raises(deepl.GlossaryNotFoundException):
         bob.get_glossary(glossary.glossary_id)
-    with pytest.raises(deepl.DeepLException, match="cannot apply"):  # stored, not yet applied: said, not ignored
-        alice.translate_text("a dog", source_lang="EN", target_lang="DE", glossary=glossary)
+    with pytest.raises(deepl.DeepLException, match="Glossary not found"):  # nor can another key translate with it
+        bob.translate_text("a dog", source_lang="EN", target_lang="DE", glossary=glossary.glossary_id)
     with pytest.raises(deepl.GlossaryNotFoundException):
         bob.delete_glossary(glossary.glossary_id)
     alice.delete_glossary(glossary)
     assert alice.list_glossaries() == []
+    with pytest.raises(deepl.DeepLException, match="Glossary not found"):  # deleted: no longer applied
+        alice.translate_text("a dog", source_lang="EN", target_lang="DE", glossary=glossary)
+
+
+def test_a_glossarys_terms_come_out_and_other_sentences_are_as_without_one(server):
+    alice = client(server, ALICE)
+    glossary = alice.create_glossary("terms", "EN", "DE", {"dog": "Hund", "red ball": "greenen treeen"})
+    lines = ["a big dog runs in the park", "the man plays", "a child plays with the red ball"]
+    plain = [r.text for r in alice.translate_text(lines, source_lang="EN", target_lang="DE")]
+    held = [r.text for r in alice.translate_text(lines, source_lang="EN", target_lang="DE", glossary=glossary)]
+    assert words(held[0], "Hund") == 1 and words(plain[0], "Hund") == 0  # enforced, not what the model says
+    assert words(held[2], "greenen treeen") == 1 and words(plain[2], "greenen treeen") == 0  # two words, as one
+    assert held[1] == plain[1]  # no term: as without a glossary
+    html = alice.translate_text("<p>a <b>dog</b> runs</p>", source_lang="EN", target_lang="DE", tag_handling="html",
+                                glossary=glossary)  # fmt: skip
+    assert words(html.text, "Hund") == 1 and html.text.startswith("<p>")
+    fields = {"text": "a dog", "target_lang": "DE", "glossary_id": glossary.glossary_id}  # DeepL's rule: a glossary
+    answer = server.post("/v2/translate", data=fields, headers={"Authorization": f"DeepL-Auth-Key {ALICE}"})
+    assert answer.status_code == 400 and "source_lang" in answer.json()["message"]  # needs a source language
+
+
+def test_a_documents_glossary_is_enforced_too(server, tmp_path):
+    alice = client(server, ALICE)
+    glossary = alice.create_glossary("doc", "EN", "DE", {"dog": "Hund"})
+    source = tmp_path / "talk.srt"
+    source.write_text("1\n00:00:01,000 --> 00:00:02,000\na big dog runs\n", encoding="utf-8")
+    output = tmp_path / "talk.de.srt"
+    alice.translate_document_from_filepath(source, output, source_lang="EN", target_lang="DE", glossary=glossary)
+    assert words(output.read_text(encoding="utf-8"), "Hund") == 1
+    with pytest.raises(deepl.DeepLException, match="Glossary not found"):
+        client(server, BOB).translate_document_upload(source.read_bytes(), source_lang="EN", target_lang="DE",
+                                                      filename="a.srt", glossary=glossary.glossary_id)  # fmt: skip
 
 
 def test_what_the_model_cannot_do_is_refused_not_ignored(server):

@@ -34,9 +34,9 @@ class Recording(Service):
     def decoder(self, translator):  # noqa: ANN001, ANN201
         decode = super().decoder(translator)
 
-        def recorded(lines, config):  # noqa: ANN001, ANN202
+        def recorded(lines, config, *rest):  # noqa: ANN001, ANN002, ANN202
             self.threads["decode"].add(threading.current_thread())
-            return decode(lines, config)
+            return decode(lines, config, *rest)
 
         return recorded
 

@@ -41,3 +41,13 @@ def test_request_setting_ctranslate2_lacks_is_422(ct2_server):
     server, _ = ct2_server
     answer = server.post("/translate", json={"text": ["small house"], "lenpen": "gnmt", "beam": 4})
     assert answer.status_code == 422 and "--lenpen fairseq" in answer.json()["error"]
+
+
+def test_a_glossary_is_refused_saying_what_to_do_and_confidence_is_given(ct2_server):
+    server, _ = ct2_server
+    answer = server.post("/translate", json={"text": ["small house"], "glossary": {"house": "Haus"}})
+    assert answer.status_code == 422 and "cannot enforce a glossary" in answer.json()["error"]
+    assert "mtkit serve -m MODEL.pt" in answer.json()["error"]
+    assert server.get("/info").json()["glossaries"] is False
+    rated = server.post("/translate", json={"text": ["small house"], "confidence": True})
+    assert rated.status_code == 200 and 0 <= rated.json()["confidences"][0] <= 1

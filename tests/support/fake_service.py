@@ -36,7 +36,7 @@ class FakeService(Service):
         self.hold.set()
 
     def _load(self) -> None:
-        def decode(lines: list[str], config: DecodeConfig) -> list[Translation]:
+        def decode(lines: list[str], config: DecodeConfig, *rest: object) -> list[Translation]:
             assert self.hold.wait(30)
             return self.decode(lines, config)
 

@@ -33,7 +33,7 @@ START_S = 120  # importing torch on a busy CI machine can take a while
 def gated(decode: Callable[..., Any]) -> Callable[..., Any]:
     gate = Path(os.environ[GATE_ENV])
 
-    def wrapped(lines: list[str], config: Any) -> Any:
+    def wrapped(lines: list[str], config: Any, *rest: Any) -> Any:
         (gate / f"started-{uuid.uuid4().hex}").touch()
         deadline = time.monotonic() + WAIT_S
         while not (gate / "open").exists():
@@ -42,7 +42,7 @@ def gated(decode: Callable[..., Any]) -> Callable[..., Any]:
             time.sleep(0.01)
         if any("FAIL" in line for line in lines):
             raise RuntimeError("injected decoding failure")
-        return decode(lines, config)
+        return decode(lines, config, *rest)
 
     return wrapped
 
