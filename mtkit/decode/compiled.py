@@ -48,23 +48,24 @@ PROBE_STEPS = 24  # decoder steps timed, each fed the last one's best token
 
 class Compiled:
     """`static_states` through torch.compile for a step of one row (greedy search of one sentence), eagerly for more
-    rows (a beam's: one sentence's 4 rows measured slower compiled, 0.44x at start-up). Its first failure (to trace,
-    compile or run) logs one sentence and the step runs `static_states` eagerly from then on (a step writes its
-    position's keys and values in place, so running it again eagerly writes the same)."""
+    rows (a beam's, a batch's: slower compiled; timing one sentence's steps with 1 row and with 4, the lower measured
+    0.44x eager at start-up, where 1 row alone measured 1.19x). Its first failure (to trace, compile or run) logs one
+    sentence and the step runs `static_states` eagerly from then on (a step writes its position's keys and values in
+    place, so running it again eagerly writes the same)."""
 
     def __init__(self) -> None:
         self.compiled: Any = torch.compile(static_states, dynamic=True, options={"cpp_wrapper": True})
         self.failed: str | None = None
 
-    def __call__(self, *args: Any) -> Tensor:
-        if self.failed is None and args[1].size(0) == 1:  # args[1]: the rows' tokens
+    def __call__(self, model: Transformer, tokens: Tensor, *rest: Any) -> Tensor:
+        if self.failed is None and tokens.size(0) == 1:
             try:
-                out: Tensor = self.compiled(*args)
+                out: Tensor = self.compiled(model, tokens, *rest)
                 return out
             except Exception as exc:  # inductor raises many kinds (a missing compiler, a lowering it lacks)
                 self.failed = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 logger.warning("the compiled decoder step failed (%s); decoding eagerly instead", self.failed[:200])
-        return static_states(*args)
+        return static_states(model, tokens, *rest)
 
 
 def compiled_steps() -> tuple[StepFactory, Compiled]:
@@ -74,8 +75,8 @@ def compiled_steps() -> tuple[StepFactory, Compiled]:
 
 
 def one_sentence(steps: StepFactory) -> StepFactory:
-    """`steps` for a search of one sentence (a lone request, an interactive line), `make_step` for a batch: what was
-    measured faster compiled is one sentence; a batch of 32 beam-4 sentences measured 0.36x eager compiled."""
+    """`steps` for a search of one sentence (a lone request, an interactive line), `make_step` for a batch: compiled,
+    one sentence measured faster, and beam-4 batches of 32 took 2.6x eager's time (docs/benchmarks.md)."""
 
     def make(model: Transformer | Ensemble, src: Tensor, rows_per_sentence: int, capacity: int) -> Step:
         return (steps if src.size(0) == 1 else make_step)(model, src, rows_per_sentence, capacity)
@@ -89,13 +90,11 @@ def choose_steps(choice: str, models: list[Transformer], device: torch.device) -
         raise MtkitError(f"--compile must be one of {', '.join(COMPILE)}, not {choice!r}.")
     if choice == "off":
         return None, "eager (--compile off)"
-    model = models[0]
-    dtype = next(model.parameters()).dtype
+    compiled = "compiled decoder step for greedy searches of one sentence"
     if choice == "on":
-        return one_sentence(
-            compiled_steps()[0]
-        ), "compiled decoder step for greedy searches of one sentence (--compile on)"
-    if device.type != "cpu" or dtype != torch.float32 or is_int8(model):
+        return one_sentence(compiled_steps()[0]), f"{compiled} (--compile on)"
+    model = models[0]
+    if device.type != "cpu" or next(model.parameters()).dtype != torch.float32 or is_int8(model):
         return None, "eager: --compile auto measures fp32 on the CPU only, and this is not"
     cfg = model.cfg
     shape = {
@@ -109,12 +108,8 @@ def choose_steps(choice: str, models: list[Transformer], device: torch.device) -
     kept = remembered("decoding: eager / compiled step time", shape, device, lambda: speedup(model))
     ratio = float(kept.value)
     if ratio >= MIN_SPEEDUP:
-        why = f"compiled decoder step for greedy searches of one sentence: {ratio:.2f}x eager ({kept.note()})"
-        return one_sentence(compiled_steps()[0]), why
-    return (
-        None,
-        f"eager: the compiled step measured {ratio:.2f}x eager for one sentence, under {MIN_SPEEDUP}x ({kept.note()})",
-    )
+        return one_sentence(compiled_steps()[0]), f"{compiled}: {ratio:.2f}x eager ({kept.note()})"
+    return None, f"eager: the compiled step measured {ratio:.2f}x eager, under {MIN_SPEEDUP}x ({kept.note()})"
 
 
 def is_int8(model: Transformer) -> bool:
