@@ -124,6 +124,10 @@ class SamplingConfig:
         check_field(isinstance(self.seed, int) and self.seed >= 0, type(self), "seed", "an integer >= 0", self.seed)
 
 
+# `--compile` of translate and serve: mtkit's decoder step compiled for one-sentence searches (mtkit/decode/compiled.py)
+COMPILE = ("off", "on", "auto")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """How the engine runs a model for `translate` and `serve` (where it runs is --device): one declaration of

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from mtkit.cli.app import app, err, setup_logging
 from mtkit.cli.calibrate import check_confidence
-from mtkit.cli.options import build, config_options, device_option, revision_option, target_lang_option
+from mtkit.cli.options import build, compile_option, config_options, device_option, revision_option, target_lang_option
 from mtkit.config import DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES, DecodeConfig, EngineConfig, SamplingConfig
 from mtkit.errors import MtkitError
 
@@ -254,6 +254,7 @@ def translate(
         "--cpu-threads, CTranslate2's inter_threads): --workers 2 on 2 cores keeps both busy while Python "
         "works out each step.",
     ),
+    compile: str = compile_option(),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -332,7 +333,9 @@ def translate(
         out = stack.enter_context(open_output(output))  # before the model: a bad path is said at once
         report = None if confidence_report is None else stack.enter_context(open_output(confidence_report))
         # find, check (before the weights are read), open, defaults: the model's own under the flags given
-        translator = loading.prepare(model, device, precision, workers, threads, revision, sampling=sampler, **changes)
+        translator = loading.prepare(
+            model, device, precision, workers, threads, revision, sampling=sampler, compile=compile, **changes
+        )
         stack.callback(translator.close)
         target_lang = translator.check_target_lang(target_lang)  # before any line is read
         terms = checked(terms, translator.engine, sampler)

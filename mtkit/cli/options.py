@@ -127,6 +127,22 @@ def revision_option() -> Any:
     )
 
 
+def compile_option() -> Any:
+    """`--compile` of translate and serve: mtkit's decoder step compiled for one-sentence searches (an engine
+    setting, not a search setting: no field of DecodeConfig, so no flag of calibrate or distill)."""
+    return typer.Option(
+        "off",
+        "--compile",
+        metavar="off|on|auto",
+        help="mtkit's engine: greedy search of one sentence at a time (a lone line or request; batches and beams "
+        "stay eager) with its decoder step over a static cache compiled by torch.compile, the same outputs. auto: "
+        "where that measured "
+        "at least 1.05x faster on this machine (timed once at start-up and kept per machine; fp32 on the CPU "
+        "only); on: always, eager again if compiling fails. Compiling takes seconds at start-up (inductor keeps "
+        "it on disk); see docs/benchmarks.md.",
+    )
+
+
 def target_lang_option() -> Any:
     """`--target-lang` of translate and serve: a multilingual model's direction, checked by the translator (it is
     input preparation, not a search setting: no field of DecodeConfig)."""

@@ -7,7 +7,7 @@ from typing import Any, Optional
 import typer
 
 from mtkit.cli.app import app, setup_logging
-from mtkit.cli.options import build, config_options, device_option, revision_option, target_lang_option
+from mtkit.cli.options import build, compile_option, config_options, device_option, revision_option, target_lang_option
 from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig, EngineConfig
 from mtkit.errors import MtkitError
 
@@ -112,6 +112,7 @@ def serve(
     threads: int = typer.Option(0, min=0, help="CPU threads for PyTorch; 0 keeps PyTorch's default."),
     revision: Optional[str] = revision_option(),
     target_lang: str = target_lang_option(),
+    compile: str = compile_option(),
     languages: Optional[str] = typer.Option(
         None,
         metavar="PAIRS",
@@ -177,6 +178,7 @@ def serve(
         device=device,
         precision=precision,
         threads=threads,
+        compile=compile,
         languages=parse_languages(languages) if languages is not None else (),
         reverse_model=reverse_model,
         calibrator=calibrator,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mtkit import sources
 from mtkit.config import DecodeConfig, SamplingConfig
+from mtkit.config_decode import COMPILE
 from mtkit.decode.translator import Translator
 from mtkit.errors import MtkitError
 from mtkit.sources.defaults import layered
@@ -109,6 +110,7 @@ class Plan:
     threads: int = 0
     given: Mapping[str, Any] = field(default_factory=dict)
     runs_on: str = ""  # the device, "auto" resolved (what a distillation's resume compares)
+    compile: str = "off"  # mtkit's engine: its decoder step compiled (mtkit/decode/compiled.py): off, on or auto
 
     @property
     def runtime(self) -> dict[str, Any]:
@@ -132,6 +134,11 @@ class Plan:
         defaults = self.defaults  # a damaged entry is said before the weights are read
         translator = self.model.runner.open(self.model.sources, self.device, self.precision, self.workers, self.threads)
         translator.model_defaults, translator.given = dict(self.model_defaults), dict(self.given)
+        if self.compile != "off":  # mtkit's engine (`plan` refuses --compile for another)
+            from mtkit.decode.torch_engine import TorchEngine
+
+            assert isinstance(translator.engine, TorchEngine)
+            translator.engine.compile(self.compile, self.workers)
         own = {**self.model.engine().defaults(), **self.model_defaults}
         if own:
             said = ", ".join(f"{k} {getattr(defaults, k)}" for k in own)
@@ -169,20 +176,29 @@ def plan(
     workers: int = 1,
     threads: int = 0,
     sampling: SamplingConfig | None = None,
+    compile: str = "off",
     **changes: Any,
 ) -> Plan:
     """Find and check: the Plan of opening `path` (see `prepare`), or one sentence saying why it cannot be, before
     anything is read: the names, the decoding `changes` (DecodeConfig fields) and `sampling` the engine cannot
-    run, the device and precision."""
+    run, the device, precision and `compile`."""
     if threads < 0:
         raise MtkitError("threads must be 0 (PyTorch's count) or more.")
     if workers < 1:
         raise MtkitError("workers must be at least 1.")
+    if compile not in COMPILE:
+        raise MtkitError(f"--compile must be one of {', '.join(COMPILE)}, not {compile!r}.")
+    if compile == "on" and workers > 1:
+        raise MtkitError("--compile on runs with one worker (a compiled step is not carried into forked workers); "
+                         "drop --workers or --compile.")  # fmt: skip
     model = find(path, revision)
+    if compile != "off" and model.runner is not TorchRunner:
+        raise MtkitError(f"--compile {compile} compiles mtkit's own decoder step; a {model.runner.name} model runs "
+                         "its own code: drop --compile.")  # fmt: skip
     engine = model.engine()
     engine.check(layered(engine.defaults(), {}, changes), sampling)
     runs_on = model.check_runtime(device, precision)
-    return Plan(model, device, precision, workers, threads, dict(changes), runs_on)
+    return Plan(model, device, precision, workers, threads, dict(changes), runs_on, compile)
 
 
 def prepare(
@@ -194,12 +210,14 @@ def prepare(
     revision: str | None = None,
     *,
     sampling: SamplingConfig | None = None,
+    compile: str = "off",
     **changes: Any,
 ) -> Translator:
     """A Translator for `path` (a file, a run directory, a Marian or CTranslate2 directory, a Hugging Face Hub
     name at `revision`; several paths: an ensemble of mtkit models), on the engine the files call for, decoding by
     the model's own defaults with `changes` (DecodeConfig fields, e.g. beam=5) laid over them: find, check, open,
-    defaults. `sampling`: checked against the engine as the settings are."""
+    defaults. `sampling`: checked against the engine as the settings are. `compile`: off, on or auto, mtkit's
+    decoder step compiled for searches of one sentence (mtkit/decode/compiled.py)."""
     found = plan(
         path,
         revision,
@@ -208,6 +226,7 @@ def prepare(
         workers=workers,
         threads=threads,
         sampling=sampling,
+        compile=compile,
         **changes,
     )
     return found.open()

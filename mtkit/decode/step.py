@@ -6,12 +6,14 @@ one model (`ModelStep`), or several whose log-probabilities are combined (an ens
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Protocol
 
 import torch
 from torch import Tensor
 
+from mtkit.model.static import StatesFn, static_states, window
 from mtkit.model.transformer import Transformer
 
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs): blocks measured faster
@@ -85,8 +87,7 @@ class ModelStep:
         whose page faults cost a large batch's step a third of its time, and as much memory
         again as the log-probabilities.
         """
-        states, self.cache = self.model.decode_states(last.view(-1, 1), self.cache)
-        states = states[:, -1]  # (N, d_model)
+        states = self.states(last)  # (N, d_model)
         if torch.is_grad_enabled():  # autograd cannot follow an op written into a given tensor
             return torch.log_softmax(self.project(states), dim=-1, dtype=self.dtype)
         N = states.size(0)
@@ -96,6 +97,11 @@ class ModelStep:
             logits = self.project(states[i : i + block])
             torch.log_softmax(logits, dim=-1, dtype=self.dtype, out=out[i : i + block])
         return out
+
+    def states(self, last: Tensor) -> Tensor:
+        """The decoder's states (N, d_model) after each row's latest token (N,); the cache moves on one position."""
+        states, self.cache = self.model.decode_states(last.view(-1, 1), self.cache)
+        return states[:, -1]
 
     def scratch(self, rows: int, width: int) -> Tensor:
         """A (rows, width) view of the one buffer kept for the whole search, grown when a step needs more rows."""
@@ -113,3 +119,36 @@ class ModelStep:
         whose rows end one by one, not in equal groups per sentence)."""
         self.cache = self.cache.reorder(rows)
         self.everyone = torch.arange(rows.numel(), device=rows.device)
+
+
+class StaticStep(ModelStep):
+    """A `ModelStep` whose decoder attends over a static cache (mtkit/model/static.py): every step of a sentence has
+    the same shapes, so `states_fn` may be `static_states` compiled (mtkit/decode/compiled.py: `--compile`) as well
+    as itself (bench/static_step.py measures both against `ModelStep`).
+
+    The cache's positions not yet written are zeroed once per buffer (masked positions still enter attention's
+    second product, with weight 0: their values must be finite), and the cache doubles when a step needs more
+    (a new shape: a compiled function may trace again). The output layer, the shortlist's rows and the log-softmax
+    stay `ModelStep`'s. Decoding only (under torch.inference_mode, as the searches run): no autograd.
+    """
+
+    def __init__(self, model: Transformer, src: Tensor, beams: int, capacity: int, states_fn: StatesFn = static_states):
+        super().__init__(model, src, beams, max(capacity, 1))
+        self.states_fn = states_fn
+        self.zeroed: Tensor | None = None  # the cache buffer whose unwritten positions were zeroed
+
+    def states(self, last: Tensor) -> Tensor:
+        cache = self.cache
+        t = cache.length
+        if cache.history is None or t + 1 > cache.history.size(1):
+            cache = cache.with_room(t + 1)
+        assert cache.history is not None  # a cache made with room (`capacity` > 0) outside autograd
+        if cache.history is not self.zeroed:  # a new buffer (made, grown, gathered): nothing past `t` written yet
+            cache.history[:, t:].zero_()
+            self.zeroed = cache.history
+        cross = [(c.cross_k, c.cross_v) for c in cache.layers]
+        span = window(t, cache.history.size(1))
+        position = torch.tensor(t, device=last.device)
+        states = self.states_fn(self.model, last, position, cache.history, cross, cache.src_mask, span)
+        self.cache = dataclasses.replace(cache, length=t + 1)
+        return states

@@ -7,6 +7,7 @@ One of the two peers behind the text pipeline (mtkit/decode/engine.py); the othe
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,6 +18,8 @@ from mtkit.data.tokenizer import Tokenizer
 from mtkit.decode.engine import Hypotheses
 from mtkit.errors import MtkitError
 from mtkit.model.transformer import Transformer
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mtkit.decode.beam import SearchResult
@@ -58,6 +61,19 @@ class TorchEngine:
         # measures another step (a compiled one, say), so that decoding itself never asks.
         self.steps: StepFactory | None = None
         self.shortlist = shortlist  # an ensemble's: the union of its members' (Shortlist.union)
+
+    def compile(self, choice: str, workers: int = 1) -> None:
+        """Searches of one sentence run the compiled decoder step where `choice` (off, on, auto) says so
+        (mtkit/decode/compiled.py); the reason goes to the log. With several workers (forked processes) the
+        step stays eager: auto measured one process, and `plan` refuses on."""
+        from mtkit.decode.compiled import choose_steps
+
+        if workers > 1:
+            steps, why = None, f"eager: --compile {choice} runs with one worker, and there are {workers}"
+        else:
+            steps, why = choose_steps(choice, self.models, self.torch_device)
+        self.steps = steps
+        logger.info("decoder step: %s", why)
 
     @property
     def device(self) -> str:

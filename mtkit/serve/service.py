@@ -67,6 +67,7 @@ class ServeSettings:
     device: str = "auto"
     precision: str = "fp32"
     threads: int = 0  # CPU threads: PyTorch's, or CTranslate2's intra_threads (0: PyTorch's count)
+    compile: str = "off"  # mtkit's engine: one-sentence searches through a compiled decoder step (--compile)
     access: Access = Access()
     drain_timeout_s: float = 20.0  # after SIGTERM, below the 30 s Kubernetes and SLURM give before SIGKILL
     request_timeout_s: float = 60.0  # from a request's arrival to its answer (nginx's proxy_read_timeout); 0: none
@@ -102,7 +103,13 @@ class ServeSettings:
     def plan(self, revision: str | None = None) -> loading.Plan:
         """The model -m named, found and its settings checked (nothing read yet): `Plan.open` reads it."""
         found = loading.plan(
-            self.models, revision, device=self.device, precision=self.precision, threads=self.threads, **self.changes
+            self.models,
+            revision,
+            device=self.device,
+            precision=self.precision,
+            threads=self.threads,
+            compile=self.compile,
+            **self.changes,
         )
         check_models(found.model)
         return found

@@ -1,0 +1,146 @@
+"""The decoder step over a static cache, compiled: `--compile off | on | auto` for decoding with mtkit's engine.
+
+Not in the paper: an engineering choice of how a decoding step runs. `static_states` (mtkit/model/static.py) has
+the same shapes at every step of a sentence, so torch.compile (inductor, its C++ wrapper on the CPU: no Python
+between the kernels) traces it once, with dynamic shapes (rows, source length, the cache's window), and keeps the
+compiled code in inductor's cache on disk (TORCHINDUCTOR_CACHE_DIR, else the system's temporary directory), so
+a second process compiles from that cache (seconds instead of tens). Compiling is bounded by TorchDynamo's
+recompile limit (8 graphs; past it the step runs eagerly). The search around the step, the output layer and its
+log-softmax stay eager (the shortlist's rows and int8's output layer are theirs). Only searches of one sentence
+take the static step (`one_sentence`), and only its steps of one row the compiled graph (greedy search): on more
+rows it measured slower (docs/benchmarks.md).
+
+- off: mtkit's eager step over its growing cache (the default).
+- on: the compiled step over a static cache; a failure to compile falls back to the same step run eagerly, said
+  in one sentence on the log.
+- auto: compiled where it measured faster on this machine: one sentence's greedy decoder steps with this model,
+  eager against compiled, in interleaved rounds, at start-up; the answer is kept per machine
+  (mtkit/runtime/kept.py), so a later start reads it instead of timing (and compiles only if it said faster).
+  Only fp32 on the CPU is measured; anything else stays eager (never measured there).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from mtkit.config import BOS, EOS
+from mtkit.config_decode import COMPILE
+from mtkit.decode.ensemble import Ensemble, StepFactory, make_step, static_steps
+from mtkit.decode.step import Step
+from mtkit.errors import MtkitError
+from mtkit.model.static import static_states
+from mtkit.model.transformer import Transformer
+from mtkit.runtime.kept import remembered
+
+logger = logging.getLogger(__name__)
+
+MIN_SPEEDUP = 1.05  # how much faster the compiled step must decode a sentence for auto to choose it
+ROUNDS = 5  # auto's interleaved rounds of one sentence's decoder steps, each way
+PROBE = list(range(5, 17))  # auto's sentence: 12 token ids (a Multi30k sentence's length)
+PROBE_STEPS = 24  # decoder steps timed, each fed the last one's best token
+
+
+class Compiled:
+    """`static_states` through torch.compile for a step of one row (greedy search of one sentence), eagerly for more
+    rows (a beam's, a batch's: slower compiled; timing one sentence's steps with 1 row and with 4, the lower measured
+    0.44x eager at start-up, where 1 row alone measured 1.19x). Its first failure (to trace, compile or run) logs one
+    sentence and the step runs `static_states` eagerly from then on (a step writes its position's keys and values in
+    place, so running it again eagerly writes the same)."""
+
+    def __init__(self) -> None:
+        self.compiled: Any = torch.compile(static_states, dynamic=True, options={"cpp_wrapper": True})
+        self.failed: str | None = None
+
+    def __call__(self, model: Transformer, tokens: Tensor, *rest: Any) -> Tensor:
+        if self.failed is None and tokens.size(0) == 1:
+            try:
+                out: Tensor = self.compiled(model, tokens, *rest)
+                return out
+            except Exception as exc:  # inductor raises many kinds (a missing compiler, a lowering it lacks)
+                self.failed = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                logger.warning("the compiled decoder step failed (%s); decoding eagerly instead", self.failed[:200])
+        return static_states(model, tokens, *rest)
+
+
+def compiled_steps() -> tuple[StepFactory, Compiled]:
+    """The steps a search makes over a static cache, compiled, and the compiled function (whose `failed` says)."""
+    states = Compiled()
+    return static_steps(states), states
+
+
+def one_sentence(steps: StepFactory) -> StepFactory:
+    """`steps` for a search of one sentence (a lone request, an interactive line), `make_step` for a batch: compiled,
+    one sentence measured faster, and beam-4 batches of 32 took 2.6x eager's time (docs/benchmarks.md)."""
+
+    def make(model: Transformer | Ensemble, src: Tensor, rows_per_sentence: int, capacity: int) -> Step:
+        return (steps if src.size(0) == 1 else make_step)(model, src, rows_per_sentence, capacity)
+
+    return make
+
+
+def choose_steps(choice: str, models: list[Transformer], device: torch.device) -> tuple[StepFactory | None, str]:
+    """The step factory `--compile choice` gives the engine (None: mtkit's eager step), and why, for the log."""
+    if choice not in COMPILE:
+        raise MtkitError(f"--compile must be one of {', '.join(COMPILE)}, not {choice!r}.")
+    if choice == "off":
+        return None, "eager (--compile off)"
+    compiled = "compiled decoder step for greedy searches of one sentence"
+    if choice == "on":
+        return one_sentence(compiled_steps()[0]), f"{compiled} (--compile on)"
+    model = models[0]
+    if device.type != "cpu" or next(model.parameters()).dtype != torch.float32 or is_int8(model):
+        return None, "eager: --compile auto measures fp32 on the CPU only, and this is not"
+    cfg = model.cfg
+    shape = {
+        "d_model": cfg.d_model,
+        "d_ff": cfg.d_ff,
+        "heads": cfg.heads,
+        "decoder_layers": cfg.decoder_layers,
+        "vocab": cfg.target_vocab_size,
+        "pre_norm": cfg.pre_norm,
+    }
+    kept = remembered("decoding: eager / compiled step time", shape, device, lambda: speedup(model))
+    ratio = float(kept.value)
+    if ratio >= MIN_SPEEDUP:
+        return one_sentence(compiled_steps()[0]), f"{compiled}: {ratio:.2f}x eager ({kept.note()})"
+    return None, f"eager: the compiled step measured {ratio:.2f}x eager, under {MIN_SPEEDUP}x ({kept.note()})"
+
+
+def is_int8(model: Transformer) -> bool:
+    return any(type(m).__name__.startswith("Int8") for m in model.modules())
+
+
+def speedup(model: Transformer) -> float:
+    """Eager time / compiled time of PROBE_STEPS decoder steps of one sentence (PROBE) in one row (greedy), each fed
+    the last step's best token: the median of ROUNDS interleaved pairs after one untimed run each (the compiled one
+    compiles there); 0.0 where compiling failed."""
+    src = torch.tensor([[*PROBE, EOS]])
+    factory, compiled = compiled_steps()
+
+    @torch.inference_mode()
+    def run(steps: StepFactory) -> float:
+        start = time.perf_counter()
+        step = steps(model, src, 1, PROBE_STEPS)
+        last = torch.tensor([BOS])
+        for _ in range(PROBE_STEPS):
+            last = step.log_probs(last).argmax(-1)
+        return time.perf_counter() - start
+
+    run(make_step)
+    run(factory)
+    if compiled.failed is not None:
+        return 0.0
+    ratios = []
+    for i in range(ROUNDS):
+        if i % 2:
+            compiled_s, eager_s = run(factory), run(make_step)
+        else:
+            eager_s, compiled_s = run(make_step), run(factory)
+        ratios.append(eager_s / compiled_s)
+    return round(statistics.median(ratios), 3)
