@@ -1,23 +1,23 @@
-"""The decoder step over a static key/value cache (mtkit/model/static.py), eager and compiled, against mtkit's own
-step over its growing cache: paired and interleaved in one process, on one sentence at a time and on batches.
+"""`--compile` against eager decoding, as a user runs them: `mtkit.load_translator(..., compile="on")` (the decoder
+step over a static key/value cache, compiled by torch.compile, for greedy searches of one sentence) against
+`compile="off"`, paired and interleaved in one process, on one sentence at a time and on batches.
 
     python bench/static_step.py --model student.pt --src test.en --scenario one --limit 60 --rounds 2
     python bench/static_step.py --model small.pt --src test.en --scenario batch --limit 128 --rounds 2
     python bench/static_step.py --model student.pt --src test.en --scenario one --record docs/results/NAME.json
 
-Steps: `eager` (mtkit's `ModelStep`, what `mtkit translate` runs), `static` (`StaticStep` running `static_states`
-as it is) and `compiled` (`StaticStep` running `static_states` through torch.compile: inductor, dynamic shapes,
-its C++ wrapper on the CPU; compiled in the warm-up, whose seconds are printed), each handed to one Translator
-through the engine's `steps` (mtkit/decode/torch_engine.py), on every call: `--compile` (mtkit/decode/compiled.py) takes
-the compiled step for one-sentence searches only. Scenarios: `one`, each sentence alone with the model's
-own decoding defaults at beam 1 (a student's: its shortlist), what a lone request costs; `batch`, --batch
-sentences a call at beam 4 over the whole vocabulary. The calls take turns (each call's steps in an order that
-reverses from call to call and round to round), so a drifting or shared machine's speed falls on all of them.
+Steps: `eager` (`compile="off"`, what `mtkit translate` runs by default) and `compiled` (`compile="on"`; its
+compilation happens in the warm-up, whose seconds are printed). Scenarios: `one`, each sentence alone with the
+model's own decoding defaults at beam 1 (a student's: its shortlist), what a lone request costs; `batch`, --batch
+sentences a call at beam 4 over the whole vocabulary (which `--compile` leaves eager). The calls take turns (each
+call's steps in an order that reverses from call to call and round to round), so a drifting or shared machine's
+speed falls on all of them. (At the commit of docs/results/static-step-student.json and static-step-small.json the
+script handed the engine its steps directly and measured a third, `static`: the static cache's step run eagerly.)
 
 Printed per step: p50 and mean ms a call, the median over calls of its time over eager's on the same call, the
-total time over eager's, and how many outputs equal eager's. `--profile` adds, for eager and compiled, one
-profiled pass: the operations a decoder step calls and the share of the time in the products (linear layers and
-attention's matrix products). The last line printed is one JSON object; `--record` writes it as a record.
+total time over eager's, and how many outputs equal eager's. `--profile` adds, for each step, one profiled pass:
+the operations called a sentence and the share of the CPU time in the products (linear layers and attention's
+matrix products). The last line printed is one JSON object; `--record` writes it as a record.
 """
 
 from __future__ import annotations
@@ -36,28 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 from harness import Record, cpu_name  # noqa: E402  # bench/ is a script's sys.path[0]
 
-STEPS = ("eager", "static", "compiled")
+STEPS = ("eager", "compiled")
 SCENARIOS = ("one", "batch")
 # Profiler events that are products: oneDNN's and MKL's linear layers, attention's batched products, int8's.
 PRODUCTS = ("mkldnn", "addmm", "aten::mm", "aten::bmm", "linear_dynamic", "quantized", "fbgemm", "onednn")
-
-
-def compiled_states() -> Any:
-    """`static_states` through torch.compile as `--compile` runs it (mtkit/decode/compiled.py): dynamic shapes,
-    inductor's C++ wrapper, eager again if compiling fails."""
-    from mtkit.decode.compiled import Compiled
-
-    return Compiled()
-
-
-def factories(steps: list[str]) -> dict[str, Any]:
-    """{step: what the engine's `steps` is set to} (None: mtkit's own)."""
-    from mtkit.decode.ensemble import static_steps
-
-    made = {"eager": None, "static": static_steps(), "compiled": None}
-    if "compiled" in steps:
-        made["compiled"] = static_steps(compiled_states())
-    return {s: made[s] for s in steps}
 
 
 def calls_of(lines: list[str], scenario: str, batch: int) -> list[list[str]]:
@@ -65,66 +47,46 @@ def calls_of(lines: list[str], scenario: str, batch: int) -> list[list[str]]:
     return [lines[i : i + size] for i in range(0, len(lines), size)]
 
 
-def measure(translator: Any, config: Any, calls: list[list[str]], steps: dict[str, Any], rounds: int) -> dict[str, Any]:
+def measure(translators: dict[str, Any], config: Any, calls: list[list[str]], rounds: int) -> dict[str, Any]:
     """{step: {"ms": [per call, every round], "outputs": [...], "warmup_s": ...}}, the calls taking turns."""
-    engine = translator.engine
-    results: dict[str, Any] = {s: {"ms": [], "outputs": [], "warmup_s": 0.0} for s in steps}
-    for name, factory in steps.items():
-        engine.steps = factory
+    results: dict[str, Any] = {s: {"ms": [], "outputs": [], "warmup_s": 0.0} for s in translators}
+    for name, translator in translators.items():
         start = time.perf_counter()
         for call in calls[:2]:
             translator.translate(call, config)
         results[name]["warmup_s"] = round(time.perf_counter() - start, 2)
-    order = list(steps)
+    order = list(translators)
     for r in range(rounds):
         for i, call in enumerate(calls):
             for name in order if (i + r) % 2 == 0 else order[::-1]:
-                engine.steps = steps[name]
                 start = time.perf_counter()
-                out = translator.translate(call, config)
+                out = translators[name].translate(call, config)
                 results[name]["ms"].append((time.perf_counter() - start) * 1000)
                 if r == 0:
                     results[name]["outputs"] += out
-    engine.steps = None
     return results
 
 
-def profile(translator: Any, config: Any, calls: list[list[str]], factory: Any) -> dict[str, float]:
-    """One profiled pass over `calls` with the engine's `steps` = factory: per decoder step, the operations called
-    (inside the step and in the search around it) and the CPU time, and the share of that time in products."""
+def profile(translator: Any, config: Any, calls: list[list[str]]) -> dict[str, float]:
+    """One profiled pass over `calls`: the operations called a sentence, the CPU time a sentence, and the share of
+    that time in products."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    from mtkit.decode import step as step_module
-
-    counted = [0]
-    original = step_module.ModelStep.log_probs
-
-    def counting(self: Any, last: Any) -> Any:
-        counted[0] += 1
-        return original(self, last)
-
-    translator.engine.steps = factory
-    step_module.ModelStep.log_probs = counting  # type: ignore[method-assign]  # StaticStep inherits it
-    try:
-        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-            for call in calls:
-                translator.translate(call, config)
-    finally:
-        step_module.ModelStep.log_probs = original  # type: ignore[method-assign]
-        translator.engine.steps = None
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for call in calls:
+            translator.translate(call, config)
     ops, cpu_ms = collections.Counter[str](), collections.Counter[str]()
     for event in prof.key_averages():
         kind = "products" if any(p in event.key for p in PRODUCTS) else "other"
         ops[kind] += event.count
         cpu_ms[kind] += event.self_cpu_time_total / 1000
-    steps = max(counted[0], 1)
+    sentences = max(sum(len(call) for call in calls), 1)
     total = cpu_ms["products"] + cpu_ms["other"]
     return {
-        "decoder_steps": counted[0],
-        "operations_a_step": round((ops["products"] + ops["other"]) / steps, 1),
-        "products_a_step": round(ops["products"] / steps, 1),
-        "cpu_ms_a_step": round(total / steps, 3),
+        "operations_a_sentence": round((ops["products"] + ops["other"]) / sentences, 1),
+        "products_a_sentence": round(ops["products"] / sentences, 1),
+        "cpu_ms_a_sentence": round(total / sentences, 3),
         "share_in_products": round(cpu_ms["products"] / total, 3) if total else 0.0,
     }
 
@@ -140,7 +102,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--profile", action="store_true", help="also one profiled pass of eager and compiled")
+    parser.add_argument("--profile", action="store_true", help="also one profiled pass of each step")
     parser.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
     args = parser.parse_args(argv)
     args.steps = args.steps.split(",")
@@ -159,12 +121,21 @@ def main() -> None:
     import mtkit
 
     torch.set_num_threads(args.threads)
-    translator = mtkit.load_translator(args.model, device="cpu", precision=args.precision, threads=args.threads)
-    config = translator.settings(beam=1) if args.scenario == "one" else translator.settings(beam=4, shortlist=False)
+    translators = {
+        name: mtkit.load_translator(
+            args.model,
+            device="cpu",
+            precision=args.precision,
+            threads=args.threads,
+            compile="on" if name == "compiled" else "off",
+        )
+        for name in args.steps
+    }
+    first = translators["eager"]
+    config = first.settings(beam=1) if args.scenario == "one" else first.settings(beam=4, shortlist=False)
     lines = Path(args.src).read_text(encoding="utf-8").splitlines()[: args.limit]
     calls = calls_of(lines, args.scenario, args.batch)
-    steps = factories(args.steps)
-    found = measure(translator, config, calls, steps, args.rounds)
+    found = measure(translators, config, calls, args.rounds)
     eager = found["eager"]
     print(f"CPU: {cpu_name()}; {len(lines)} sentences in {len(calls)} calls, {args.rounds} rounds, "
           f"threads {args.threads}; {config}")  # fmt: skip
@@ -185,9 +156,8 @@ def main() -> None:
         results[name] = row
         print(name, json.dumps(row))
     if args.profile:
-        for name in ("eager", "compiled"):
-            factory = steps.get(name) if name in steps else factories([name])[name]
-            results[f"{name}_profile"] = profile(translator, config, calls, factory)
+        for name, translator in translators.items():
+            results[f"{name}_profile"] = profile(translator, config, calls)
             print(f"{name} profile", json.dumps(results[f"{name}_profile"]))
     settings = {
         "model": Path(args.model).name,
