@@ -25,6 +25,7 @@ import argparse
 import bisect
 import gzip
 import json
+import multiprocessing
 import os
 import statistics
 import tempfile
@@ -32,6 +33,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from harness import Record, cpu_name, latency  # bench/ is a script's sys.path[0]
 from serve_latency import start_server
@@ -55,13 +57,45 @@ def spend(url: str, rpm: int) -> list[tuple[float, int, int, bool]]:
     return answers
 
 
-def run_half(url: str, lines: list[str], args: argparse.Namespace, flood: bool) -> dict:
-    """One half-round: the free clients' latencies, and (flooded) the limited key's answers with their times."""
+def flood(url: str, lines: list[str], args: argparse.Namespace, stop: Any, out: Any) -> None:
+    """The limited key's clients, in a process of their own (so their Python takes nothing from the free clients'
+    interpreter): each sends its share of --flood-rate at fixed times until `stop`; their answers go to `out`."""
+    import httpx
+
+    limited: list[tuple[float, int, int, bool]] = []  # (time, status, characters, has Retry-After)
+    lock = threading.Lock()
+
+    def flooder(k: int) -> None:
+        every = args.flooders / args.flood_rate
+        with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {LIMITED}"}) as http:
+            n, start = 0, time.perf_counter() + k * every / args.flooders
+            while not stop.wait(max(0.0, start + n * every - time.perf_counter())):
+                line = lines[(k * 7919 + n) % len(lines)]
+                n += 1
+                answer = http.post(url + "/translate", json={"text": [line]})
+                with lock:
+                    limited.append((time.monotonic(), answer.status_code, len(line), "retry-after" in answer.headers))
+
+    threads = [threading.Thread(target=flooder, args=(k,)) for k in range(args.flooders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out.put(limited)
+
+
+def server_cpu(pid: int) -> float:
+    """The CPU seconds (user and system, every thread) the server process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_half(url: str, pid: int, lines: list[str], args: argparse.Namespace, flooded: bool) -> dict:
+    """One half-round: the free clients' latencies, the server's CPU seconds, and (flooded) the limited key's answers
+    with their times."""
     import httpx
 
     free_ms: list[float] = []
-    limited: list[tuple[float, int, int, bool]] = []  # (time, status, characters, has Retry-After)
-    done = threading.Event()
     lock = threading.Lock()
 
     def free_client(k: int) -> None:
@@ -75,30 +109,25 @@ def run_half(url: str, lines: list[str], args: argparse.Namespace, flood: bool) 
                 with lock:
                     free_ms.append(1000 * (time.perf_counter() - t0))
 
-    def flooder(k: int) -> None:
-        every = args.flooders / args.flood_rate  # this client's share of the offered rate, at fixed times
-        with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {LIMITED}"}) as http:
-            n, start = 0, time.perf_counter() + k * every / args.flooders
-            while not done.wait(max(0.0, start + n * every - time.perf_counter())):
-                line = lines[(k * 7919 + n) % len(lines)]
-                n += 1
-                answer = http.post(url + "/translate", json={"text": [line]})
-                with lock:
-                    limited.append((time.monotonic(), answer.status_code, len(line), "retry-after" in answer.headers))
-
-    spent = spend(url, args.rpm) if flood else []
-    flooders = [threading.Thread(target=flooder, args=(k,)) for k in range(args.flooders if flood else 0)]
+    spent = spend(url, args.rpm) if flooded else []
+    fork = multiprocessing.get_context("fork")  # the flooders' process inherits this one's cores
+    stop, out = fork.Event(), fork.Queue()
+    flooders = fork.Process(target=flood, args=(url, lines, args, stop, out)) if flooded else None
     clients = [threading.Thread(target=free_client, args=(k,)) for k in range(args.clients)]
-    start = time.perf_counter()
-    for t in flooders + clients:
+    start, cpu = time.perf_counter(), server_cpu(pid)
+    if flooders is not None:
+        flooders.start()
+    for t in clients:
         t.start()
     for t in clients:
         t.join()
-    done.set()
-    for t in flooders:
-        t.join()
-    seconds = time.perf_counter() - start
-    return {"free_ms": free_ms, "limited": spent + limited, "flood_per_s": len(limited) / seconds, "seconds": seconds}
+    stop.set()
+    limited = out.get() if flooders is not None else []
+    if flooders is not None:
+        flooders.join()
+    seconds, cpu = time.perf_counter() - start, server_cpu(pid) - cpu
+    return {"free_ms": free_ms, "limited": spent + limited, "flood_per_s": len(limited) / seconds, "seconds": seconds,
+            "server_cpu_s": cpu, "refusals": sum(1 for _, status, _, _ in limited if status == 429)}  # fmt: skip
 
 
 def pin(server_pid: int) -> str:
@@ -166,22 +195,31 @@ def main() -> None:
             print(pinned)
             order = [flood for r in range(args.rounds) for flood in ((False, True) if r % 2 == 0 else (True, False))]
             for flood in order:
-                half = run_half(url, lines, args, flood)
+                half = run_half(url, proc.pid, lines, args, flood)
                 halves["flooded" if flood else "clean"].append(latency(half["free_ms"])["p50"])
                 limited += half["limited"]
                 statuses = Counter(str(status) for _, status, _, _ in half["limited"])
                 passes.append({"flooded": flood, "free_ms": [round(ms, 2) for ms in half["free_ms"]],
                                "limited_answers": dict(statuses), "seconds": round(half["seconds"], 2),
-                               "flood_per_s": round(half["flood_per_s"], 1)})  # fmt: skip
+                               "flood_per_s": round(half["flood_per_s"], 1), "refusals": half["refusals"],
+                               "server_cpu_s": round(half["server_cpu_s"], 2)})  # fmt: skip
                 print(f"{'flooded' if flood else 'clean':8s} free key {len(half['free_ms'])} requests: "
                       f"p50 {latency(half['free_ms'])['p50']:.1f} ms, p99 {latency(half['free_ms'])['p99']:.1f} ms; "
-                      f"limited key {dict(statuses)}, {half['flood_per_s']:.0f}/s")  # fmt: skip
+                      f"limited key {dict(statuses)}, {half['flood_per_s']:.0f}/s; "
+                      f"server CPU {half['server_cpu_s']:.2f} s")  # fmt: skip
         finally:
             proc.terminate()
             proc.wait(60)
     checked = check_limits(limited, args.rpm, args.cpd)
     ratio = statistics.median(f / c for f, c in zip(halves["flooded"], halves["clean"]))
     spread = max(halves["clean"]) / min(halves["clean"])  # how far apart halves run with nothing changed
+    # The free clients' work is the same in every half: what the server spent more in a flooded half than in its
+    # round's clean one, over that half's refusals, is what a refusal cost it, HTTP and all.
+    rounds = [passes[i : i + 2] for i in range(0, len(passes), 2)]
+    extra = statistics.median(
+        (f["server_cpu_s"] - c["server_cpu_s"]) / f["refusals"]
+        for f, c in (sorted(pair, key=lambda p: not p["flooded"]) for pair in rounds)
+    )
     print(f"limited key: {checked}")
     print(f"free key p50, flooded / clean (paired rounds): {ratio:.3f}x; load average after: {os.getloadavg()[0]:.2f}")
     print(json.dumps({"cpu": cpu_name(), "limited": checked, "free_p50_ms": halves, "paired": ratio}))
@@ -195,6 +233,7 @@ def main() -> None:
         "free key p50, highest clean / lowest clean": round(spread, 3),
         "flood, requests a second": round(statistics.median(p["flood_per_s"] for p in passes if p["flooded"]), 1),
         "slowed (paired ratio past the clean spread)": ratio > spread,
+        "server CPU a refusal, ms (flooded - clean, paired)": round(1000 * extra, 3),
     }
     names = ("clients", "requests", "flooders", "flood_rate", "rpm", "cpd", "rounds", "threads")
     settings = {k: getattr(args, k) for k in names}
