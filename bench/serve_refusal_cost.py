@@ -99,12 +99,16 @@ def build_app(keys: Path) -> Callable[..., Any]:
     return create_app(service)  # its lifespan never runs: no model is loaded, and none is needed to refuse
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--refusals", type=int, default=4000, help="refusals of each API in each round")
     ap.add_argument("--rounds", type=int, default=4, help="rounds; the APIs in turns, reversed every other round")
     ap.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     record = Record()
     with gzip.open(TEST, "rt", encoding="utf-8") as f:
         line = next(f).strip()
