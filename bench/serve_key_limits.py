@@ -1,17 +1,21 @@
 """API keys with limits under load: no request past a key's limit answered, and no other key slowed by it.
 
-    python bench/serve_key_limits.py --model STUDENT.pt --threads 2 --clients 4 --flooders 8 --rounds 2 \
-        --record docs/results/serve-key-limits.json
+    python bench/serve_key_limits.py --model STUDENT.pt --threads 1 --clients 4 --flooders 8 --flood-rate 200 \
+        --rounds 4 --record docs/results/serve-key-limits.json
 
 One `mtkit serve --api-keys FILE` with two keys: `limited` (--rpm requests a minute, --cpd characters a day) and
 `free` (no limits). In each round, --clients clients of the free key send --requests one-sentence requests each,
-one after another; in the flooded half of a round, --flooders clients of the limited key send requests as fast
-as they are answered beside them until the free clients are done. Clean and flooded halves alternate (A B B A) so
-a shared machine's load hits both. Checked: every limited-key request answered 200 falls within its limits (at
+one after another. In the flooded half of a round, the limited key first uses up its requests this minute (the
+key hits its limit), then --flooders clients of it offer --flood-rate requests a second in all (each its share,
+at fixed times: an offered load, not clients spinning as fast as they are answered) beside the free clients
+until they are done. Clean and flooded halves alternate (A B B A) so a shared machine's load hits both. With
+two cores or more, the server runs on one and every client on the others (sched_setaffinity), so what the
+clients spend is not the server's. Checked: every limited-key request answered 200 falls within its limits (at
 most --rpm in any minute, --cpd characters in all), every refusal is 429 with Retry-After, and the free key's
-requests are all answered 200. Reported: the limited key's answers by status, the free key's p50/p99 clean and
-flooded, and their paired ratio. The last line printed is one JSON object; with --record, the run is kept as a
-record (bench/harness.py: command, commit, date, machine, settings, every half's latencies and the limited key's
+requests are all answered 200. Reported: the limited key's answers by status, the flood's achieved rate, the free
+key's p50/p99 clean and flooded, their paired ratio, and the clean halves' own spread (the highest clean p50 over
+the lowest) to judge it by. The last line printed is one JSON object; with --record, the run is kept as a record
+(bench/harness.py: command, commit, date, machine, settings, every half's latencies and the limited key's
 answers).
 """
 
@@ -21,6 +25,7 @@ import argparse
 import bisect
 import gzip
 import json
+import multiprocessing
 import os
 import statistics
 import tempfile
@@ -28,6 +33,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from harness import Record, cpu_name, latency  # bench/ is a script's sys.path[0]
 from serve_latency import start_server
@@ -37,13 +43,59 @@ TEST = ROOT / "mtkit" / "data" / "multi30k" / "test_2016_flickr.en.gz"
 LIMITED, FREE = "limited-bench-key", "free-bench-key"
 
 
-def run_half(url: str, lines: list[str], args: argparse.Namespace, flood: bool) -> dict:
-    """One half-round: the free clients' latencies, and (flooded) the limited key's answers with their times."""
+def spend(url: str, rpm: int) -> list[tuple[float, int, int, bool]]:
+    """The limited key's requests until its first 429: it has hit its limit (its answers, for the checks)."""
+    import httpx
+
+    answers: list[tuple[float, int, int, bool]] = []
+    with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {LIMITED}"}) as http:
+        for _ in range(rpm + 1):
+            answer = http.post(url + "/translate", json={"text": ["A dog runs."]})
+            answers.append((time.monotonic(), answer.status_code, len("A dog runs."), "retry-after" in answer.headers))
+            if answer.status_code == 429:
+                break
+    return answers
+
+
+def flood(url: str, lines: list[str], args: argparse.Namespace, stop: Any, out: Any) -> None:
+    """The limited key's clients, in a process of their own (so their Python takes nothing from the free clients'
+    interpreter): each sends its share of --flood-rate at fixed times until `stop`; their answers go to `out`."""
+    import httpx
+
+    limited: list[tuple[float, int, int, bool]] = []  # (time, status, characters, has Retry-After)
+    lock = threading.Lock()
+
+    def flooder(k: int) -> None:
+        every = args.flooders / args.flood_rate
+        with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {LIMITED}"}) as http:
+            n, start = 0, time.perf_counter() + k * every / args.flooders
+            while not stop.wait(max(0.0, start + n * every - time.perf_counter())):
+                line = lines[(k * 7919 + n) % len(lines)]
+                n += 1
+                answer = http.post(url + "/translate", json={"text": [line]})
+                with lock:
+                    limited.append((time.monotonic(), answer.status_code, len(line), "retry-after" in answer.headers))
+
+    threads = [threading.Thread(target=flooder, args=(k,)) for k in range(args.flooders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out.put(limited)
+
+
+def server_cpu(pid: int) -> float:
+    """The CPU seconds (user and system, every thread) the server process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_half(url: str, pid: int, lines: list[str], args: argparse.Namespace, flooded: bool) -> dict:
+    """One half-round: the free clients' latencies, the server's CPU seconds, and (flooded) the limited key's answers
+    with their times."""
     import httpx
 
     free_ms: list[float] = []
-    limited: list[tuple[float, int, int, bool]] = []  # (time, status, characters, has Retry-After)
-    done = threading.Event()
     lock = threading.Lock()
 
     def free_client(k: int) -> None:
@@ -57,26 +109,37 @@ def run_half(url: str, lines: list[str], args: argparse.Namespace, flood: bool) 
                 with lock:
                     free_ms.append(1000 * (time.perf_counter() - t0))
 
-    def flooder(k: int) -> None:
-        with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {LIMITED}"}) as http:
-            n = 0
-            while not done.is_set():
-                line = lines[(k * 7919 + n) % len(lines)]
-                n += 1
-                answer = http.post(url + "/translate", json={"text": [line]})
-                with lock:
-                    limited.append((time.monotonic(), answer.status_code, len(line), "retry-after" in answer.headers))
-
-    flooders = [threading.Thread(target=flooder, args=(k,)) for k in range(args.flooders if flood else 0)]
+    spent = spend(url, args.rpm) if flooded else []
+    fork = multiprocessing.get_context("fork")  # the flooders' process inherits this one's cores
+    stop, out = fork.Event(), fork.Queue()
+    flooders = fork.Process(target=flood, args=(url, lines, args, stop, out)) if flooded else None
     clients = [threading.Thread(target=free_client, args=(k,)) for k in range(args.clients)]
-    for t in flooders + clients:
+    start, cpu = time.perf_counter(), server_cpu(pid)
+    if flooders is not None:
+        flooders.start()
+    for t in clients:
         t.start()
     for t in clients:
         t.join()
-    done.set()
-    for t in flooders:
-        t.join()
-    return {"free_ms": free_ms, "limited": limited}
+    stop.set()
+    limited = out.get() if flooders is not None else []
+    if flooders is not None:
+        flooders.join()
+    seconds, cpu = time.perf_counter() - start, server_cpu(pid) - cpu
+    return {"free_ms": free_ms, "limited": spent + limited, "flood_per_s": len(limited) / seconds, "seconds": seconds,
+            "server_cpu_s": cpu, "refusals": sum(1 for _, status, _, _ in limited if status == 429)}  # fmt: skip
+
+
+def pin(server_pid: int) -> str:
+    """The server on the first core this process may use, this process (every client) on the others; or, with one
+    core, nothing pinned. Every thread of the server is pinned (a thread made later inherits its maker's cores)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return f"not pinned: {len(cores)} core"
+    os.sched_setaffinity(0, cores[1:])
+    for task in Path(f"/proc/{server_pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cores[:1])
+    return f"server on core {cores[0]}, clients on core(s) {','.join(map(str, cores[1:]))}"
 
 
 def check_limits(answers: list[tuple[float, int, int, bool]], rpm: int, cpd: int) -> dict:
@@ -100,7 +163,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model", required=True)
     ap.add_argument("--clients", type=int, default=4, help="clients of the free key")
     ap.add_argument("--requests", type=int, default=50, help="one-sentence requests each free client sends")
-    ap.add_argument("--flooders", type=int, default=8, help="clients of the limited key, as fast as answered")
+    ap.add_argument("--flooders", type=int, default=8, help="clients of the limited key, sharing --flood-rate")
+    ap.add_argument("--flood-rate", type=float, default=200.0, help="the limited key's requests a second, offered")
     ap.add_argument("--rpm", type=int, default=60, help="the limited key's requests a minute")
     ap.add_argument("--cpd", type=int, default=20000, help="the limited key's characters a day")
     ap.add_argument("--rounds", type=int, default=2, help="clean/flooded pairs, as A B B A")
@@ -127,22 +191,35 @@ def main() -> None:
         serve += ["--queue-size", "256"] + (["--threads", str(args.threads)] if args.threads else [])
         proc, url = start_server(ROOT, serve, Path(tmp) / "serve.log")
         try:
+            pinned = pin(proc.pid)
+            print(pinned)
             order = [flood for r in range(args.rounds) for flood in ((False, True) if r % 2 == 0 else (True, False))]
             for flood in order:
-                half = run_half(url, lines, args, flood)
+                half = run_half(url, proc.pid, lines, args, flood)
                 halves["flooded" if flood else "clean"].append(latency(half["free_ms"])["p50"])
                 limited += half["limited"]
                 statuses = Counter(str(status) for _, status, _, _ in half["limited"])
                 passes.append({"flooded": flood, "free_ms": [round(ms, 2) for ms in half["free_ms"]],
-                               "limited_answers": dict(statuses)})  # fmt: skip
+                               "limited_answers": dict(statuses), "seconds": round(half["seconds"], 2),
+                               "flood_per_s": round(half["flood_per_s"], 1), "refusals": half["refusals"],
+                               "server_cpu_s": round(half["server_cpu_s"], 2)})  # fmt: skip
                 print(f"{'flooded' if flood else 'clean':8s} free key {len(half['free_ms'])} requests: "
                       f"p50 {latency(half['free_ms'])['p50']:.1f} ms, p99 {latency(half['free_ms'])['p99']:.1f} ms; "
-                      f"limited key {len(half['limited'])} requests")  # fmt: skip
+                      f"limited key {dict(statuses)}, {half['flood_per_s']:.0f}/s; "
+                      f"server CPU {half['server_cpu_s']:.2f} s")  # fmt: skip
         finally:
             proc.terminate()
             proc.wait(60)
     checked = check_limits(limited, args.rpm, args.cpd)
     ratio = statistics.median(f / c for f, c in zip(halves["flooded"], halves["clean"]))
+    spread = max(halves["clean"]) / min(halves["clean"])  # how far apart halves run with nothing changed
+    # The free clients' work is the same in every half: what the server spent more in a flooded half than in its
+    # round's clean one, over that half's refusals, is what a refusal cost it, HTTP and all.
+    rounds = [passes[i : i + 2] for i in range(0, len(passes), 2)]
+    extra = statistics.median(
+        (f["server_cpu_s"] - c["server_cpu_s"]) / f["refusals"]
+        for f, c in (sorted(pair, key=lambda p: not p["flooded"]) for pair in rounds)
+    )
     print(f"limited key: {checked}")
     print(f"free key p50, flooded / clean (paired rounds): {ratio:.3f}x; load average after: {os.getloadavg()[0]:.2f}")
     print(json.dumps({"cpu": cpu_name(), "limited": checked, "free_p50_ms": halves, "paired": ratio}))
@@ -153,9 +230,14 @@ def main() -> None:
         "free key, clean": {"p50_ms": round(free["clean"]["p50"], 1), "p99_ms": round(free["clean"]["p99"], 1)},
         "free key, flooded": {"p50_ms": round(free["flooded"]["p50"], 1), "p99_ms": round(free["flooded"]["p99"], 1)},
         "free key p50, flooded / clean": round(ratio, 3),
+        "free key p50, highest clean / lowest clean": round(spread, 3),
+        "flood, requests a second": round(statistics.median(p["flood_per_s"] for p in passes if p["flooded"]), 1),
+        "slowed (paired ratio past the clean spread)": ratio > spread,
+        "server CPU a refusal, ms (flooded - clean, paired)": round(1000 * extra, 3),
     }
-    settings = {k: getattr(args, k) for k in ("clients", "requests", "flooders", "rpm", "cpd", "rounds", "threads")}
-    settings.update(model=Path(args.model).name, test="test_2016_flickr.en, one line a request")
+    names = ("clients", "requests", "flooders", "flood_rate", "rpm", "cpd", "rounds", "threads")
+    settings = {k: getattr(args, k) for k in names}
+    settings.update(model=Path(args.model).name, test="test_2016_flickr.en, one line a request", cores=pinned)
     record.write(args.record, settings, passes, results)
     if checked["past_a_limit"] or checked["refusals_without_retry_after"] or checked["other_statuses"]:
         raise SystemExit("a limit was not kept (see above)")

@@ -197,14 +197,26 @@ def term_ids(vocab: Tokenizer, glossary: Glossary, lines: Sequence[str]) -> list
 
 
 def joining_ids(vocab: Tokenizer) -> tuple[int, ...]:
-    """The pieces that continue a word: no SentencePiece word start (U+2581), a letter or digit first."""
+    """The pieces that continue a word: no SentencePiece word start (U+2581), a letter or digit first; and the
+    byte-fallback pieces (`<0x72>`) of a letter or digit byte, or of any byte of a multi-byte character, which
+    would spell the same continuation a byte at a time."""
     return _joining(vocab)
+
+
+BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def continues_a_word(piece: str) -> bool:
+    byte = BYTE_PIECE.fullmatch(piece)
+    if byte:
+        value = int(byte.group(1), 16)
+        return value >= 0x80 or chr(value).isalnum()
+    return bool(piece) and piece[0] != "\u2581" and piece[0].isalnum()
 
 
 @functools.lru_cache(maxsize=8)  # a vocabulary's are found once (tens of thousands of pieces: tens of ms)
 def _joining(vocab: Any) -> tuple[int, ...]:
-    pieces = (vocab.piece(i) for i in range(len(vocab)))
-    return tuple(i for i, p in enumerate(pieces) if p and p[0] != "\u2581" and p[0].isalnum())
+    return tuple(i for i in range(len(vocab)) if continues_a_word(vocab.piece(i)))
 
 
 class Enforcing(Protocol):

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
@@ -33,6 +33,7 @@ from mtkit.serve import deepl, libretranslate, native, openai, opennmt
 from mtkit.serve.connections import loop_errors
 from mtkit.serve.guard import Access, ApiKey, CatchAll, HostAndOrigin
 from mtkit.serve.http import error_response, media_type, read_body
+from mtkit.serve.keys import OverLimit
 from mtkit.serve.page import HEADERS as PAGE_HEADERS
 from mtkit.serve.page import PAGE
 from mtkit.serve.payload import RequestError, parse_json
@@ -48,9 +49,19 @@ ADAPTERS = (
 LIBRE_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")  # libretranslatepy's; LibreTranslate's page
 
 
+def over_limit(path: str, exc: OverLimit) -> Response:
+    """A key past its requests a minute, refused from its header (guard.py's ApiKey) in the shape of the path's API:
+    DeepL's `{"message"}`, OpenAI's `{"error": {...}}`, else mtkit's and LibreTranslate's `{"error"}`."""
+    if path.startswith("/v2/"):
+        return deepl.error(429, exc.message, exc.retry_after)
+    if path.startswith("/v1/"):
+        return openai.error(429, exc.message, "rate_limit_exceeded", retry_after=exc.retry_after)
+    return error_response(429, exc.message, exc.retry_after)
+
+
 def guard(app: FastAPI, access: Access) -> None:
     """The checks around the endpoints, outermost last: errors, Host and Origin, CORS, the API key."""
-    app.add_middleware(ApiKey, access=access)
+    app.add_middleware(ApiKey, access=access, refuse=over_limit)
     if access.origins:
         app.add_middleware(
             CORSMiddleware,

@@ -231,11 +231,27 @@ class HostAndOrigin:
         return await self.app(scope, receive, send)
 
 
-class ApiKey:
-    """Inside CORS (so a browser can read the 401): every path but /health needs the key, when there is one."""
+def too_many(path: str, exc: OverLimit) -> ASGIApp:
+    """mtkit's own 429 (`{"error": ...}` with Retry-After), whatever the path's API."""
 
-    def __init__(self, app: ASGIApp, access: Access) -> None:
-        self.app, self.access = app, access
+    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, 429, exc.message, {"Retry-After": str(exc.retry_after)})
+
+    return answer
+
+
+class ApiKey:
+    """Inside CORS (so a browser can read the 401): every path but /health needs the key, when there is one.
+
+    A key a header carries that has used its requests this minute is refused here (429, in the shape `refuse`
+    gives the path's API), from the header alone: the body is never read, parsed or looked at, so a client
+    flooding the server past its limit costs it as little as a request can. Other refusals wait for the body
+    where an API's contract wants it read first (LibreTranslate's 400 for a malformed request before a missing
+    key's), and a key in the body (`api_key`, `auth_key`) can only be known there.
+    """
+
+    def __init__(self, app: ASGIApp, access: Access, refuse: Callable[[str, OverLimit], ASGIApp] = too_many) -> None:
+        self.app, self.access, self.refuse = app, access, refuse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.access.keys.required:
@@ -244,14 +260,21 @@ class ApiKey:
         state = scope.setdefault("state", {})
         state["api_key_ok"], state["key"] = key is not None, key
         path = scope.get("path", "")
-        if path in (*OPEN_PATHS, *BODY_KEY_PATHS) or path.startswith((*SELF_CHECKED_PREFIXES, *OPEN_PREFIXES)):
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
+            return await self.app(scope, receive, send)
+        if path in BODY_KEY_PATHS or path.startswith(SELF_CHECKED_PREFIXES):
+            if key is not None:  # counted where the endpoint authorizes it, after its own checks of the body
+                try:
+                    self.access.keys.usage.check(key)
+                except OverLimit as exc:
+                    return await self.refuse(path, exc)(scope, receive, send)
             return await self.app(scope, receive, send)
         if key is None:
             return await send_json(send, 401, NEEDS_KEY, {"WWW-Authenticate": "Bearer"})
         try:
             self.access.keys.usage.admit(key)
         except OverLimit as exc:
-            return await send_json(send, 429, exc.message, {"Retry-After": str(exc.retry_after)})
+            return await self.refuse(path, exc)(scope, receive, send)
         state["admitted"] = True
         return await self.app(scope, receive, send)
 

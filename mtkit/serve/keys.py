@@ -147,11 +147,20 @@ class Usage:
         self._requests: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
         self._chars: dict[str, tuple[int, int]] = {}  # name -> (UTC day number, characters that day)
 
+    def check(self, key: Key, now: float | None = None) -> None:
+        """Refuse (OverLimit) a request of `key` when its requests this minute are all used, counting nothing: the
+        server asks this from a header alone, before a body is read (guard.py)."""
+        if key.requests_per_minute:
+            self._window(key, time.monotonic() if now is None else now)
+
     def admit(self, key: Key, now: float | None = None) -> None:
         """Count one request of `key`, or refuse it (OverLimit) past its requests a minute; refused ones count not."""
-        if not key.requests_per_minute:
-            return
-        now = time.monotonic() if now is None else now
+        if key.requests_per_minute:
+            now = time.monotonic() if now is None else now
+            self._window(key, now).append(now)
+
+    def _window(self, key: Key, now: float) -> collections.deque[float]:
+        """The times of `key`'s requests in the minute before `now`, or OverLimit when they are its limit."""
         window = self._requests[key.name]
         while window and window[0] <= now - WINDOW_S:
             window.popleft()
@@ -162,7 +171,7 @@ class Usage:
                 wait,
                 quota=False,
             )
-        window.append(now)
+        return window
 
     def charge(self, key: Key, chars: int, now: float | None = None) -> None:
         """Count `chars` characters of `key` today, or refuse them all (OverLimit) past its characters a day."""

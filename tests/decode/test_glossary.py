@@ -116,3 +116,19 @@ def test_opus_mt_models_enforce_terms_bilingual_and_multilingual(opus_dir, opus_
     multilingual = mtkit.load_translator(opus_multilingual_dir, device="cpu")
     out = multilingual.translate(lines[:1], beam=2, target_lang="deu", glossary=glossary)
     assert words(out[0], "Hund") >= 1, out
+
+
+def test_a_term_ends_its_word_even_where_the_model_would_spell_on_in_bytes(cli_model):
+    """After a term, no piece that continues a word: whole pieces, and byte-fallback pieces alike (`<0x72>` spells
+    an "r" that would run "treeen" on into "treeenr")."""
+    from mtkit.decode.glossary import continues_a_word
+
+    assert continues_a_word("<0x72>") and continues_a_word("<0xC3>") and continues_a_word("en")
+    assert not continues_a_word("<0x20>") and not continues_a_word("<0x2E>") and not continues_a_word("\u2581en")
+    translator = open_model(cli_model, "cpu")
+    lines = ["a big dog runs in the park", "the man plays", "a child plays with the red ball"]
+    glossary = Glossary.of({"dog": "Hund", "red ball": "greenen treeen"})
+    for beam in (1, 4):
+        out = translator.translate(lines, beam=beam, glossary=glossary)
+        assert re.search(r"(?<!\w)Hund(?!\w)", out[0]), out[0]
+        assert re.search(r"(?<!\w)greenen treeen(?!\w)", out[2]), out[2]

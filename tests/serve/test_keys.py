@@ -3,6 +3,9 @@ Retry-After past them, nothing decoded past a limit, and one key at its limit sl
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 
 pytest.importorskip("fastapi")
@@ -92,9 +95,60 @@ def test_usage_windows():
     with pytest.raises(keys_module.OverLimit) as refused:
         usage.admit(key, now=130.0)
     assert refused.value.retry_after == 30 and not refused.value.quota
-    usage.admit(key, now=160.0)  # the first left the minute's window
+    with pytest.raises(keys_module.OverLimit):
+        usage.check(key, now=150.0)
+    usage.check(key, now=160.0)  # the first left the minute's window; asked, not counted:
+    usage.admit(key, now=160.0)
     usage.charge(key, 5, now=86400 * 3 + 10)
     with pytest.raises(keys_module.OverLimit) as quota:
         usage.charge(key, 1, now=86400 * 3 + 20)
     assert quota.value.quota and quota.value.retry_after == 86400 - 20
     usage.charge(key, 5, now=86400 * 4 + 1)  # a new UTC day
+
+
+def refused_from_the_header(app, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict, dict]:
+    """One request through the ASGI app whose body may not be read: its receive fails the test if called."""
+    answer: dict = {}
+
+    async def receive() -> dict:
+        raise AssertionError(f"{path}: the body of a request past its key's limit was read")
+
+    async def send(message: dict) -> None:
+        answer.setdefault(message["type"], message)
+
+    raw = [(b"host", b"127.0.0.1:5000"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "headers": raw,
+             "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 5000)}  # fmt: skip
+    asyncio.run(app(scope, receive, send))
+    start = answer["http.response.start"]
+    return start["status"], dict(start["headers"]), json.loads(answer["http.response.body"]["body"])
+
+
+def test_a_key_past_its_requests_a_minute_is_refused_before_its_body_is_read(key_file):
+    """The cheapest refusal: from the header alone, in each API's shape, the body never read (nor parsed), so a
+    client flooding past its limit costs the server as little as a request can; it counts toward nothing."""
+    from mtkit.serve.app import create_app
+
+    access = Access(key_file=KeyFile(str(key_file)))
+    alice = access.keys.find(ALICE)
+    access.keys.usage.admit(alice)
+    access.keys.usage.admit(alice)  # her 2 requests this minute
+    app = create_app(EnglishGerman(access=access))
+    malformed = b'{"q": '  # a body would be 400 if it were read
+    json_type = {"Content-Type": "application/json"}
+    for path, headers, shape in [
+        ("/translate", bearer(ALICE), lambda body: body["error"]),  # mtkit's and LibreTranslate's
+        ("/translate", {"X-API-Key": ALICE, "Content-Type": "application/x-www-form-urlencoded"}, lambda b: b["error"]),
+        ("/detect", bearer(ALICE), lambda body: body["error"]),
+        ("/v2/translate", {"Authorization": f"DeepL-Auth-Key {ALICE}"}, lambda body: body["message"]),
+        ("/v1/chat/completions", bearer(ALICE), lambda body: body["error"]["message"]),
+        ("/translator/translate", bearer(ALICE), lambda body: body["error"]),
+    ]:
+        status, answer_headers, body = refused_from_the_header(app, path, {**json_type, **headers}, malformed)
+        assert status == 429 and 1 <= int(answer_headers[b"retry-after"]) <= 60, (path, body)
+        assert "2 requests a minute" in shape(body), (path, body)
+    openai = refused_from_the_header(app, "/v1/chat/completions", bearer(ALICE), malformed)[2]
+    assert openai["error"]["code"] == "rate_limit_exceeded" and openai["error"]["type"] == "rate_limit_error"
+    assert len(access.keys.usage._requests["alice"]) == 2  # the refusals counted nothing
