@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import unicodedata
 from pathlib import Path
 
@@ -77,10 +78,24 @@ def scripts() -> list[tuple[str, str, str]]:
         text = re.sub(
             r"<!-- unrecorded:begin -->.*?<!-- unrecorded:end -->", "", page.read_text(encoding="utf-8"), flags=re.S
         )
+        gone = departed(text)
         for match in SCRIPT.finditer(text):
+            if match["script"] in gone:  # the page says where it is kept; the records test parses it there
+                continue
             args = match["args"].split("#")[0].split("&&")[0].split("|")[0].split(";")[0].strip(" `)")
             found.append((str(page.relative_to(ROOT)), match["script"], args))
     return found
+
+
+def departed(text: str) -> set[str]:
+    """The scripts a page says have left, each with the commit that keeps it (`since removed ...: `git show
+    SHA:PATH``), checked to be there and gone from the tree."""
+    gone = set()
+    for sha, script in re.findall(r"since removed[^`]*`git show ([0-9a-f]{7,40}):((?:bench|recipes)/[\w./-]+)`", text):
+        kept = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{sha}:{script}"], capture_output=True)
+        assert kept.returncode == 0 and not (ROOT / script).exists(), f"{script} at {sha}: not as the page says"
+        gone.add(script)
+    return gone
 
 
 def test_every_script_a_page_runs_exists_and_its_parser_takes_the_pages_arguments() -> None:
