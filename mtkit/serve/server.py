@@ -38,6 +38,9 @@ BACKLOG = 2048
 # A request head (request line and headers) over this many bytes gets 400 (h11's default, said here; nginx's
 # large_client_header_buffers is 4 of 8 KiB).
 MAX_HEAD_BYTES = 16 * 1024
+# The stdlib event loop, said even where uvloop is installed (uvicorn's default, "auto", would take it): uvloop
+# accepts connections in libuv's C, never calling ListeningSocket.accept, so the connection limit would be gone.
+LOOP = "asyncio"
 # The loggers whose messages about clients (bad requests, timeouts, disconnects) are said once per cause.
 NOISY_LOGGERS = (
     "uvicorn.error",
@@ -97,6 +100,7 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
             log_config=None,
             access_log=False,
             http=protocol_class(limits),
+            loop=LOOP,
             timeout_keep_alive=KEEP_ALIVE_S,
             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             timeout_graceful_shutdown=math.ceil(settings.drain_timeout_s + ANSWER_S),

@@ -133,3 +133,19 @@ def test_missing_model_two_models_and_busy_port_are_one_sentence(cli_model, tmp_
         result = run_cli("serve", "-m", cli_model, "--port", str(busy.getsockname()[1]), process=True)
     assert result.returncode == 1 and "cannot listen on 127.0.0.1:" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_serve_runs_on_the_stdlib_event_loop_even_where_uvloop_is_installed(cli_model, monkeypatch):
+    """uvloop accepts in C, past ListeningSocket.accept (the connection limit): uvicorn's "auto" would take it."""
+    import uvicorn
+
+    seen: list[Any] = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: seen.append(self.config))
+    result = run_cli("serve", "-m", cli_model, "--port", "0")
+    assert result.returncode == 0, result.stderr
+    (config,) = seen
+    loop = config.get_loop_factory()()
+    try:
+        assert config.loop == "asyncio" and type(loop).__module__.startswith("asyncio"), (config.loop, type(loop))
+    finally:
+        loop.close()
