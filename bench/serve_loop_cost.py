@@ -90,7 +90,7 @@ def batch(url: str, pid: int, kind: str, n: int, sentence: str) -> tuple[float, 
         return (server_cpu(pid) - cpu) / n, ms
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--requests", type=int, default=400, help="requests of each kind to each server in a round")
@@ -99,7 +99,11 @@ def main() -> None:
     ap.add_argument("--sentence", default="A man is riding a bike.")
     ap.add_argument("--threads", type=int, default=0, help="the servers' torch threads (0: PyTorch's)")
     ap.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     record = Record()
     print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores; load average before: {os.getloadavg()[0]:.2f}")
     kinds = {"refusal": args.requests, "health": args.requests, "sentence": args.sentences}
