@@ -90,6 +90,12 @@ def read_stat(path: str) -> list[str]:
         return f.read().rsplit(")", 1)[1].split()
 
 
+def process_cpu_s(pid: int | str) -> float:
+    """The CPU seconds (user and system, every thread) process `pid` has used so far."""
+    fields = read_stat(f"/proc/{pid}/stat")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def child_pids() -> list[str]:
     """The process ids of this process's children (mtkit's --workers)."""
     pids = []

@@ -35,7 +35,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness import Record, cpu_name, latency  # bench/ is a script's sys.path[0]
+from harness import Record, cpu_name, latency, process_cpu_s  # bench/ is a script's sys.path[0]
 from serve_latency import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,12 +84,6 @@ def flood(url: str, lines: list[str], args: argparse.Namespace, stop: Any, out: 
     out.put(limited)
 
 
-def server_cpu(pid: int) -> float:
-    """The CPU seconds (user and system, every thread) the server process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run_half(url: str, pid: int, lines: list[str], args: argparse.Namespace, flooded: bool) -> dict:
     """One half-round: the free clients' latencies, the server's CPU seconds, and (flooded) the limited key's answers
     with their times."""
@@ -114,7 +108,7 @@ def run_half(url: str, pid: int, lines: list[str], args: argparse.Namespace, flo
     stop, out = fork.Event(), fork.Queue()
     flooders = fork.Process(target=flood, args=(url, lines, args, stop, out)) if flooded else None
     clients = [threading.Thread(target=free_client, args=(k,)) for k in range(args.clients)]
-    start, cpu = time.perf_counter(), server_cpu(pid)
+    start, cpu = time.perf_counter(), process_cpu_s(pid)
     if flooders is not None:
         flooders.start()
     for t in clients:
@@ -125,7 +119,7 @@ def run_half(url: str, pid: int, lines: list[str], args: argparse.Namespace, flo
     limited = out.get() if flooders is not None else []
     if flooders is not None:
         flooders.join()
-    seconds, cpu = time.perf_counter() - start, server_cpu(pid) - cpu
+    seconds, cpu = time.perf_counter() - start, process_cpu_s(pid) - cpu
     return {"free_ms": free_ms, "limited": spent + limited, "flood_per_s": len(limited) / seconds, "seconds": seconds,
             "server_cpu_s": cpu, "refusals": sum(1 for _, status, _, _ in limited if status == 429)}  # fmt: skip
 

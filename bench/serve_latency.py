@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,14 +39,18 @@ def percentiles(ms: list[float]) -> str:
     return f"p50 {q['p50']:6.1f}  p90 {q['p90']:6.1f}  p99 {q['p99']:6.1f}  mean {q['mean']:6.1f} ms"
 
 
-def start_server(code: Path, serve: list[str], log: Path) -> tuple[subprocess.Popen, str]:
+def start_server(
+    code: Path, serve: list[str], log: Path, launch: Sequence[str] = ("-m", "mtkit"), name: str = ""
+) -> tuple[subprocess.Popen, str]:
     """`mtkit serve SERVE...` of the checkout `code` on an ephemeral port; returns once /health says ready. It runs
-    in `code`, so `python -m mtkit` imports that checkout's mtkit, not the caller's: give it absolute paths."""
+    in `code`, so `python -m mtkit` imports that checkout's mtkit, not the caller's: give it absolute paths.
+    `launch`: what follows `python` to reach mtkit's command line (`-c CODE ARG`, say); `name` in its errors."""
     import httpx
 
+    name = name or str(code)
     env = {**os.environ, "PYTHONPATH": str(code)}
     env.pop("MTKIT_SERVE_API_KEY", None)
-    cmd = [sys.executable, "-m", "mtkit", "serve", "--port", "0", "--device", "cpu", *serve]
+    cmd = [sys.executable, *launch, "serve", "--port", "0", "--device", "cpu", *serve]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env, cwd=code)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -56,10 +61,10 @@ def start_server(code: Path, serve: list[str], log: Path) -> tuple[subprocess.Po
             except httpx.TransportError:
                 pass
         if proc.poll() is not None:
-            raise SystemExit(f"mtkit serve ({code}) exited: {log.read_text(errors='replace')[-2000:]}")
+            raise SystemExit(f"mtkit serve ({name}) exited: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.2)
     proc.kill()
-    raise SystemExit(f"mtkit serve ({code}) did not become ready in 300 s")
+    raise SystemExit(f"mtkit serve ({name}) did not become ready in 300 s")
 
 
 def start(args: argparse.Namespace, wait_ms: str, log: Path) -> tuple[subprocess.Popen, str]:

@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 from bad_clients import BAD, bad_summary, run_spoilers, set_key  # bench/bad_clients.py
-from harness import read_stat  # bench/harness.py: a script's directory is on sys.path
+from harness import process_cpu_s  # bench/harness.py: a script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -162,12 +162,6 @@ async def health(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
     return (await http.get(url + "/health")).json()
 
 
-def cpu_s(pid: int) -> float:
-    """CPU seconds the server process has used so far (user + system, all its threads)."""
-    fields = read_stat(f"/proc/{pid}/stat")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def log_tail(path: Path, n: int = 20) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
 
@@ -219,9 +213,9 @@ async def load(
         await asyncio.to_thread(ready.wait, 60)
     async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as http:
         before = (await health(http, url))["decoded"]
-        start, cpu = time.perf_counter(), cpu_s(pid)
+        start, cpu = time.perf_counter(), process_cpu_s(pid)
         await asyncio.gather(*(client(http, url, w, lines, reference, out) for w in work))
-        wall, cpu = time.perf_counter() - start, cpu_s(pid) - cpu
+        wall, cpu = time.perf_counter() - start, process_cpu_s(pid) - cpu
         if spoilers is not None:
             stop.set()
             spoiled = await asyncio.to_thread(results.get, True, 120)

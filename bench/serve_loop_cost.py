@@ -23,13 +23,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness import Record, cpu_name, latency, paired_ratio  # bench/ is a script's sys.path[0]
-from serve_key_limits import FREE, LIMITED, ROOT, pin, server_cpu, spend
+from harness import Record, cpu_name, latency, paired_ratio, process_cpu_s  # bench/ is a script's sys.path[0]
+from serve_key_limits import FREE, LIMITED, ROOT, pin, spend
+from serve_latency import start_server
 
 LOOPS = ("asyncio", "uvloop")
 # `python -m mtkit serve` with every uvicorn.Config made on the loop named by the first argument.
@@ -43,27 +43,7 @@ main()
 
 def start(loop: str, serve: list[str], log: Path) -> tuple[subprocess.Popen, str]:
     """`mtkit serve SERVE...` on `loop`, on an ephemeral port; returns once /health says ready."""
-    import re
-
-    import httpx
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("MTKIT_SERVE_API_KEY", None)
-    cmd = [sys.executable, "-c", START, loop, "serve", "--port", "0", "--device", "cpu", *serve]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env, cwd=ROOT)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if m := re.search(r"listening on (http://\S+?:\d+)", log.read_text(errors="replace")):
-            try:
-                if httpx.get(m.group(1) + "/health", timeout=5).status_code == 200:
-                    return proc, m.group(1)
-            except httpx.TransportError:
-                pass
-        if proc.poll() is not None:
-            raise SystemExit(f"mtkit serve ({loop}) exited: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"mtkit serve ({loop}) did not become ready in 300 s")
+    return start_server(ROOT, serve, log, launch=("-c", START, loop), name=loop)
 
 
 def batch(url: str, pid: int, kind: str, n: int, sentence: str) -> tuple[float, list[float]]:
@@ -77,7 +57,7 @@ def batch(url: str, pid: int, kind: str, n: int, sentence: str) -> tuple[float, 
         spend(url, 1)  # a moving minute: the key's one request made now, every request of the batch is past it
     with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {key}"}) as http:
         http.get(url + "/health")  # the connection opened before the clock starts
-        cpu = server_cpu(pid)
+        cpu = process_cpu_s(pid)
         for _ in range(n):
             t0 = time.perf_counter()
             if kind == "health":
@@ -87,7 +67,7 @@ def batch(url: str, pid: int, kind: str, n: int, sentence: str) -> tuple[float, 
             ms.append(1000 * (time.perf_counter() - t0))
             if answer.status_code != expect:
                 raise SystemExit(f"{kind}: {answer.status_code} {answer.text}")
-        return (server_cpu(pid) - cpu) / n, ms
+        return (process_cpu_s(pid) - cpu) / n, ms
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
