@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
-import gzip
 import io
 import json
 import statistics
@@ -31,18 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from harness import command, commit, machine  # noqa: E402  # the benches' one harness
-
-
-def read(path: Path) -> list[str]:
-    gz = path.with_name(path.name + ".gz")
-    opened = gzip.open(gz, "rt", encoding="utf-8") if gz.exists() else path.open(encoding="utf-8")
-    with opened as f:
-        return [line.rstrip("\n") for line in f]
-
-
-def punctuated(line: str) -> str:
-    line = line.rstrip()
-    return line if line[-1:] in ".!?\"'" else line + "."
+from paragraphs import punctuated, read  # noqa: E402  # the captions read and joined as the paragraphs bench does
 
 
 def documents(sentences: list[str]) -> dict[str, bytes]:
