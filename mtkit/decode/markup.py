@@ -73,6 +73,12 @@ class Unit:
         return self.escape(self.lead) + render_tree(words, placed, self.escape) + self.escape(self.trail)
 
 
+def alignment_pairs(units: Iterable[Unit], found: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+    """(source words, translation words) of each unit that holds tags, `found` its translation: what to align
+    (a unit without tags, or whose one element holds every word, is placed without the alignment pass)."""
+    return [(u.words, t.split()) for u, t in zip(units, found) if u.tagged]
+
+
 def word_range(words: list[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
     """The words [first, last) that characters [start, end) touch; an empty range (between words) if none."""
     touched = [k for k, (a, b) in enumerate(words) if a < end and b > start]
@@ -252,8 +258,7 @@ class Markup:
         return [u.text for u in self.units]
 
     def pairs(self, found: Sequence[str]) -> list[tuple[list[str], list[str]]]:
-        """(source words, translation words) of each unit that holds tags: what to align."""
-        return [(u.words, t.split()) for u, t in zip(self.units, found) if u.tagged]
+        return alignment_pairs(self.units, found)
 
     def render(self, found: Sequence[str], links: Sequence[Sequence[int | None]] | None) -> list[str]:
         """Each fragment with its units' translations (`found`, one a unit) and their tags placed by `links`

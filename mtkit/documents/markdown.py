@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mtkit.decode.htmltree import Element
-from mtkit.decode.markup import Unit, unit_of
+from mtkit.decode.markup import Unit, alignment_pairs, unit_of
 from mtkit.decode.placeholders import protect
 from mtkit.documents.units import decode, spread
 
@@ -156,7 +156,7 @@ class Markdown:
         return [u.text for u in self.units]
 
     def pairs(self, found: Sequence[str]) -> list[tuple[list[str], list[str]]]:
-        return [(u.words, t.split()) for u, t in zip(self.units, found) if u.tagged]
+        return alignment_pairs(self.units, found)
 
     def render(self, found: Sequence[str], links: Sequence[Sequence[int | None]] | None) -> bytes:
         aligned = iter(links or [])

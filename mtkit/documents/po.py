@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mtkit.decode.markup import Unit
+from mtkit.decode.markup import Unit, alignment_pairs
 from mtkit.documents.units import decode, keep_lines, tidy_breaks, unit
 from mtkit.errors import MtkitError
 
@@ -49,7 +49,7 @@ class Catalogue:
         return [u.text for _, _, u in self.slots]
 
     def pairs(self, found: Sequence[str]) -> list[tuple[list[str], list[str]]]:
-        return [(u.words, t.split()) for (_, _, u), t in zip(self.slots, found) if u.tagged]
+        return alignment_pairs((u for *_, u in self.slots), found)
 
     def render(self, found: Sequence[str], links: Sequence[Sequence[int | None]] | None) -> bytes:
         aligned = iter(links or [])

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mtkit.decode.htmltree import Element
-from mtkit.decode.markup import Unit, unit_of
+from mtkit.decode.markup import Unit, alignment_pairs, unit_of
 from mtkit.decode.placeholders import protect
 from mtkit.documents.units import decode
 from mtkit.errors import MtkitError
@@ -104,8 +104,7 @@ class Subtitles:
         return [u.text for u in self.units if u is not None]
 
     def pairs(self, found: Sequence[str]) -> list[tuple[list[str], list[str]]]:
-        units = [u for u in self.units if u is not None]
-        return [(u.words, t.split()) for u, t in zip(units, found) if u.tagged]
+        return alignment_pairs((u for u in self.units if u is not None), found)
 
     def render(self, found: Sequence[str], links: Sequence[Sequence[int | None]] | None) -> bytes:
         answers, aligned = iter(found), iter(links or [])

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mtkit.decode.htmltree import Element
-from mtkit.decode.markup import Unit, unit_of
+from mtkit.decode.markup import Unit, alignment_pairs, unit_of
 from mtkit.decode.placeholders import protect
 from mtkit.errors import MtkitError
 
@@ -100,7 +100,7 @@ class Pieces:
         return [u.text for u in self.units]
 
     def pairs(self, found: Sequence[str]) -> list[tuple[list[str], list[str]]]:
-        return [(u.words, t.split()) for u, t in zip(self.units, found) if u.tagged]
+        return alignment_pairs(self.units, found)
 
     def outputs(self, found: Sequence[str], links: Sequence[Sequence[int | None]] | None) -> list[str]:
         """Each unit's translation with its spans placed (by `links`, one a tagged unit; else proportionally)."""

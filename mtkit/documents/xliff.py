@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mtkit.decode.htmltree import Element
-from mtkit.decode.markup import Unit, unit_of
+from mtkit.decode.markup import Unit, alignment_pairs, unit_of
 from mtkit.decode.placeholders import protect
 from mtkit.errors import MtkitError
 
@@ -88,7 +88,7 @@ class Xliff:
         return [u.text for _, _, u in self.slots]
 
     def pairs(self, found: Sequence[str]) -> list[tuple[list[str], list[str]]]:
-        return [(u.words, t.split()) for (_, _, u), t in zip(self.slots, found) if u.tagged]
+        return alignment_pairs((u for *_, u in self.slots), found)
 
     def render(self, found: Sequence[str], links: Sequence[Sequence[int | None]] | None) -> bytes:
         etree = self.etree
