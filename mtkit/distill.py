@@ -37,7 +37,7 @@ from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig
 from mtkit.data.bpe import BpeOptions
 from mtkit.data.bpe import build as binarize_with
 from mtkit.data.corpora import SPLITS
-from mtkit.data.dataset import DataDir, open_data
+from mtkit.data.dataset import DataDir, open_data, recorded_languages
 from mtkit.errors import MtkitError
 from mtkit.files import count_lines, data_dir_locked, progress_bar
 from mtkit.provenance import sha256_file
@@ -96,22 +96,16 @@ def _vocabulary(data: Path) -> DataDir:
 
 def _languages(data: Path) -> tuple[str, str, dict[str, Any]]:
     """DATA's languages and prepare.json (what NEW's copies), refusing what cannot be distilled, in one sentence."""
-    prepared: dict[str, Any] = {}
-    for name in ("prepare.json", "bpe.json"):
-        try:
-            record = json.loads((data / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("src_lang") and record.get("tgt_lang"):
-            if record.get("pairs"):
-                raise MtkitError(f"{data} holds several language pairs; distill one pair's data directory at a time.")
-            prepared = record if name == "prepare.json" else prepared
-            src, tgt = str(record["src_lang"]), str(record["tgt_lang"])
-            for lang in (src, tgt):
-                if not (data / "raw" / f"train.{lang}").is_file():
-                    raise MtkitError(f"{data / 'raw' / f'train.{lang}'} is missing; run `mtkit prepare` first.")
-            return src, tgt, prepared
-    raise MtkitError(f"{data} has no prepare.json or bpe.json naming its languages; run `mtkit prepare` first.")
+    found = recorded_languages(data)
+    if found is None:
+        raise MtkitError(f"{data} has no prepare.json or bpe.json naming its languages; run `mtkit prepare` first.")
+    name, record, src, tgt = found
+    if record.get("pairs"):
+        raise MtkitError(f"{data} holds several language pairs; distill one pair's data directory at a time.")
+    for lang in (src, tgt):
+        if not (data / "raw" / f"train.{lang}").is_file():
+            raise MtkitError(f"{data / 'raw' / f'train.{lang}'} is missing; run `mtkit prepare` first.")
+    return src, tgt, record if name == "prepare.json" else {}
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> str:

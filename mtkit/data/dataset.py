@@ -140,3 +140,17 @@ def open_data(path: str | os.PathLike) -> DataDir:
             f"{meta} is not valid (needs src_lang, tgt_lang and vocab_size: {exc}); rerun `mtkit bpe {path}`."
         ) from None
     return DataDir(path, src_lang, tgt_lang, vocab_size, info)
+
+
+def recorded_languages(path: Path) -> tuple[str, dict[str, Any], str, str] | None:
+    """The first of DIR's prepare.json and bpe.json that names its languages, as (its file name, its record, source,
+    target); None where neither does (absent, unreadable, or without them). For a directory that may not be
+    binarized yet (`open_data` wants bpe.json)."""
+    for name in ("prepare.json", "bpe.json"):
+        try:
+            record = json.loads((path / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("src_lang") and record.get("tgt_lang"):
+            return name, record, str(record["src_lang"]), str(record["tgt_lang"])
+    return None

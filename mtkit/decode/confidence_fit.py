@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mtkit.config import DEFAULT_BATCH_TOKENS, DecodeConfig
+from mtkit.data.dataset import recorded_languages
 from mtkit.decode.calibrator import BACKWARD, BACKWARD_FEATURES, FORWARD, FORWARD_FEATURES, Calibrator, fit_head
 from mtkit.decode.confidence import features
 from mtkit.errors import MtkitError
@@ -34,13 +34,9 @@ SWEEP = (30.0, 35.0, 40.0, 45.0, 50.0, 55.0, 60.0)  # thresholds whose dev figur
 
 def languages(data: Path) -> tuple[str, str]:
     """DATA's (source, target) languages, from prepare.json (or bpe.json), or one sentence saying why not."""
-    for name in ("prepare.json", "bpe.json"):
-        try:
-            record = json.loads((data / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("src_lang") and record.get("tgt_lang"):
-            return str(record["src_lang"]), str(record["tgt_lang"])
+    found = recorded_languages(data)
+    if found is not None:
+        return found[2], found[3]
     raise MtkitError(f"{data} has no prepare.json naming its languages; make it with `mtkit prepare` first.")
 
 
