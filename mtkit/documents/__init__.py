@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from mtkit.decode.confidence import summary
 from mtkit.decode.glossary import Glossary
 from mtkit.decode.translator import Rater, Translator
 from mtkit.errors import MtkitError
+from mtkit.textio import one_line
 
 # format -> (module, what it is); the file extensions each is picked for
 FORMATS = {
@@ -118,6 +120,12 @@ class DocumentTranslation:
         }
 
 
+def document_text(text: str) -> str:
+    """A translation as any document format can hold it: line breaks made spaces (`one_line`) and other control
+    characters dropped. A byte-fallback piece can decode to one, and XML (.docx, XLIFF) refuses it outright."""
+    return "".join(c for c in one_line(text) if unicodedata.category(c) != "Cc")
+
+
 def translate_document(
     data: bytes,
     format: str,
@@ -179,7 +187,8 @@ def translate_document_with_report(
         rated.append(translation.confidence)
         if progress is not None:
             progress(len(found), len(texts))
-    pairs = plan.pairs(found)
+    written = [document_text(text) for text in found]
+    pairs = plan.pairs(written)
     links = translator.align(pairs, target_lang) if pairs else []
     segments = [Segment(k + 1, *row) for k, row in enumerate(zip(texts, found, rated))]
-    return DocumentTranslation(plan.render(found, links), format, segments)
+    return DocumentTranslation(plan.render(written, links), format, segments)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mtkit.config import DecodeConfig
 from mtkit.decode.glossary import Glossary
-from mtkit.documents import EXTENSIONS, FORMATS, Plan, read
+from mtkit.documents import EXTENSIONS, FORMATS, Plan, document_text, read
 from mtkit.serve.markup import off_the_loop
 from mtkit.serve.payload import RequestError, cut
 from mtkit.serve.service import Service
@@ -71,7 +71,7 @@ async def translate_plan(
     for start in range(0, len(texts), step):  # a chunk at a time: other clients' requests go between them
         lines = texts[start : start + step]
         chunk = await service.translate(lines, config, client_gone, target_lang, glossary=glossary)
-        found += [t.text for t in chunk]
+        found += [document_text(t.text) for t in chunk]
     pairs = plan.pairs(found)
     links = await service.align(pairs, target_lang) if pairs else []
     return await off_the_loop(lambda: plan.render(found, links))

@@ -30,6 +30,8 @@ class StandIn:
             return [w for k, w in enumerate(words) if k % 3 != 1] or words[:1]
         if self.name == "noisy":  # a model that writes markup-like characters of its own
             return [*words[:2], "*", "|", "<b>", "#", "`x`", "[y](z)", "_", *words[2:]]
+        if self.name == "controls":  # byte-fallback pieces that decode to control characters and line breaks
+            return [*words[:1], "a\x01b", "c\x00", "d\ne", "f\u2028g", "\x1b[0m", *words[1:]]
         return words
 
     def translate_stream(self, texts, config, batch_tokens, target_lang="", **options):
@@ -45,7 +47,7 @@ class StandIn:
 
 
 @pytest.mark.parametrize("format", FORMATS)
-@pytest.mark.parametrize("model", ["same", "reverse", "drop", "noisy"])
+@pytest.mark.parametrize("model", ["same", "reverse", "drop", "noisy", "controls"])
 def test_generated_documents_keep_their_structure(format, model):
     rng = random.Random(f"{format}-{model}")
     for k in range(12):
