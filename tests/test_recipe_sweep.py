@@ -13,7 +13,7 @@ from tests.support.recipes import ROOT, parse_mtkit
 
 def test_the_sweep_trains_every_setting_and_seed_and_looks_at_dev_only() -> None:
     argv = ["--steps", "50", "--max-tokens", "768", "1024", "--warmup", "400", "--dropout", "0", "0.1"]
-    argv += ["--seeds", "1", "2", "--alpha", "0.6", "1.4", "--dry-run"]
+    argv += ["--seeds", "1", "2", "--search", "0.6:patience", "1.4:exact", "--dry-run"]
     done = subprocess.run(
         [sys.executable, str(ROOT / "recipes" / "multi30k-en-de" / "sweep.py"), *argv], capture_output=True, text=True
     )
@@ -30,4 +30,6 @@ def test_the_sweep_trains_every_setting_and_seed_and_looks_at_dev_only() -> None
     translated = [str(params["input"]) for name, params in steps if name == "translate"]
     scored = [str(ref) for name, params in steps if name == "score" for ref in params["ref"]]
     assert len(translated) == len(trains) * 2 and all(path.endswith("valid.en") for path in translated)
+    searches = [(params["alpha"], params["early_stop"]) for name, params in steps if name == "translate"]
+    assert set(searches) == {(0.6, "patience"), (1.4, "exact")}
     assert scored and all(path.endswith("valid.de") for path in scored) and "test" not in done.stdout

@@ -4,7 +4,7 @@ fixed number of updates with several seeds, scored on Multi30k's validation set 
     python recipes/multi30k-en-de/sweep.py --steps 400 --dry-run        # every command, one a line; runs none
     python recipes/multi30k-en-de/sweep.py --steps 400 --record docs/results/quick-sweep.json
     python recipes/multi30k-en-de/sweep.py --steps 600 --max-tokens 768 1024 --warmup 400 600 --dropout 0 0.1 \
-        --seeds 1 2 3 --alpha 0.6 1.0 1.4
+        --seeds 1 2 3 --search 0.6:patience 1.0:exact 1.4:exact
 
 A fixed number of updates, not the recipe's 3 minutes: the scores then do not depend on the machine's load, and
 --steps is the update count the 3 minutes reach on the CPU the recipe is tuned for (its first log line says how
@@ -50,13 +50,21 @@ def mtkit(*args: str) -> str:
     return done.stdout
 
 
-def dev_bleu(data: Path, run: Path, alpha: float, out: Path) -> float:
-    """The last checkpoint's sacreBLEU on val, beam 4, GNMT penalty `alpha`, the exact stop (as the recipe)."""
-    hyp = out / f"val.alpha{alpha}.de"
+def dev_bleu(data: Path, run: Path, alpha: float, stop: str, out: Path) -> float:
+    """The last checkpoint's sacreBLEU on val, beam 4, GNMT penalty `alpha` and the early stop `stop`."""
+    hyp = out / f"val.alpha{alpha}.{stop}.de"
     mtkit("translate", "--model", str(run / "checkpoint_last.pt"), "--input", str(data / "raw" / "valid.en"),
-          "--output", str(hyp), "--beam", "4", "--alpha", str(alpha), "--early-stop", "exact")  # fmt: skip
+          "--output", str(hyp), "--beam", "4", "--alpha", str(alpha), "--early-stop", stop)  # fmt: skip
     said = mtkit("score", str(hyp), "--ref", str(data / "raw" / "valid.de"), "--lang", "de", "--json")
     return float(json.loads(said)["scores"][0]["score"]) if said else math.nan
+
+
+def search(text: str) -> tuple[float, str]:
+    """`ALPHA:STOP` (e.g. 0.6:patience) as (alpha, stop)."""
+    alpha, _, stop = text.partition(":")
+    if stop not in ("patience", "exact"):
+        raise argparse.ArgumentTypeError(f"a search is ALPHA:patience or ALPHA:exact, got {text!r}")
+    return float(alpha), stop
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,7 +73,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[768, 1024])
     parser.add_argument("--warmup", type=int, nargs="+", default=[400, 600])
     parser.add_argument("--dropout", type=float, nargs="+", default=[0.0, 0.1])
-    parser.add_argument("--alpha", type=float, nargs="+", default=[0.6, 1.4], help="length penalties tried on dev")
+    parser.add_argument(
+        "--search",
+        type=search,
+        nargs="+",
+        default=[(0.6, "patience"), (1.4, "exact")],
+        metavar="ALPHA:STOP",
+        help="searches tried on dev, each a GNMT length penalty and an early stop (default: the quick recipe's "
+        "0.6:patience and the full recipe's 1.4:exact)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--data", help="a data directory `mtkit bpe --vocab-size 8000` made (default: made here)")
     parser.add_argument("--record", help="also write the sweep as a record here, e.g. docs/results/NAME.json")
@@ -94,12 +110,12 @@ def main() -> None:
                   "--warmup", str(warmup), "--lr-scale", "0.64", "--dropout", str(dropout), "--label-smoothing", "0.1",
                   "--max-steps", str(args.steps), "--lr-cooldown", "0.2", "--seed", str(seed), "--keep-last", "1",
                   "--valid-every", str(args.steps))  # fmt: skip
-            for alpha in args.alpha:
-                bleu = dev_bleu(data, run, alpha, run)
-                setting = f"max_tokens {max_tokens}, warmup {warmup}, dropout {dropout}, alpha {alpha}"
+            for alpha, stop in args.search:
+                bleu = dev_bleu(data, run, alpha, stop, run)
+                setting = f"max_tokens {max_tokens}, warmup {warmup}, dropout {dropout}, alpha {alpha} {stop}"
                 scores.setdefault(setting, []).append(bleu)
                 runs.append({"max_tokens": max_tokens, "warmup": warmup, "dropout": dropout, "alpha": alpha,
-                             "seed": seed, "dev_bleu": bleu})  # fmt: skip
+                             "early_stop": stop, "seed": seed, "dev_bleu": bleu})  # fmt: skip
                 if not DRY_RUN:
                     print(f"{setting}, seed {seed}: dev {bleu:.2f}", flush=True)
     if DRY_RUN:
