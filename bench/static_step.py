@@ -1,13 +1,16 @@
-"""`--compile` against eager decoding, as a user runs them: `mtkit.load_translator(..., compile="on")` (the decoder
-step over a static key/value cache, compiled by torch.compile, for greedy searches of one sentence) against
-`compile="off"`, paired and interleaved in one process, on one sentence at a time and on batches.
+"""Ways of running a model's decoder step against eager fp32, as a user runs them through `mtkit.load_translator`:
+`compile="on"` (the step over a static key/value cache, compiled by torch.compile, for greedy searches of one
+sentence) and `precision="int8"`, paired and interleaved in one process, on one sentence at a time (what a
+server's lone request costs without the HTTP layer) and on batches.
 
     python bench/static_step.py --model student.pt --src test.en --scenario one --limit 60 --rounds 2
+    python bench/static_step.py --model student.pt --src test.en --steps eager,int8 --threads 2   # fp32 and int8
     python bench/static_step.py --model small.pt --src test.en --scenario batch --limit 128 --rounds 2
     python bench/static_step.py --model student.pt --src test.en --scenario one --record docs/results/NAME.json
 
-Steps: `eager` (`compile="off"`, what `mtkit translate` runs by default) and `compiled` (`compile="on"`; its
-compilation happens in the warm-up, whose seconds are printed). Scenarios: `one`, each sentence alone with the
+Steps: `eager` (`compile="off"`, what `mtkit translate` runs by default), `compiled` (`compile="on"`; its
+compilation happens in the warm-up, whose seconds are printed) and `int8` (eager at `precision="int8"`; the others
+take --precision). Scenarios: `one`, each sentence alone with the
 model's own decoding defaults at beam 1 (a student's: its shortlist), what a lone request costs; `batch`, --batch
 sentences a call at beam 4 over the whole vocabulary (which `--compile` leaves eager). The calls take turns (each
 call's steps in an order that reverses from call to call and round to round), so a drifting or shared machine's
@@ -36,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness import Record, cpu_name  # noqa: E402  # bench/ is a script's sys.path[0]
 
-STEPS = ("eager", "compiled")
+STEPS = ("eager", "compiled", "int8")
 SCENARIOS = ("one", "batch")
 # Profiler events that are products: oneDNN's and MKL's linear layers, attention's batched products, int8's.
 PRODUCTS = ("mkldnn", "addmm", "aten::mm", "aten::bmm", "linear_dynamic", "quantized", "fbgemm", "onednn")
@@ -45,6 +48,22 @@ PRODUCTS = ("mkldnn", "addmm", "aten::mm", "aten::bmm", "linear_dynamic", "quant
 def calls_of(lines: list[str], scenario: str, batch: int) -> list[list[str]]:
     size = 1 if scenario == "one" else batch
     return [lines[i : i + size] for i in range(0, len(lines), size)]
+
+
+def load(model: str, steps: list[str], precision: str, threads: int) -> dict[str, Any]:
+    """{step: its translator}, each opened by `mtkit.load_translator` as a user would."""
+    import mtkit
+
+    return {
+        name: mtkit.load_translator(
+            model,
+            device="cpu",
+            precision="int8" if name == "int8" else precision,
+            threads=threads,
+            compile="on" if name == "compiled" else "off",
+        )
+        for name in steps
+    }
 
 
 def measure(translators: dict[str, Any], config: Any, calls: list[list[str]], rounds: int) -> dict[str, Any]:
@@ -99,7 +118,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=60)
     parser.add_argument("--batch", type=int, default=32, help="sentences a call in the batch scenario")
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of {', '.join(STEPS)}")
-    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
+    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="of eager and compiled")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="also one profiled pass of each step")
@@ -118,19 +137,8 @@ def main() -> None:
     record = Record()
     import torch
 
-    import mtkit
-
     torch.set_num_threads(args.threads)
-    translators = {
-        name: mtkit.load_translator(
-            args.model,
-            device="cpu",
-            precision=args.precision,
-            threads=args.threads,
-            compile="on" if name == "compiled" else "off",
-        )
-        for name in args.steps
-    }
+    translators = load(args.model, args.steps, args.precision, args.threads)
     first = translators["eager"]
     config = first.settings(beam=1) if args.scenario == "one" else first.settings(beam=4, shortlist=False)
     lines = Path(args.src).read_text(encoding="utf-8").splitlines()[: args.limit]

@@ -10,7 +10,8 @@ its table): the command, the commit, the date, the machine, the settings, the ra
 docs/index.md show one row per headline (its figures, the machine and a link); docs/benchmarks.md shows each
 headline's record: command, commit, date, machine. A page shows a whole run's table between
 `<!-- table:NAME begin ... -->` and `<!-- table:NAME end -->`: rendered by the record's `renderer` (a script
-whose `table(rows, sentences, words)` printed it) or, for a bench's record, as its results field by field.
+whose `table(rows, sentences, words)` printed it, or `docs/tables.py::NAME` for a bench that has left) or, for
+a bench's record, as its results field by field.
 Change a figure by measuring again, never in a page.
 """
 
@@ -143,11 +144,12 @@ def results_table(name: str) -> str:
         lines += [f"| {key} | {_cell(json.dumps(v) if isinstance(v, (dict, list)) else v)} |" for key, v in
                   run["results"].items()]  # fmt: skip
         return "\n".join(lines)
-    spec = importlib.util.spec_from_file_location(f"renderer_{name}", ROOT / run["renderer"])
+    path, _, function = run["renderer"].partition("::")  # a script's `table`, or docs/tables.py::NAME
+    spec = importlib.util.spec_from_file_location(f"renderer_{name}", ROOT / path)
     assert spec is not None and spec.loader is not None
     renderer = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(renderer)
-    return str(renderer.table(run["rows"], run["sentences"], run["words"]))
+    return str(getattr(renderer, function or "table")(run["rows"], run["sentences"], run["words"]))
 
 
 def render_tables(text: str) -> str:

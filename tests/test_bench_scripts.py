@@ -60,13 +60,13 @@ def test_a_record_holds_the_command_commit_date_machine_settings_and_passes(tmp_
     """bench/harness.py's record: what a reader needs to trust and rerun a figure. Paths outside the repository
     keep only their name; the load is the one when the bench began."""
     harness = load_script("bench/harness.py")
-    argv = [str(ROOT / "bench" / "one_sentence.py"), "--model", "/somewhere/private/student.pt", "--rounds", "3"]
+    argv = [str(ROOT / "bench" / "static_step.py"), "--model", "/somewhere/private/student.pt", "--rounds", "3"]
     record = harness.Record(argv)
     path = tmp_path / "results" / "x.json"
     record.write(str(path), {"rounds": 3}, {"fp32": [1.0, 2.0]}, {"p50": 1.5})
     data = json.loads(path.read_text())
     assert data["format"] == "mtkit-bench-record" and data["command"] == (
-        "python bench/one_sentence.py --model student.pt --rounds 3"
+        "python bench/static_step.py --model student.pt --rounds 3"
     )
     assert len(data["commit"]["commit"]) == 40 and data["date"] == record.started
     assert data["machine"]["cpu"] and data["machine"]["cores"] >= 1 and data["machine"]["load_1min"] == record.load
@@ -236,16 +236,16 @@ def test_the_peers_scripts_parse_and_the_fairseq_comparison_runs_one_of_them() -
     assert set(bench.FAIRSEQ_ARCH.values()) <= {"small", "big"}
 
 
-def test_one_sentence_times_each_variant_per_sentence_through_the_public_api(
+def test_static_step_times_each_step_per_sentence_through_the_public_api(
     cli_model: Path, monkeypatch, tmp_path: Path
 ) -> None:
-    """bench/one_sentence.py on a tiny model carrying a shortlist: each variant is `mtkit.load_translator` at its
-    own precision, every call translates one sentence, every sentence is timed in every round, the variants take
-    turns (fp32 first in even rounds, int8 first in odd ones), and each variant's outputs are its own translator's:
-    fp32 greedy over the whole vocabulary, int8 with the model's own defaults (its shortlist, as a student ships)."""
+    """bench/static_step.py's `one` scenario on a tiny model carrying a shortlist: each step is
+    `mtkit.load_translator` (int8 at its precision, eager at fp32), every call translates one sentence, every
+    sentence is timed in every round, the steps take turns (the order reversing from call to call and round to
+    round), and each step's outputs are its own translator's with the model's own defaults at beam 1."""
     import mtkit
 
-    bench = load_script("bench/one_sentence.py")
+    bench = load_script("bench/static_step.py")
     real, opened, calls = mtkit.load_translator, {}, []
 
     def spy(model, **kwargs):
@@ -263,14 +263,16 @@ def test_one_sentence_times_each_variant_per_sentence_through_the_public_api(
     monkeypatch.setattr(mtkit, "load_translator", spy)
     lines = ["a b c", "d e", "f g h i"]
     model, _ = one_piece_shortlist(cli_model, tmp_path / "one.pt")
-    results = bench.measure(str(model), lines, ["fp32", "int8"], rounds=2, threads=1)
-    assert set(opened) == {"fp32", "int8"} and set(results) == {"fp32", "int8"}
+    translators = bench.load(str(model), ["eager", "int8"], "fp32", threads=1)
+    config = translators["eager"].settings(beam=1)
+    results = bench.measure(translators, config, bench.calls_of(lines, "one", 32), rounds=2)
+    assert set(opened) == {"fp32", "int8"} and set(results) == {"eager", "int8"}
     assert all(len(batch) == 1 for _, batch in calls)  # one sentence a call: a lone request's latency
-    timed = [precision for precision, _ in calls[6:]]  # after the warm-up: each variant translates the 3 lines once
-    assert timed == ["fp32"] * 3 + ["int8"] * 3 + ["int8"] * 3 + ["fp32"] * 3  # A B, then B A
-    for variant, result in results.items():
+    timed = [precision for precision, _ in calls[4:]]  # after the warm-up of two calls each
+    assert timed == ["fp32", "int8", "int8", "fp32", "fp32", "int8"] + ["int8", "fp32", "fp32", "int8", "int8", "fp32"]
+    for step, precision in (("eager", "fp32"), ("int8", "int8")):
+        result = results[step]
         assert len(result["ms"]) == 2 * len(lines) and all(ms > 0 for ms in result["ms"])
-        own = {"shortlist": variant == "int8"}
-        assert result["outputs"] == [opened[variant].translate([line], beam=1, **own)[0] for line in lines]
+        assert result["outputs"] == [opened[precision].translate([line], config)[0] for line in lines]
     full = [opened["int8"].translate([line], beam=1, shortlist=False)[0] for line in lines]
-    assert results["int8"]["outputs"] != full  # its shortlist matters on these lines: the check above can fail
+    assert config.shortlist and results["int8"]["outputs"] != full  # its shortlist matters: the check above can fail

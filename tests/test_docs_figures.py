@@ -6,12 +6,14 @@ the generated tables and the clearly marked historical regions, is a figure some
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -169,7 +171,9 @@ def test_every_record_has_its_command_commit_date_machine_and_passes(path: Path)
     cpu = data["machine"] if isinstance(data["machine"], str) else data["machine"]["cpu"]
     assert MAKER.search(cpu), f"the machine names no CPU: {cpu!r}"
     if "renderer" in data:
-        assert (ROOT / data["renderer"]).is_file() and data["machine"] and data["rows"]
+        path, _, function = data["renderer"].partition("::")
+        assert (ROOT / path).is_file() and data["machine"] and data["rows"]
+        assert not function or f"def {function}(" in (ROOT / path).read_text(encoding="utf-8"), data["renderer"]
         one = data.get("timing") == "one timed pass"  # its seconds are the pass
         assert all(row.get("passes") or one for row in data["rows"]), "every row keeps its raw passes"
         return
@@ -193,10 +197,10 @@ def test_every_records_command_parses_at_the_current_command_line(path: Path, tm
             capture_output=True,
             text=True,
         ).stdout.strip()
-        kept = subprocess.run(["git", "-C", str(ROOT), "show", f"{removed}^:{argv[1]}"], capture_output=True, text=True)
-        assert removed and kept.returncode == 0, f"{argv[1]} is neither in the tree nor in its history"
-        (tmp_path / "bench").mkdir()
-        (tmp_path / argv[1]).write_text(kept.stdout, encoding="utf-8")
+        assert removed, f"{argv[1]} is neither in the tree nor in its history"
+        kept = subprocess.run(["git", "-C", str(ROOT), "archive", f"{removed}^", "bench"], capture_output=True)
+        assert kept.returncode == 0, kept.stderr  # bench/ as it was: the script and the scripts it imported
+        tarfile.open(fileobj=io.BytesIO(kept.stdout)).extractall(tmp_path, filter="data")
         if str(ROOT / "bench") not in sys.path:  # it imports bench/harness.py, as when it ran
             sys.path.append(str(ROOT / "bench"))
         script = load_script(str(tmp_path / argv[1]))
@@ -214,9 +218,9 @@ def test_every_records_command_parses_at_the_current_command_line(path: Path, tm
 
 
 def test_a_command_the_current_parsers_refuse_fails_the_check(tmp_path: Path) -> None:
-    bench = load_script("bench/one_sentence.py")
+    bench = load_script("bench/static_step.py")
     with pytest.raises(SystemExit):
-        bench.parse_args(["--model", "m.pt", "--src", "x", "--variants", "compiled"])  # a variant that left
+        bench.parse_args(["--model", "m.pt", "--src", "x", "--steps", "eager,static"])  # a step that left
     with pytest.raises(AssertionError):
         dry_run("multi30k-distill", "--preset", "small", cwd=tmp_path)
 

@@ -139,7 +139,7 @@ def test_every_mtkit_command_of_a_recipes_readme_parses(capsys) -> None:
     assert seen and not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("command", ["python bench/no_such_bench.py --x", "python bench/one_sentence.py --rounds x"])
+@pytest.mark.parametrize("command", ["python bench/no_such_bench.py --x", "python bench/static_step.py --rounds x"])
 def test_a_missing_script_or_refused_arguments_fail_the_check(command: str, tmp_path: Path, monkeypatch) -> None:
     page = tmp_path / "page.md"
     page.write_text(f"`{command}`\n", encoding="utf-8")

@@ -4,7 +4,7 @@ joined back on its line (`DecodeConfig.split`, on by default; `--no-split` keeps
 A model trained on one sentence a line translates the first sentence of a paragraph and drops the rest; split,
 each sentence is translated as it was trained. The segmenter is sentencex (Wikimedia's, about 300 languages,
 rules and abbreviation lists per language with fallbacks between related languages; compiled), chosen over
-pysbd by bench/paragraphs.py (its record, docs/results/paragraphs.json, "segmenters"): on Multi30k paragraphs
+pysbd by a measurement (docs/results/paragraphs.json, "segmenters"): on Multi30k paragraphs
 both split as many right, sentencex at a small fraction of the time; of hand-made hard cases pysbd cut a URL
 at its `?` and Czech `např.`, sentencex French `M. Dupont`. A boundary it finds inside a URL, an e-mail
 address or a placeholder (`{name}`, `%(x)s`) is not one. Translations are joined by a space, or by nothing
