@@ -280,11 +280,14 @@ class Record:
 
     def write(self, path: str | None, settings: dict[str, Any], passes: Any, results: Any, note: str = "") -> None:
         """Write the record to `path` (nothing when None), whole or not at all; say where on stderr."""
-        if not path:
-            return
+        if path:
+            self.write_data(path, self.data(settings, passes, results, note))
+
+    def write_data(self, path: str, data: dict[str, Any]) -> None:
+        """Write `data` (`self.data(...)`, with what a page's renderer needs added) to `path`, whole or not at all."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.data(settings, passes, results, note), indent=1, ensure_ascii=False) + "\n"
+        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
         tmp = target.with_name(f".{target.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(target)

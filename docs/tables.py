@@ -1,10 +1,10 @@
-"""The results tables that pages show from records of departed benches: each bench wrote its record's rows and
-the page rendered them with the bench's own `table`; once a bench's question was settled and the script left
-bench/, its renderer came here, unchanged, so that docs/gen_figures.py renders the same table from the same record.
+"""The results tables pages show from records whose script keeps no `table` of its own: a departed bench's (its
+question settled, the script left bench/; its renderer came here unchanged, so the same record renders the same
+table) or a recipe script's (recipes/multi30k-en-de/sweep.py).
 
 A record names its renderer as `docs/tables.py::NAME` (NAME one of the functions below, each `NAME(rows,
-sentences, words)`); the script that measured is in its record's command and in git's history (`git show
-SHA:bench/SCRIPT.py`, SHA the record's commit).
+sentences, words)`), and docs/gen_figures.py calls it; the script that measured is in the record's command (a
+departed one in git's history: `git show SHA:bench/SCRIPT.py`, SHA the record's commit).
 """
 
 from __future__ import annotations
@@ -76,4 +76,15 @@ def documents_speed(rows: list[dict[str, Any]], sentences: int, words: int) -> s
         f"| {r['name']} | {r['sentences_per_cpu_s']:.1f} | {r['x_lines']:.2f} | {r['sentences_per_s']:.1f} |"
         for r in rows
     ]
+    return "\n".join(lines)
+
+
+def quick_sweep(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
+    """recipes/multi30k-en-de/sweep.py's settings by mean dev BLEU, the best first."""
+    lines = [f"| setting (on val: {sentences:,} sentences, {words:,} reference words) | dev sacreBLEU by seed | mean | "
+             "spread |", "|---|---|---|---|"]  # fmt: skip
+    for r in sorted(rows, key=lambda r: -r["mean"]):
+        name = f"**{r['name']}**" if r["best"] else r["name"]
+        seeds = ", ".join(f"{b:.2f}" for b in r["dev_bleu"])
+        lines.append(f"| {name} | {seeds} | {r['mean']:.2f} | {r['spread']:.2f} |")
     return "\n".join(lines)

@@ -91,7 +91,8 @@ def departed(text: str) -> set[str]:
     """The scripts a page says have left, each with the commit that keeps it (`since removed ...: `git show
     SHA:PATH``), checked to be there and gone from the tree."""
     gone = set()
-    for sha, script in re.findall(r"since\s+removed[^`]*`git show ([0-9a-f]{7,40}):((?:bench|recipes)/[\w./-]+)`", text):
+    said = r"since\s+removed[^`]*`git show ([0-9a-f]{7,40}):((?:bench|recipes)/[\w./-]+)`"
+    for sha, script in re.findall(said, text):
         kept = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{sha}:{script}"], capture_output=True)
         assert kept.returncode == 0 and not (ROOT / script).exists(), f"{script} at {sha}: not as the page says"
         gone.add(script)

@@ -33,3 +33,27 @@ def test_the_sweep_trains_every_setting_and_seed_and_looks_at_dev_only() -> None
     searches = [(params["alpha"], params["early_stop"]) for name, params in steps if name == "translate"]
     assert set(searches) == {(0.6, "patience"), (1.4, "exact")}
     assert scored and all(path.endswith("valid.de") for path in scored) and "test" not in done.stdout
+
+
+def test_the_sweeps_record_is_kept_after_every_run_and_renders_its_table(tmp_path) -> None:
+    """The record a sweep writes (after each run, so a stopped sweep keeps what it measured): every run's score,
+    each setting's mean and spread over its seeds, the best by mean dev BLEU, rendered by docs/tables.py."""
+    import json
+
+    from tests.support.recipes import load_script
+
+    sweep = load_script("recipes/multi30k-en-de/sweep.py")
+    tables = load_script("docs/tables.py")
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "valid.de").write_text("ein Hund .\nzwei Katzen laufen\n", encoding="utf-8")
+    argv = ["--steps", "5", "--max-tokens", "768", "--warmup", "400", "600", "--dropout", "0", "--seeds", "1", "2"]
+    args = sweep.parse_args([*argv, "--search", "0.6:patience", "--record", str(tmp_path / "r.json")])
+    scores = {"a": [20.0, 21.0], "b": [22.0]}
+    runs = [{"dev_bleu": 20.0}, {"dev_bleu": 22.0}, {"dev_bleu": 21.0}]
+    results = sweep.write(sweep.Record(["sweep.py"]), args, runs, scores, tmp_path)
+    assert results["best"] == "b" and results["runs"] == "3 of 4" and results["by_setting"]["a"]["spread"] == 1.0
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["renderer"] == "docs/tables.py::quick_sweep" and data["passes"] == runs
+    assert (data["sentences"], data["words"]) == (2, 6)
+    table = tables.quick_sweep(data["rows"], data["sentences"], data["words"]).splitlines()
+    assert table[2] == "| **b** | 22.00 | 22.00 | 0.00 |" and table[3] == "| a | 20.00, 21.00 | 20.50 | 1.00 |"

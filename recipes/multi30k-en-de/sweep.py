@@ -102,8 +102,9 @@ def main() -> None:
             mtkit("bpe", str(data), "--vocab-size", "8000")
         scores: dict[str, list[float]] = {}
         runs: list[dict[str, Any]] = []
-        for max_tokens, warmup, dropout, seed in itertools.product(
-            args.max_tokens, args.warmup, args.dropout, args.seeds
+        # Seed by seed, every setting once a seed: a sweep stopped early has every setting with as many seeds.
+        for seed, max_tokens, warmup, dropout in itertools.product(
+            args.seeds, args.max_tokens, args.warmup, args.dropout
         ):
             run = tmp / f"run-{max_tokens}-{warmup}-{dropout}-{seed}"
             mtkit("train", str(data), "--out", str(run), "--preset", "small", "--max-tokens", str(max_tokens),
@@ -118,17 +119,29 @@ def main() -> None:
                              "early_stop": stop, "seed": seed, "dev_bleu": bleu})  # fmt: skip
                 if not DRY_RUN:
                     print(f"{setting}, seed {seed}: dev {bleu:.2f}", flush=True)
-    if DRY_RUN:
-        return
-    summary = {
-        setting: {"mean": statistics.fmean(v), "spread": max(v) - min(v), "seeds": len(v)}
-        for setting, v in scores.items()
-    }
+            if not DRY_RUN:  # kept after every run: a sweep stopped early leaves what it measured, said so
+                write(record, args, runs, scores, data)
+    if not DRY_RUN:
+        print(json.dumps(write(record, args, runs, scores, data)))
+
+
+def write(record: Record, args: argparse.Namespace, runs: list, scores: dict[str, list[float]], data: Path) -> dict:
+    """The sweep so far as a record (args.record, if given), with its table's rows (docs/tables.py::quick_sweep);
+    returns the summary."""
+    summary = {s: {"mean": statistics.fmean(v), "spread": max(v) - min(v), "seeds": len(v)} for s, v in scores.items()}
     best = max(summary, key=lambda s: summary[s]["mean"])
-    print(f"best on dev: {best} ({summary[best]['mean']:.2f}, spread {summary[best]['spread']:.2f})")
+    planned = len(args.seeds) * len(args.max_tokens) * len(args.warmup) * len(args.dropout) * len(args.search)
+    print(f"best on dev so far: {best} ({summary[best]['mean']:.2f}, spread {summary[best]['spread']:.2f})")
     settings = {k: v for k, v in vars(args).items() if k not in ("record", "dry_run")}
-    record.write(args.record, settings, runs, {"by_setting": summary, "best": best})
-    print(json.dumps({"best": best, "by_setting": summary}))
+    results = {"by_setting": summary, "best": best, "runs": f"{len(runs)} of {planned}"}
+    rows = [{"name": s, "dev_bleu": scores[s], **summary[s], "best": s == best} for s in scores]
+    references = (data / "raw" / "valid.de").read_text(encoding="utf-8").splitlines()
+    if args.record:
+        kept = record.data(settings, runs, results)
+        kept.update(renderer="docs/tables.py::quick_sweep", rows=rows, sentences=len(references),
+                    words=sum(len(line.split()) for line in references))  # fmt: skip
+        record.write_data(args.record, kept)
+    return results
 
 
 if __name__ == "__main__":
