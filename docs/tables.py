@@ -88,3 +88,25 @@ def quick_sweep(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
         seeds = ", ".join(f"{b:.2f}" for b in r["dev_bleu"])
         lines.append(f"| {name} | {seeds} | {r['mean']:.2f} | {r['spread']:.2f} |")
     return "\n".join(lines)
+
+
+def recipe_seeds(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
+    """recipes/multi30k-en-de/seeds.py's runs of the recipe, one a seed, and their mean."""
+    lines = [
+        f"| seed | updates | training minutes | precision | model.pt | dev sacreBLEU | test_2016_flickr sacreBLEU "
+        f"({sentences:,} sentences) | test chrF2 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        dev = "-" if r["dev_bleu"] is None else f"{r['dev_bleu']:.2f}"
+        lines.append(
+            f"| {r['name'].removeprefix('seed ')} | {r['updates']:,} | {r['training_minutes']:.1f} | {r['precision']} "
+            f"| {r['model']} checkpoint | {dev} | {r['test_bleu']:.2f} | {r['test_chrf']:.2f} |"
+        )
+    bleu = [r["test_bleu"] for r in rows]
+    chrf = [r["test_chrf"] for r in rows]
+    lines.append(
+        f"| mean (spread) | | | | | | **{sum(bleu) / len(bleu):.2f}** ({max(bleu) - min(bleu):.2f}) | "
+        f"{sum(chrf) / len(chrf):.2f} ({max(chrf) - min(chrf):.2f}) |"
+    )
+    return "\n".join(lines)
