@@ -185,7 +185,7 @@ def test_every_record_has_its_command_commit_date_machine_and_passes(path: Path)
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
-def test_every_records_command_parses_at_the_current_command_line(path: Path, tmp_path: Path) -> None:
+def test_every_records_command_parses_at_the_current_command_line(path: Path, tmp_path: Path, monkeypatch) -> None:
     """A bench's command with the bench's own parser; a recipe's with its dry run, each `mtkit` line it prints with
     mtkit's typer app; an `mtkit` command with the app itself. A bench script that has left (its question
     settled) is parsed as it was last, before the commit that removed it."""
@@ -201,10 +201,17 @@ def test_every_records_command_parses_at_the_current_command_line(path: Path, tm
         kept = subprocess.run(["git", "-C", str(ROOT), "archive", f"{removed}^", "bench"], capture_output=True)
         assert kept.returncode == 0, kept.stderr  # bench/ as it was: the script and the scripts it imported
         tarfile.open(fileobj=io.BytesIO(kept.stdout)).extractall(tmp_path, filter="data")
-        if str(ROOT / "bench") not in sys.path:  # it imports bench/harness.py, as when it ran
-            sys.path.append(str(ROOT / "bench"))
-        script = load_script(str(tmp_path / argv[1]))
-        script.parse_args(argv[2:])
+        for name, module in list(sys.modules.items()):  # today's bench/ modules hidden while it imports its own
+            if Path(getattr(module, "__file__", None) or "/").parent == ROOT / "bench":
+                monkeypatch.delitem(sys.modules, name)
+        monkeypatch.setattr(sys, "path", [str(tmp_path / "bench"), *sys.path])
+        try:
+            script = load_script(str(tmp_path / argv[1]))
+            script.parse_args(argv[2:])
+        finally:  # and its own leave with it: the next test imports today's
+            for name, module in list(sys.modules.items()):
+                if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+                    del sys.modules[name]
     elif argv[0] == "python":
         script = load_script(argv[1])
         script.parse_args(argv[2:])
