@@ -2,6 +2,8 @@
 
     from harness import Record, latency, paired_ratio, table   # bench/ is a script's sys.path[0]
 
+Serving: `serving(options, log)` runs `mtkit serve` of this checkout for a bench's clients.
+
 Rounds: two systems measured back to back in one round see nearly the same machine, so the median over rounds
 of their within-round ratio (`paired_ratio`) is steadier than best round over best round on a machine whose
 speed drifts or that others share. A bench runs its systems A B, then B A, and keeps every pass.
@@ -15,17 +17,21 @@ record's command still parses and that the pages state no figure the records do 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import glob
 import json
 import os
 import platform
+import re
+import resource
 import shlex
 import statistics
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +190,37 @@ class PeakPss:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+# ----------------------------------------------------------------------------------------------------- a server
+@contextlib.contextmanager
+def serving(
+    options: Sequence[str], log: Path, env: dict[str, str] | None = None, nofile: int = 0
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`mtkit serve --port 0 --device cpu OPTIONS` of this checkout, its stderr to `log`, yielding (process, URL)
+    once /health answers 200, stopped by SIGTERM after. `env`: variables added (the caller's MTKIT_SERVE_API_KEY is
+    not passed on); `nofile`: its open-file limit (0: as is)."""
+    import httpx
+
+    env = {**os.environ, "MTKIT_SERVE_API_KEY": "", "PYTHONPATH": str(ROOT), **(env or {})}
+    limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))) if nofile else None
+    cmd = [sys.executable, "-m", "mtkit", "serve", "--port", "0", "--device", "cpu", *options]
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, preexec_fn=limit)
+    try:
+        deadline, url = time.monotonic() + 300, ""
+        while not url:
+            text = log.read_text(errors="replace")
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"mtkit serve did not become ready (exit code {proc.poll()}): {text[-2000:]}")
+            if (m := re.search(r"listening on (http://\S+?:\d+)", text)) is not None:
+                with contextlib.suppress(httpx.TransportError):
+                    url = m[1] if httpx.get(m[1] + "/health", timeout=5).status_code == 200 else ""
+            time.sleep(0.1)
+        yield proc, url
+    finally:
+        proc.terminate()
+        proc.wait(300)
 
 
 # ----------------------------------------------------------------------------------------------------- the record
