@@ -13,7 +13,11 @@ An exception a handler raises can be lost: Python runs the handler at the next b
 inside Python code that C code called and whose error that C code clears (measured: a Cython module's
 initialisation, importing `numpy.random`, calls `ABCMeta.__subclasscheck__` and drops what it raised).
 So the handler also records the signal, and `raise_if_terminated` raises it again at a point of our
-choosing: train calls it where its own handlers take over, so a lost SIGTERM cannot let a run go on. Where C code
+choosing: train calls it where its own handlers take over, so a lost SIGTERM cannot let a run go on. Ctrl-C
+(SIGINT) is recorded the same way within the block (Python's own handler, which raises KeyboardInterrupt, is
+wrapped): its exception is lost as easily (raised inside a `__del__` or a weakref callback, Python prints
+"Exception ignored" and goes on), and `translate` reading its next line from a pipe would then wait for ever;
+the reader (mtkit/textio.py) calls `raise_if_terminated` before each line it waits for. Where C code
 raises an error of its own instead (a Cython module's import: an ImportError), `mtkit`'s entry point asks
 `stop_received` and ends the command as the stop it was, in one sentence.
 """
@@ -28,8 +32,10 @@ from collections.abc import Iterator
 # The signals that end a command as Ctrl-C does: a scheduler's or `kill`'s, and a closed terminal's.
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
-# The terminating signal `terminate_as_interrupt`'s handler saw (0: none yet), and how many blocks are open.
+# The terminating signal `terminate_as_interrupt`'s handler saw (0: none yet), whether it saw Ctrl-C, and how many
+# blocks are open.
 _received = 0
+_interrupted = False
 _depth = 0
 
 
@@ -50,7 +56,7 @@ def terminate_as_interrupt() -> Iterator[None]:
     Python's default for SIGTERM is to die at once, leaving temporary files behind. Only the
     main thread can set a handler; elsewhere the block runs unchanged.
     """
-    global _received, _depth
+    global _received, _interrupted, _depth
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -60,10 +66,18 @@ def terminate_as_interrupt() -> Iterator[None]:
         _received = _received or signum  # kept in case C code clears the exception below (`raise_if_terminated`)
         raise Terminated(signum)
 
+    def ctrl_c(signum: int, frame: object) -> None:
+        global _interrupted
+        _interrupted = True  # kept likewise: a KeyboardInterrupt raised in a `__del__` is printed and dropped
+        raise KeyboardInterrupt
+
     if _depth == 0:
-        _received = 0  # a new command (tests run several in one process)
+        _received, _interrupted = 0, False  # a new command (tests run several in one process)
     _depth += 1
-    previous = {signum: signal.signal(signum, interrupt) for signum in TERMINATING}
+    handlers = {signum: interrupt for signum in TERMINATING}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # a handler of the caller's own stays
+        handlers[signal.SIGINT] = ctrl_c
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
     try:
         yield
     finally:
@@ -71,7 +85,7 @@ def terminate_as_interrupt() -> Iterator[None]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         if _depth == 0:
-            _received = 0  # outside every block the signal is no longer this module's to raise
+            _received, _interrupted = 0, False  # outside every block no signal is this module's to raise
 
 
 def stop_received() -> int:
@@ -81,13 +95,17 @@ def stop_received() -> int:
 
 
 def raise_if_terminated() -> None:
-    """Raise `Terminated` again for a SIGTERM or SIGHUP the handler saw, in case its exception was lost on the way.
+    """Raise `Terminated` again for a SIGTERM or SIGHUP the handler saw, or KeyboardInterrupt for a Ctrl-C, in case
+    its exception was lost on the way.
 
     The handler's exception can be cleared by C code it was raised under (the module's docstring): call this
-    where a command hands the signals to handlers of its own, or before work that must not start after a stop.
+    where a command hands the signals to handlers of its own, before work that must not start after a stop, or
+    before waiting for input that may never come.
     """
     if _received:
         raise Terminated(_received)
+    if _interrupted:
+        raise KeyboardInterrupt
 
 
 _HELD_SIGNALS = (signal.SIGINT, *TERMINATING)

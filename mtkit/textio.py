@@ -21,6 +21,7 @@ from typing import BinaryIO
 from mtkit.atomic import atomic_file
 from mtkit.errors import MtkitError
 from mtkit.files import READ_ERRORS, unreadable
+from mtkit.interrupts import raise_if_terminated
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,12 @@ MAX_LINE_BYTES = 1 << 20
 def _bounded_lines(stream: BinaryIO, name: str, cap: int) -> Iterator[tuple[bytes, int]]:
     """(line, bytes left out) for each line: at most `cap` bytes of it are kept, the rest read past in pieces."""
     try:
-        while raw := stream.readline(cap):
+        while True:
+            # A Ctrl-C or SIGTERM whose exception was dropped on its way (mtkit/interrupts.py) is raised here, not
+            # left to a wait for a line that may never come (a pipe kept open).
+            raise_if_terminated()
+            if not (raw := stream.readline(cap)):
+                break
             if len(raw) < cap or raw.endswith(b"\n"):
                 yield raw, 0
                 continue
