@@ -57,3 +57,19 @@ def test_the_sweeps_record_is_kept_after_every_run_and_renders_its_table(tmp_pat
     assert (data["sentences"], data["words"]) == (2, 6)
     table = tables.quick_sweep(data["rows"], data["sentences"], data["words"]).splitlines()
     assert table[2] == "| **b** | 22.00 | 22.00 | 0.00 |" and table[3] == "| a | 20.00, 21.00 | 20.50 | 1.00 |"
+
+
+def test_a_token_budget_gives_larger_batches_fewer_updates() -> None:
+    """--tokens: every setting trains on the same tokens (the recipe's budget is time, in which a larger batch makes
+    fewer updates too), where --steps would give larger batches more training."""
+    argv = ["--tokens", "3072", "--max-tokens", "768", "1024", "--warmup", "400", "--dropout", "0", "--seeds", "1"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / "multi30k-en-de" / "sweep.py"), *argv, "--dry-run"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    trains = [
+        params for name, params in map(parse_mtkit, map(shlex.split, done.stdout.splitlines())) if name == "train"
+    ]
+    assert {(p["max_tokens"], p["max_steps"]) for p in trains} == {("768", 4), ("1024", 3)}

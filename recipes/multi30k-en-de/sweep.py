@@ -1,16 +1,22 @@
-"""The quick recipe's settings chosen on dev: a sweep of its batch, warmup and dropout, each setting trained for a
-fixed number of updates with several seeds, scored on Multi30k's validation set (val), never on test.
+"""The quick recipe's settings chosen on dev: a sweep of its batch, warmup and dropout, each setting trained on a
+fixed number of tokens (or updates) with several seeds, scored on Multi30k's validation set (val), never on test.
 
-    python recipes/multi30k-en-de/sweep.py --steps 400 --dry-run        # every command, one a line; runs none
-    python recipes/multi30k-en-de/sweep.py --steps 400 --record docs/results/quick-sweep.json
+    python recipes/multi30k-en-de/sweep.py --tokens 460800 --dry-run     # every command, one a line; runs none
+    python recipes/multi30k-en-de/sweep.py --tokens 460800 --record docs/results/quick-sweep.json
     python recipes/multi30k-en-de/sweep.py --steps 600 --max-tokens 768 1024 --warmup 400 600 --dropout 0 0.1 \
         --seeds 1 2 3 --search 0.6:patience 1.0:exact 1.4:exact
 
-A fixed number of updates, not the recipe's 3 minutes: the scores then do not depend on the machine's load, and
---steps is the update count the 3 minutes reach on the CPU the recipe is tuned for (its first log line says how
-many). Every run is the command line itself (`mtkit train`, `average`-free: the quick recipe keeps its last
-checkpoint, `translate` and `score` on val); each setting's dev sacreBLEU is the mean over --seeds, with its
-spread. The best setting by mean dev BLEU is printed; the record (bench/harness.py) keeps every run's score.
+A fixed amount of training, not the recipe's 3 minutes, so the scores do not depend on the machine's load.
+`--tokens` gives every setting the same training tokens, so a setting with larger batches makes fewer updates.
+The recipe's budget is time, and a larger batch makes fewer updates in it as well; equal tokens is the
+stand-in that holds on any machine. `--steps` gives every setting the same number of updates, which favours
+larger batches. Set the budget to what the 3 minutes reach on the CPU the recipe is tuned for: its log says
+how many updates, and 600 updates of 768 tokens are 460,800 tokens.
+
+Every run is the command line itself: `mtkit train`, then `translate` and `score` on val (no `average`: the
+quick recipe keeps its last checkpoint). Each setting's dev sacreBLEU is the mean over --seeds, with its
+spread. The best setting by mean dev BLEU is printed. The record (bench/harness.py) keeps every run's score,
+and is written after every run, so a sweep stopped early keeps what it measured.
 """
 
 from __future__ import annotations
@@ -69,7 +75,9 @@ def search(text: str) -> tuple[float, str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, required=True, help="updates of every run")
+    budget = parser.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--steps", type=int, help="updates of every run")
+    budget.add_argument("--tokens", type=int, help="training tokens (a batch's --max-tokens) of every run")
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[768, 1024])
     parser.add_argument("--warmup", type=int, nargs="+", default=[400, 600])
     parser.add_argument("--dropout", type=float, nargs="+", default=[0.0, 0.1])
@@ -107,16 +115,17 @@ def main() -> None:
             args.seeds, args.max_tokens, args.warmup, args.dropout
         ):
             run = tmp / f"run-{max_tokens}-{warmup}-{dropout}-{seed}"
+            steps = args.steps or round(args.tokens / max_tokens)
             mtkit("train", str(data), "--out", str(run), "--preset", "small", "--max-tokens", str(max_tokens),
                   "--warmup", str(warmup), "--lr-scale", "0.64", "--dropout", str(dropout), "--label-smoothing", "0.1",
-                  "--max-steps", str(args.steps), "--lr-cooldown", "0.2", "--seed", str(seed), "--keep-last", "1",
-                  "--valid-every", str(args.steps))  # fmt: skip
+                  "--max-steps", str(steps), "--lr-cooldown", "0.2", "--seed", str(seed), "--keep-last", "1",
+                  "--valid-every", str(steps))  # fmt: skip
             for alpha, stop in args.search:
                 bleu = dev_bleu(data, run, alpha, stop, run)
                 setting = f"max_tokens {max_tokens}, warmup {warmup}, dropout {dropout}, alpha {alpha} {stop}"
                 scores.setdefault(setting, []).append(bleu)
-                runs.append({"max_tokens": max_tokens, "warmup": warmup, "dropout": dropout, "alpha": alpha,
-                             "early_stop": stop, "seed": seed, "dev_bleu": bleu})  # fmt: skip
+                runs.append({"max_tokens": max_tokens, "steps": steps, "warmup": warmup, "dropout": dropout,
+                             "alpha": alpha, "early_stop": stop, "seed": seed, "dev_bleu": bleu})  # fmt: skip
                 if not DRY_RUN:
                     print(f"{setting}, seed {seed}: dev {bleu:.2f}", flush=True)
             if not DRY_RUN:  # kept after every run: a sweep stopped early leaves what it measured, said so
