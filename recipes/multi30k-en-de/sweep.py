@@ -109,6 +109,7 @@ def main() -> None:
             mtkit("prepare", "multi30k-en-de", "--out", str(data))
             mtkit("bpe", str(data), "--vocab-size", "8000")
         scores: dict[str, list[float]] = {}
+        results: dict[str, Any] = {}
         runs: list[dict[str, Any]] = []
         # Seed by seed, every setting once a seed: a sweep stopped early has every setting with as many seeds.
         for seed, max_tokens, warmup, dropout in itertools.product(
@@ -129,9 +130,9 @@ def main() -> None:
                 if not DRY_RUN:
                     print(f"{setting}, seed {seed}: dev {bleu:.2f}", flush=True)
             if not DRY_RUN:  # kept after every run: a sweep stopped early leaves what it measured, said so
-                write(record, args, runs, scores, data)
-    if not DRY_RUN:
-        print(json.dumps(write(record, args, runs, scores, data)))
+                results = write(record, args, runs, scores, data)
+    if not DRY_RUN:  # (the data directory is gone by now: `write` reads its references)
+        print(json.dumps(results))
 
 
 def write(record: Record, args: argparse.Namespace, runs: list, scores: dict[str, list[float]], data: Path) -> dict:
