@@ -44,6 +44,19 @@ def versions() -> str:
     return f"mtkit {mtkit.__version__}, torch {torch.__version__}, sacrebleu {sacrebleu.__version__}"
 
 
+def scored(out: Path) -> tuple[dict, list[str], str]:
+    """The scores the recipe wrote into OUT by (split, model), the models that translated the test set, and the
+    one that is model.pt: the better by dev BLEU (never test BLEU), the last checkpoint where only it ran."""
+    scores = {
+        (split, which): json.loads(path.read_text(encoding="utf-8"))
+        for split in ("valid", "test")
+        for which in ("last", "averaged")
+        if (path := out / f"scores.{split}.{which}.json").is_file()
+    }
+    models = [which for which in ("last", "averaged") if ("test", which) in scores]
+    return scores, models, max(models, key=lambda which: dev_bleu(scores, which) or 0.0)
+
+
 def trained_on(start: dict) -> tuple[str, str]:
     """(where, what) the run trained: "this CPU", its name and cores, or "this GPU" and its name, and the training
     precision, from the log's start record (figures differ by CPU: AVX2 only, AVX-512, native bf16)."""
@@ -74,14 +87,7 @@ def main(argv: list[str]) -> str:
     out, run, budget = Path(argv[0]), Path(argv[1]), argv[2]
     rest = argv[3:]
     commands, stages = rest[: rest.index("--")], rest[rest.index("--") + 1 :]
-    scores = {
-        (split, which): json.loads(path.read_text())
-        for split in ("valid", "test")
-        for which in ("last", "averaged")
-        if (path := out / f"scores.{split}.{which}.json").is_file()
-    }
-    models = [which for which in ("last", "averaged") if ("test", which) in scores]
-    best = max(models, key=lambda which: dev_bleu(scores, which) or 0.0)
+    scores, models, best = scored(out)
     if best == "last":  # its weights without the training state: a third of the checkpoint's size
         checkpoint.atomic_save(model_file(run / "checkpoint_last.pt"), out / "model.pt")
     else:

@@ -52,16 +52,9 @@ def recipe(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
 
 def seed_row(seed: int, out: Path, wall_s: float, load: float) -> dict[str, Any]:
     """One seed's figures from the files the recipe wrote: its scores, and the run's log."""
-    from results import dev_bleu, metric  # the recipe's own reading of its scores (results.py, beside this file)
+    from results import dev_bleu, metric, scored  # the recipe's own reading of its scores (results.py, beside this)
 
-    scores = {
-        (split, which): json.loads(path.read_text(encoding="utf-8"))
-        for split in ("valid", "test")
-        for which in ("last", "averaged")
-        if (path := out / f"scores.{split}.{which}.json").is_file()
-    }
-    models = [which for which in ("last", "averaged") if ("test", which) in scores]
-    chosen = max(models, key=lambda which: dev_bleu(scores, which) or 0.0)  # as results.py chooses model.pt
+    scores, _, chosen = scored(out)
     log = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     done = [r for r in log if r["event"] == "done"][-1]
     start = [r for r in log if r["event"] == "start"][-1]
