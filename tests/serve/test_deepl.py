@@ -14,7 +14,7 @@ for _name in ("httpx", "fastapi", "uvicorn", "deepl"):
 import deepl  # noqa: E402
 
 from tests.support.corpora import synthetic_pairs  # noqa: E402
-from tests.support.serve import Server  # noqa: E402
+from tests.support.serve import Server, keyed_server  # noqa: E402
 
 LINES = synthetic_pairs(20, seed=11)[0][:3]
 ALICE, BOB, SMALL = "alice-k3y", "bob-k3y", "small-k3y"
@@ -23,10 +23,8 @@ ALICE, BOB, SMALL = "alice-k3y", "bob-k3y", "small-k3y"
 @pytest.fixture(scope="module")
 def server(cli_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("deepl")
-    keys = tmp / "keys"
-    keys.write_text(f"{ALICE} name=alice\n{BOB} name=bob\n{SMALL} name=small characters_per_day=40\n", "utf-8")
-    keys.chmod(0o600)
-    srv = Server(cli_model, tmp, "--languages", "en-de", "--api-keys", str(keys), "--batch-wait-ms", "5")
+    keys = f"{ALICE} name=alice\n{BOB} name=bob\n{SMALL} name=small characters_per_day=40\n"
+    srv = keyed_server(cli_model, tmp, keys, "--batch-wait-ms", "5")
     deepl.http_client.max_network_retries = 0  # a refusal is the answer under test, not something to retry
     yield srv
     srv.stop()

@@ -21,7 +21,7 @@ from mtkit.serve.batcher import Batcher  # noqa: E402
 from mtkit.serve.glossaries import MAX_BYTES, MAX_ENTRIES, MAX_INLINE_ENTRIES  # noqa: E402
 from mtkit.serve.languages import Directions  # noqa: E402
 from tests.support.fake_service import FakeService, client, ready  # noqa: E402
-from tests.support.serve import Server  # noqa: E402
+from tests.support.serve import Server, keyed_server  # noqa: E402
 from tests.support.spm import BYTE_PIECES  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
@@ -34,10 +34,7 @@ TERMS = {"dog": "Hund", "red ball": "greenen treeen"}
 @pytest.fixture(scope="module")
 def server(cli_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("glossaries")
-    keys = tmp / "keys"
-    keys.write_text(f"{ALICE} name=alice\n{BOB} name=bob\n", "utf-8")
-    keys.chmod(0o600)
-    srv = Server(cli_model, tmp, "--languages", "en-de", "--api-keys", str(keys), "--batch-wait-ms", "5")
+    srv = keyed_server(cli_model, tmp, f"{ALICE} name=alice\n{BOB} name=bob\n", "--batch-wait-ms", "5")
     yield srv
     srv.stop()
 

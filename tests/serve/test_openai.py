@@ -12,7 +12,7 @@ for _name in ("httpx", "fastapi", "uvicorn", "openai"):
 import openai  # noqa: E402
 
 from tests.support.corpora import synthetic_pairs  # noqa: E402
-from tests.support.serve import Server  # noqa: E402
+from tests.support.serve import Server, keyed_server  # noqa: E402
 
 LINES = synthetic_pairs(20, seed=11)[0][:3]
 KEY = "k3y-for-tests"
@@ -21,10 +21,7 @@ KEY = "k3y-for-tests"
 @pytest.fixture(scope="module")
 def server(cli_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("openai")
-    keys = tmp / "keys"
-    keys.write_text(f"{KEY} name=tools\n", "utf-8")
-    keys.chmod(0o600)
-    srv = Server(cli_model, tmp, "--languages", "en-de", "--api-keys", str(keys), "--batch-wait-ms", "5")
+    srv = keyed_server(cli_model, tmp, f"{KEY} name=tools\n", "--batch-wait-ms", "5")
     yield srv
     srv.stop()
 

@@ -17,7 +17,7 @@ for _name in ("httpx", "fastapi", "uvicorn"):
     pytest.importorskip(_name)
 
 from mtkit.serve.page import HEADERS, PAGE, SCRIPT, _hash  # noqa: E402
-from tests.support.serve import Server  # noqa: E402
+from tests.support.serve import Server, keyed_server  # noqa: E402
 
 NODE = shutil.which("node")
 KEY = "page-k3y"
@@ -61,10 +61,7 @@ new Function(require("fs").readFileSync(scriptPath, "utf8"))();
 @pytest.fixture(scope="module")
 def server(cli_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("page-files")
-    keys = tmp / "keys"
-    keys.write_text(f"{KEY} name=page\n", "utf-8")
-    keys.chmod(0o600)
-    srv = Server(cli_model, tmp, "--languages", "en-de", "--api-keys", str(keys))
+    srv = keyed_server(cli_model, tmp, f"{KEY} name=page\n")
     yield srv
     srv.stop()
 

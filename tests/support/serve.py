@@ -163,6 +163,15 @@ def gated_server(model: Path, tmp: Path, *args: str) -> tuple[Server, Gate]:
     return srv, gate
 
 
+def keyed_server(model: Path, tmp: Path, keys: str, *args: str) -> Server:
+    """A server of the `--api-keys` file `keys` (its lines, written to TMP/keys readable by its owner alone, as
+    serve asks), for the APIs whose clients send a key."""
+    path = tmp / "keys"
+    path.write_text(keys, "utf-8")
+    path.chmod(0o600)
+    return Server(model, tmp, "--languages", "en-de", "--api-keys", str(path), *args)
+
+
 def translated(model: Path, lines: list[str]) -> tuple[list[str], list[float]]:
     """What `mtkit translate -m MODEL --scores` says for `lines`: the translations and their scores, to compare
     with a server's answers (each test chooses the scores' tolerance)."""
