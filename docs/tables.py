@@ -110,3 +110,19 @@ def recipe_seeds(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
         f"{sum(chrf) / len(chrf):.2f} ({max(chrf) - min(chrf):.2f}) |"
     )
     return "\n".join(lines)
+
+
+def fairseq_same_search(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
+    """bench/fairseq_same_search.py: fairseq 0.12 and mtkit, the same budget, checkpoint and search."""
+    lines = [
+        f"| system | search | dev sacreBLEU | test_2016_flickr sacreBLEU ({sentences:,} sentences) | test chrF2 | "
+        "updates | training minutes | precision |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        dev = "-" if r["dev_bleu"] is None else f"{r['dev_bleu']:.2f}"
+        lines.append(
+            f"| {r['system']}, last checkpoint | {r['search']} | {dev} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
+            f"{r['updates']:,} | {r['minutes']:.1f} | {r['precision']} |"
+        )
+    return "\n".join(lines)

@@ -276,3 +276,62 @@ def test_static_step_times_each_step_per_sentence_through_the_public_api(
         assert result["outputs"] == [opened[precision].translate([line], config)[0] for line in lines]
     full = [opened["int8"].translate([line], beam=1, shortlist=False)[0] for line in lines]
     assert config.shortlist and results["int8"]["outputs"] != full  # its shortlist matters: the check above can fail
+
+
+FAKE_FAIRSEQ = """#!{python}
+# fairseq-generate as the comparison calls it: its arguments kept, each reference line of the subset back as its
+# hypothesis with --lenpen 1.0, the first word alone otherwise; H- lines out of order, as fairseq's length batches.
+import gzip, json, sys
+args = sys.argv[1:]
+with open({calls!r}, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+subset = {{"valid": "val", "test": "test_2016_flickr"}}[args[args.index("--gen-subset") + 1]]
+lenpen = args[args.index("--lenpen") + 1] if "--lenpen" in args else None
+with gzip.open({data!r} + "/" + subset + ".de.gz", "rt", encoding="utf-8") as f:
+    refs = [line.rstrip("\\n") for line in f]
+for i in reversed(range(len(refs))):
+    print(f"H-{{i}}\\t-0.5\\t" + (refs[i] if lenpen == "1.0" else refs[i].split()[0]))
+"""
+
+
+def test_the_fairseq_comparison_chooses_each_alpha_on_dev_and_reads_each_training_from_its_log(
+    cli_model: Path, tmp_path: Path
+) -> None:
+    """bench/fairseq_same_search.py: both systems' last checkpoints, each alpha chosen on dev for its own system,
+    test once with it and once at each default search, the same references; fairseq's H- lines put back in order;
+    updates and minutes from each run's own log. fairseq is a stand-in here that is perfect only at lenpen 1.0."""
+    peers, calls = tmp_path / "peers", tmp_path / "calls.jsonl"
+    (peers / "venv" / "bin").mkdir(parents=True)
+    fake = peers / "venv" / "bin" / "fairseq-generate"
+    data = str(ROOT / "mtkit" / "data" / "multi30k")
+    fake.write_text(FAKE_FAIRSEQ.format(python=sys.executable, calls=str(calls), data=data))
+    fake.chmod(0o755)
+    fs_run = tmp_path / "fairseq"
+    fs_run.mkdir()
+    (fs_run / "train.log").write_text("| num_updates=50, wall=20\n| num_updates=2950, lr=1e-3, wall=1500\n")
+    run = tmp_path / "mtkit"
+    run.mkdir()
+    shutil.copy(cli_model, run / "checkpoint_last.pt")
+    events = [{"event": "start", "precision": "bf16"}, {"event": "done", "step": 2100, "hours": 25.1 / 60}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    record = tmp_path / "record.json"
+    cmd = [sys.executable, str(ROOT / "bench" / "fairseq_same_search.py"), "--mtkit-run", str(run), "--fairseq-run",
+           str(fs_run), "--peers", str(peers), "--alphas", "0.6", "1.0", "--limit", "3", "--threads", "1",
+           "--record", str(record)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    data = json.loads(record.read_text())
+    rows = {r["name"]: r for r in data["rows"]}
+    best = rows["fairseq 0.12, beam 4, score / length^1.0 (dev-best)"]
+    assert best["bleu"] == 100.0 and best["dev_bleu"] == 100.0 and best["alpha"] == 1.0
+    assert rows["fairseq 0.12, beam 4, lenpen 1, max-len-b 200 (its default)"]["bleu"] < 50  # the stand-in's 1st words
+    assert (best["updates"], best["minutes"], best["precision"]) == (2950, 25.0, "fp32")
+    ours = [r for r in data["rows"] if r["system"] == "mtkit"]
+    assert len(ours) == 2 and {(r["updates"], r["minutes"], r["precision"]) for r in ours} == {(2100, 25.1, "bf16")}
+    assert set(data["passes"]["mtkit"]) == set(data["passes"]["fairseq 0.12"]) == {"0.6", "1.0"}
+    searches = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert [c[c.index("--gen-subset") + 1] for c in searches] == ["valid", "valid", "test", "test"]
+    assert all(c[c.index("--max-len-b") + 1] == "50" for c in searches if "--lenpen" in c)  # as mtkit's limit
+    assert "--lenpen" not in searches[-1] and "--max-len-b" not in searches[-1]  # its default search: no options
+    assert data["renderer"] == "docs/tables.py::fairseq_same_search" and data["sentences"] == 3
+    assert "| fairseq 0.12, last checkpoint | beam 4, score / length^1.0 (dev-best) | 100.00 | 100.00 |" in done.stdout
