@@ -100,9 +100,11 @@ def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, cli, tm
     script = ROOT / "recipes" / "multi30k-distill" / "results.py"
     model, _ = one_piece_shortlist(cli_model, tmp_path / "one.pt")  # used by default: said off, it must be off
 
+    results = load_script("recipes/multi30k-distill/results.py")
+
     def child(**changes):
-        spec = {"name": "m", "models": [str(model)], "precision": "int8", "beam": 1, "shortlist": False,
-                "size_of": str(model), "workers": 2, "threads": 1, "src": str(src),
+        system = results.System("m", (str(model),), "int8", changes.pop("beam"), changes.pop("shortlist"), str(model))
+        spec = {**system._asdict(), "search": results.search(system), "workers": 2, "threads": 1, "src": str(src),
                 "output": str(tmp_path / "out.de")} | changes  # fmt: skip
         done = subprocess.run(
             [sys.executable, str(script), "--child", json.dumps(spec)], capture_output=True, text=True
@@ -117,6 +119,7 @@ def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, cli, tm
         wanted = tmp_path / f"cli-{beam}-{shortlist}.de"
         args = ["-m", str(model), "--precision", "int8", "--beam", str(beam), "--workers", str(workers)]
         args += ["--shortlist" if shortlist else "--no-shortlist", "--threads", "1", "--input", str(src)]
+        args += ["--lenpen", "fairseq", "--alpha", "0.6", "--early-stop", "patience"]
         args += ["--output", str(wanted)]
         done = cli("translate", *args)
         assert done.returncode == 0, done.stderr
@@ -124,3 +127,35 @@ def test_a_child_measures_one_system_with_todays_loader(cli_model: Path, cli, tm
     # the settings matter on these lines: the comparisons above can fail
     assert outputs[1, False] != outputs[4, False] and outputs[1, False] != outputs[1, True]
     assert figures[2]["peak_kib"] > 1.5 * figures[1]["peak_kib"]  # two workers: their peaks added to the parent's
+
+
+def test_every_system_searches_with_one_length_penalty(cli_model: Path, cli, tmp_path: Path) -> None:
+    """Every row of the table is the same search (fairseq's score / |Y|^0.6, the patience stop; the beam and the
+    shortlist are the system's), in mtkit and through its CTranslate2 engine alike, as the translator each child
+    opens reports it: a child that left a system on its engine's default (mtkit's GNMT penalty) fails here."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("ctranslate2")
+    results = load_script("recipes/multi30k-distill/results.py")
+    systems = results.systems(Path("out"), ["t.pt"])
+    assert {(s.beam, s.shortlist) for s in systems} == {(4, False), (4, True), (1, False), (1, True)}
+    for system in systems:
+        assert results.search(system) == {"beam": system.beam, "shortlist": system.shortlist, "lenpen": "fairseq",
+                                          "alpha": 0.6, "early_stop": "patience"}, system.name  # fmt: skip
+    src = tmp_path / "test.en"
+    src.write_text("a b c\nd e\n", encoding="utf-8")
+    export = tmp_path / "ct2"
+    done = cli("export", str(cli_model), "--format", "ctranslate2", "--quantization", "int8", "-o", str(export))
+    assert done.returncode == 0, done.stderr
+    for name, model, precision in (("teacher", cli_model, "fp32"), ("teacher, CTranslate2", export, "int8")):
+        system = results.System(name, (str(model),), precision, 4, False, str(model))
+        spec = {**system._asdict(), "search": results.search(system), "workers": 1, "threads": 1, "src": str(src),
+                "output": str(tmp_path / "out.de")}  # fmt: skip
+        script = ROOT / "recipes" / "multi30k-distill" / "results.py"
+        ran = subprocess.run([sys.executable, str(script), "--child", json.dumps(spec)], capture_output=True, text=True)
+        assert ran.returncode == 0, ran.stderr
+        searched = json.loads(ran.stdout.splitlines()[-1])["search"]
+        assert searched == {"beam": 4, "lenpen": "fairseq", "alpha": 0.6, "early_stop": "patience",
+                            "shortlist": False}, name  # fmt: skip

@@ -2,17 +2,18 @@
 
 usage: python results.py OUT DATA TEACHER...
 
-Each system translates DATA/raw/test.en (test_2016_flickr) in a child process of its own, one after the other,
-at 1 thread, at 2 threads, and as 2 workers of 1 thread each (`--workers 2 --threads 1`: mtkit's forked worker
-processes, CTranslate2's inter_threads; on 2 cores the faster use of them for a small model, whose steps are too
-short for two threads to share): one untimed pass over the first 8 lines, then 3 timed passes over all of them,
-of which the median counts (a fast student's pass is about a second, where one stall of the machine would move a
-single pass's figure by a fifth). The child reports its seconds and its peak resident memory (VmHWM, read from
-/proc: its own, plus its worker processes' own, so the weights the workers share with it are counted once for
-each; the table's peak memory is that of one process, the larger of the 1- and 2-thread runs). The parent scores each
-output with sacreBLEU against DATA/raw/test.de, counts how many lines are identical to the student's mtkit int8
-output (each hop's change: shortlist, int8, CTranslate2), and prints the table. Nothing else may run meanwhile:
-the figures are only comparable within one run on one idle machine.
+Each system translates DATA/raw/test.en (test_2016_flickr) with the same search (`SEARCH`: fairseq's length
+normalisation score / |Y|^0.6 and the patience stop, in mtkit and in CTranslate2 alike; its beam and shortlist are
+the system's) in a child process of its own, one after the other, at 1 thread, at 2 threads, and as 2 workers of 1
+thread each (`--workers 2 --threads 1`: mtkit's forked worker processes, CTranslate2's inter_threads; on 2 cores the
+faster use of them for a small model, whose steps are too short for two threads to share): one untimed pass over the
+first 8 lines, then 3 timed passes over all of them, of which the median counts (a fast student's pass is about a
+second, where one stall of the machine would move a single pass's figure by a fifth). The child reports its seconds
+and its peak resident memory (VmHWM, read from /proc: its own, plus its worker processes' own, so the weights the
+workers share with it are counted once for each; the table's peak memory is that of one process, the larger of the
+1- and 2-thread runs). The parent scores each output with sacreBLEU against DATA/raw/test.de, counts how many lines
+are identical to the student's mtkit int8 output (each hop's change: shortlist, int8, CTranslate2), and prints the
+table. Nothing else may run meanwhile: the figures are only comparable within one run on one idle machine.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+# Every system's search, beside its beam and shortlist: fairseq's length normalisation score / |Y|^0.6 and the
+# patience stop (mtkit `--lenpen fairseq --alpha 0.6 --early-stop patience`; through mtkit's CTranslate2 engine
+# that is CTranslate2's `length_penalty=0.6`, `patience=1`, where |Y| counts the end token in both, and
+# `min_decoding_length=0`: mtkit/decode/ct2.py). Not mtkit's default (GNMT's ((5 + |Y|) / 6)^0.6, which
+# CTranslate2 has not) and not the teacher's own defaults: one search for every row. A greedy search (beam 1, the
+# students) takes each step's most probable piece whatever the penalty, which only rescales the final score.
+SEARCH = {"lenpen": "fairseq", "alpha": 0.6, "early_stop": "patience"}
 # How each system uses the CPU: (workers, threads per worker), and the table's name for it.
 SETTINGS = {(1, 1): "1 thread", (1, 2): "2 threads", (2, 1): "2 workers x 1 thread"}
 WARMUP_LINES = 8
@@ -59,26 +67,23 @@ def systems(out: Path, teachers: list[str]) -> list[System]:
 REFERENCE = "student, mtkit int8, shortlist, greedy"  # the deployed student: what the others are compared with
 
 
+def search(system: System) -> dict[str, Any]:
+    """The decoding settings `system` translates with (DecodeConfig fields, laid over the model's own defaults)."""
+    return {"beam": system.beam, "shortlist": system.shortlist, **SEARCH}
+
+
 def child(spec: dict[str, Any]) -> None:
-    """One system at one thread count: translate, time, and print {"seconds", "passes", "peak_kib"} (its own
-    process): "seconds" is the median of the timed passes."""
+    """One system at one thread count: translate, time, and print {"seconds", "passes", "peak_kib", "search"} (its
+    own process): "seconds" is the median of the timed passes, "search" the settings the translator searched with."""
     import statistics
     import time
 
     from mtkit.decode.loading import prepare
 
     paths = [Path(p) for p in spec["models"]]
-    # as `mtkit translate -m PATH --beam B --shortlist/--no-shortlist` runs it: the engine's own defaults under
-    # them (CTranslate2's length penalty, |Y|^alpha)
-    translator = prepare(
-        paths,
-        "cpu",
-        spec["precision"],
-        spec["workers"],
-        spec["threads"],
-        beam=spec["beam"],
-        shortlist=spec["shortlist"],
-    )
+    # as `mtkit translate -m PATH --beam B --shortlist/--no-shortlist --lenpen fairseq --alpha 0.6 --early-stop
+    # patience` runs it (`search`)
+    translator = prepare(paths, "cpu", spec["precision"], spec["workers"], spec["threads"], **spec["search"])
     lines = Path(spec["src"]).read_text(encoding="utf-8").splitlines()
     translator.translate(lines[:WARMUP_LINES])
     passes = []
@@ -88,7 +93,9 @@ def child(spec: dict[str, Any]) -> None:
         passes.append(time.perf_counter() - start)
     Path(spec["output"]).write_text("".join(line + "\n" for line in output), encoding="utf-8")
     peak = sum(peak_kib(pid) for pid in ["self", *worker_pids()])
-    print(json.dumps({"seconds": statistics.median(passes), "passes": passes, "peak_kib": peak}))
+    config = translator.defaults  # what the engine searched with: the model's defaults under `search`
+    searched = {key: getattr(config, key) for key in ("beam", "lenpen", "alpha", "early_stop", "shortlist")}
+    print(json.dumps({"seconds": statistics.median(passes), "passes": passes, "peak_kib": peak, "search": searched}))
 
 
 def worker_pids() -> list[str]:
@@ -112,7 +119,8 @@ def peak_kib(pid: str) -> int:
 
 def measure(system: System, setting: tuple[int, int], src: Path, output: Path) -> dict[str, Any]:
     workers, threads = setting
-    spec = {**system._asdict(), "workers": workers, "threads": threads, "src": str(src), "output": str(output)}
+    spec = {**system._asdict(), "search": search(system), "workers": workers, "threads": threads, "src": str(src),
+            "output": str(output)}  # fmt: skip
     done = subprocess.run(
         [sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True, check=False
     )
@@ -171,6 +179,7 @@ def main(out: Path, data: Path, teachers: list[str]) -> None:
                 "passes": {SETTINGS[setting]: m["passes"] for setting, m in measured.items()},
                 # One process's: the workers' added VmHWM counts the pages they share with it twice.
                 "peak_kib": max(m["peak_kib"] for (workers, _), m in measured.items() if workers == 1),
+                "search": measured[1, 1]["search"],
                 "bytes": Path(system.size_of).stat().st_size,
             }
         )
@@ -180,7 +189,8 @@ def main(out: Path, data: Path, teachers: list[str]) -> None:
     print("# Multi30k En-De: a distilled student against its teacher\n")
     print(
         f"test_2016_flickr, {len(sources):,} sentences, {words:,} source words; {os.cpu_count()} CPU cores "
-        f"({cpu_name()}), {platform.platform()}; each system alone, one after the other; speed: the median of "
+        f"({cpu_name()}), {platform.platform()}; each system alone, one after the other; every search with "
+        "fairseq's length normalisation (score / |Y|^0.6) and the patience stop; speed: the median of "
         f"{TIMED_PASSES} timed passes after {WARMUP_LINES} warm-up lines; peak memory: the process's VmHWM (Python, "
         "the libraries and the model).\n"
     )
