@@ -105,6 +105,8 @@ def recipe_seeds(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
         )
     bleu = [r["test_bleu"] for r in rows]
     chrf = [r["test_chrf"] for r in rows]
+    if len(rows) == 1:  # one seed: no mean to give
+        return "\n".join(lines)
     lines.append(
         f"| mean (spread) | | | | | | **{sum(bleu) / len(bleu):.2f}** ({max(bleu) - min(bleu):.2f}) | "
         f"{sum(chrf) / len(chrf):.2f} ({max(chrf) - min(chrf):.2f}) |"
