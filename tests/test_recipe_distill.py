@@ -60,6 +60,22 @@ def test_steps_trains_a_number_of_updates_and_the_teacher_distils_with_its_tuned
     assert done.returncode == 2 and "--steps must be a positive whole number" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "mix, nbest, references", [("1best", 1, False), ("1best+refs", 1, True), ("2best+refs", 2, True), (None, 2, True)]
+)
+def test_the_mix_is_what_the_teacher_distils(mix, nbest, references, tmp_path: Path) -> None:
+    """--mix: the teacher's best translation of each source, with the references or not, or its two best and the
+    references (the default); only the distillation changes."""
+    args = ["--mix", mix] if mix else []
+    parsed = [parse_mtkit(parse_line(line)[0]) for line in dry_run("multi30k-distill", *args, cwd=tmp_path)]
+    distill = parsed[0][1]
+    assert (distill["nbest"], distill["mix_references"]) == (nbest, references)
+    default = [parse_mtkit(parse_line(line)[0]) for line in dry_run("multi30k-distill", cwd=tmp_path)]
+    assert parsed[1:] == default[1:]
+    done = run_recipe("multi30k-distill", "--mix", "3best", "--dry-run", cwd=tmp_path)
+    assert done.returncode == 2 and "--mix must be 1best, 1best+refs or 2best+refs" in done.stderr
+
+
 def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
     done = run_recipe("multi30k-distill", "--preset", "small", cwd=tmp_path)
     assert done.returncode == 2 and "--preset must be student-fast or student-tiny" in done.stderr

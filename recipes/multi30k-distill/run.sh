@@ -10,8 +10,8 @@ source "$here/../lib.sh"
 
 usage() {
     cat <<EOF
-usage: run.sh [--teacher MODEL]... [--data DIR] [--preset P] [--minutes M | --steps N] [--seed N] [--out DIR]
-              [--dry-run]
+usage: run.sh [--teacher MODEL]... [--data DIR] [--mix M] [--preset P] [--minutes M | --steps N] [--seed N]
+              [--out DIR] [--dry-run]
 
 Distils a teacher into a student: the teacher translates Multi30k's 29,000 training sources with
 beam 4 (mtkit distill, resumable), the student trains on its translations for a wall-clock budget
@@ -26,6 +26,10 @@ sentences/s and source words/s at 1 and 2 threads (and as 2 workers of 1 thread)
   --teacher MODEL  the teacher (repeat for an ensemble); default: the Multi30k recipe's model,
                    $here/../multi30k-en-de/out/model.pt
   --data DIR       the teacher's data directory (default: the Multi30k recipe's out/data)
+  --mix M          what the student learns from: 1best (the teacher's best translation of each of the 29,000
+                   sources), 1best+refs (and the 29,000 references: 58,000 pairs) or 2best+refs (its two best
+                   translations and the references: 87,000 pairs; the default); mixes.py compares them on dev.
+                   Another mix is another distillation: give it another --out
   --preset P       the student's shape: student-fast (default, 6+1 layers) or student-tiny (6+2)
   --minutes M      the student's training budget in minutes (default 25, the teacher's)
   --steps N        instead, N updates (checkpoints every N/25): the same student whatever else the
@@ -41,17 +45,18 @@ die() {
     exit 2
 }
 
-teachers=() data="" preset=student-fast minutes=25 steps="" seed=1 out=""
+teachers=() data="" mix=2best+refs preset=student-fast minutes=25 steps="" seed=1 out=""
 DRY_RUN=0
 while (($#)); do
     case $1 in
         --dry-run) DRY_RUN=1 ;;
         -h | --help) usage; exit 0 ;;
-        --teacher | --data | --preset | --minutes | --steps | --seed | --out)
+        --teacher | --data | --mix | --preset | --minutes | --steps | --seed | --out)
             if (($# < 2)) || [[ -z $2 || $2 == --* ]]; then die "$1 needs a value"; fi
             case $1 in
                 --teacher) teachers+=("$2") ;;
                 --data) data=$2 ;;
+                --mix) mix=$2 ;;
                 --preset) preset=$2 ;;
                 --minutes) minutes=$2 ;;
                 --steps) steps=$2 ;;
@@ -66,6 +71,12 @@ done
 ((${#teachers[@]})) || teachers=("$here/../multi30k-en-de/out/model.pt")
 data=${data:-$here/../multi30k-en-de/out/data}
 out=${out:-$here/out}
+case $mix in
+    1best) mix_opts=(--nbest 1) ;;
+    1best+refs) mix_opts=(--nbest 1 --mix-references) ;;
+    2best+refs) mix_opts=(--nbest 2 --mix-references) ;;
+    *) die "--mix must be 1best, 1best+refs or 2best+refs, got '$mix'" ;;
+esac
 [[ $preset == student-tiny || $preset == student-fast ]] || die "--preset must be student-fast or student-tiny, got '$preset'"
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes must be a number, got '$minutes'"
 awk -v m="$minutes" 'BEGIN { exit !(m > 0) }' || die "--minutes must be above 0, got '$minutes'"
@@ -86,11 +97,11 @@ distilled=$out/data run=$out/run
 # 1. The teacher's beam-4 translations of the training sources (sequence-level distillation, Kim & Rush 2016),
 #    in chunks a rerun resumes from; the valid and test splits keep their references. With the search the
 #    Multi30k recipe picked on its dev set (GNMT alpha 1.4, exact stop): alpha 0.6 gave targets 19% shorter
-#    than the references (349,345 pieces against 430,059) and 268 empty ones, which a student learns. The two
-#    best translations of each line, then the references: 87,000 pairs (1,590 updates of the student on a Zen 4:
-#    35.24 greedy BLEU against 35.02 on the 29,000 1-best pairs).
+#    than the references (349,345 pieces against 430,059) and 268 empty ones, which a student learns. --mix: the
+#    best translation of each line (29,000 pairs), and the references after them (58,000), or the two best and the
+#    references (87,000, the default); mixes.py trains a student on each and scores it on dev.
 step distill mtkit distill "$data" "${teacher_opts[@]}" --out "$distilled" --beam 4 --alpha 1.4 --early-stop exact \
-    --nbest 2 --mix-references
+    "${mix_opts[@]}"
 # 2. The student, with the settings the Multi30k recipe measured for its teacher on this data (the small
 #    preset's): the same budget, checkpoint cadence, cooldown and averaging window.
 step train mtkit train "$distilled" --out "$run" --preset "$preset" --max-tokens 2048 --warmup 400 \
