@@ -82,10 +82,11 @@ def fairseq_run(args: argparse.Namespace) -> Path:
 
 
 def fairseq_training(run: Path) -> dict[str, Any]:
-    """fairseq's updates and seconds of training, from the last progress line of multi30k_budget.sh's train.log."""
+    """fairseq's updates and minutes of training, from the last statistics multi30k_budget.sh's train.log holds (a
+    progress line's `num_updates=N ... wall=S`, or the summary `num_updates N ... wall S` it prints on stopping)."""
     text = (run / "train.log").read_text(encoding="utf-8", errors="replace")
-    updates = re.findall(r"num_updates=(\d+)", text)
-    wall = re.findall(r"\bwall=(\d+)", text)
+    updates = re.findall(r"\bnum_updates[= ](\d+)", text)
+    wall = re.findall(r"\bwall[= ](\d+)", text)
     return {"updates": int(updates[-1]), "minutes": round(int(wall[-1]) / 60, 1), "precision": "fp32"}
 
 

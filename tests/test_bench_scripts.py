@@ -308,7 +308,9 @@ def test_the_fairseq_comparison_chooses_each_alpha_on_dev_and_reads_each_trainin
     fake.chmod(0o755)
     fs_run = tmp_path / "fairseq"
     fs_run.mkdir()
-    (fs_run / "train.log").write_text("| num_updates=50, wall=20\n| num_updates=2950, lr=1e-3, wall=1500\n")
+    (fs_run / "train.log").write_text(  # progress lines, then the summary fairseq prints when its time is up
+        "| num_updates=50, wall=20\n| num_updates=2900, lr=1e-3, wall=1480\n| train | num_updates 2950 | wall 1500\n"
+    )
     run = tmp_path / "mtkit"
     run.mkdir()
     shutil.copy(cli_model, run / "checkpoint_last.pt")
