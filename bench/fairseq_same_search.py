@@ -9,10 +9,10 @@ default search (fairseq: lenpen 1, longest output 200 tokens; mtkit: beam 4, GNM
     python recipes/multi30k-en-de/seeds.py --seeds 1 --out OUT     # mtkit, the recipe's 25 minutes, seed 1
     python bench/fairseq_same_search.py --mtkit-run OUT/seed-1/run --minutes 25 --seed 1 --record docs/results/NAME.json
 
-Both outputs are detokenized text (fairseq's `--remove-bpe sentencepiece`, mtkit's own) scored by sacreBLEU against
-the same references, the copy of Multi30k that ships with mtkit, which bench/peers/prep_multi30k.sh gave fairseq.
-The record keeps every dev score (its passes), each system's updates and minutes of training from its own log, and
-the table (docs/tables.py::fairseq_same_search).
+Both outputs are detokenized text (fairseq-interactive's with `--bpe sentencepiece`, mtkit's own) scored by
+sacreBLEU against the same references, the copy of Multi30k that ships with mtkit, which bench/peers/prep_multi30k.sh
+gave fairseq. The record keeps every dev score (its passes), each system's updates and minutes of training from its
+own log, and the table (docs/tables.py::fairseq_same_search).
 """
 
 from __future__ import annotations
@@ -43,18 +43,25 @@ def lines(split: str, lang: str, limit: int | None = None) -> list[str]:
 
 
 def fairseq(args: argparse.Namespace, split: str, alpha: float | None, out: Path) -> list[str]:
-    """fairseq-generate's detokenized hypotheses of `split`, in the corpus's order; alpha None: its default search."""
+    """fairseq-interactive's detokenized translations of `split` (its D- lines, in the input's order); alpha None:
+    its default search. fairseq-interactive reads the raw text and applies the SentencePiece model itself, as a user
+    translating text does; fairseq-generate over the binarized split left 6 of val's 1,014 lines (the longest
+    sources) out without a word."""
+    source = out.with_suffix(".en")
+    source.write_text("\n".join(lines(split, "en", args.limit)) + "\n", encoding="utf-8")
     search = [] if alpha is None else ["--lenpen", str(alpha), "--max-len-a", "1", "--max-len-b", "50"]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
            # fairseq 0.12 pickles its options into its checkpoints, which torch.load refuses by default since
            # PyTorch 2.6; the checkpoint read here is the one multi30k_budget.sh trained on this machine.
            "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # fmt: skip
-    cmd = [str(Path(args.peers) / "venv" / "bin" / "fairseq-generate"), str(Path(args.peers) / "multi30k" / "bin"),
-           "--path", str(fairseq_run(args) / "checkpoint_last.pt"), "--gen-subset", split, "--beam", "4", *search,
-           "--batch-size", "64", "--cpu", "--remove-bpe", "sentencepiece"]  # fmt: skip
+    work = Path(args.peers) / "multi30k"
+    cmd = [str(Path(args.peers) / "venv" / "bin" / "fairseq-interactive"), str(work / "bin"), "--path",
+           str(fairseq_run(args) / "checkpoint_last.pt"), "--source-lang", "en", "--target-lang", "de", "--bpe",
+           "sentencepiece", "--sentencepiece-model", str(work / "spm.model"), "--input", str(source), "--beam", "4",
+           *search, "--buffer-size", "1024", "--batch-size", "64", "--cpu"]  # fmt: skip
     log = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     out.write_text(log, encoding="utf-8")
-    found = {int(m[1]): m[2] for m in re.finditer(r"^H-(\d+)\t[^\t]*\t(.*)$", log, re.M)}
+    found = {int(m[1]): m[2] for m in re.finditer(r"^D-(\d+)\t[^\t]*\t(.*)$", log, re.M)}
     return [found[i] for i in range(len(lines(split, "en", args.limit)))]
 
 

@@ -279,18 +279,24 @@ def test_static_step_times_each_step_per_sentence_through_the_public_api(
 
 
 FAKE_FAIRSEQ = """#!{python}
-# fairseq-generate as the comparison calls it: its arguments kept, each reference line of the subset back as its
-# hypothesis with --lenpen 1.0, the first word alone otherwise; H- lines out of order, as fairseq's length batches.
+# fairseq-interactive as the comparison calls it: its arguments kept, the German reference of each input line (val's
+# or test's) back as its translation with --lenpen 1.0, its first word alone otherwise; the lines out of order, as
+# fairseq's batches by length give them, and H- lines (pieces) beside the D- lines (detokenized) that count.
 import gzip, json, sys
 args = sys.argv[1:]
 with open({calls!r}, "a") as f:
     f.write(json.dumps(args) + "\\n")
-subset = {{"valid": "val", "test": "test_2016_flickr"}}[args[args.index("--gen-subset") + 1]]
 lenpen = args[args.index("--lenpen") + 1] if "--lenpen" in args else None
-with gzip.open({data!r} + "/" + subset + ".de.gz", "rt", encoding="utf-8") as f:
+source = open(args[args.index("--input") + 1], encoding="utf-8").read().splitlines()
+for split in ("val", "test_2016_flickr"):
+    with gzip.open({data!r} + "/" + split + ".en.gz", "rt", encoding="utf-8") as f:
+        if f.readline().rstrip("\\n") == source[0]:
+            break
+with gzip.open({data!r} + "/" + split + ".de.gz", "rt", encoding="utf-8") as f:
     refs = [line.rstrip("\\n") for line in f]
-for i in reversed(range(len(refs))):
-    print(f"H-{{i}}\\t-0.5\\t" + (refs[i] if lenpen == "1.0" else refs[i].split()[0]))
+for i in reversed(range(len(source))):
+    print(f"S-{{i}}\\t{{source[i]}}\\nH-{{i}}\\t-0.5\\t\\u2581pieces")
+    print(f"D-{{i}}\\t-0.5\\t" + (refs[i] if lenpen == "1.0" else refs[i].split()[0]))
 """
 
 
@@ -302,7 +308,7 @@ def test_the_fairseq_comparison_chooses_each_alpha_on_dev_and_reads_each_trainin
     updates and minutes from each run's own log. fairseq is a stand-in here that is perfect only at lenpen 1.0."""
     peers, calls = tmp_path / "peers", tmp_path / "calls.jsonl"
     (peers / "venv" / "bin").mkdir(parents=True)
-    fake = peers / "venv" / "bin" / "fairseq-generate"
+    fake = peers / "venv" / "bin" / "fairseq-interactive"
     data = str(ROOT / "mtkit" / "data" / "multi30k")
     fake.write_text(FAKE_FAIRSEQ.format(python=sys.executable, calls=str(calls), data=data))
     fake.chmod(0o755)
@@ -332,7 +338,8 @@ def test_the_fairseq_comparison_chooses_each_alpha_on_dev_and_reads_each_trainin
     assert len(ours) == 2 and {(r["updates"], r["minutes"], r["precision"]) for r in ours} == {(2100, 25.1, "bf16")}
     assert set(data["passes"]["mtkit"]) == set(data["passes"]["fairseq 0.12"]) == {"0.6", "1.0"}
     searches = [json.loads(line) for line in calls.read_text().splitlines()]
-    assert [c[c.index("--gen-subset") + 1] for c in searches] == ["valid", "valid", "test", "test"]
+    splits = [Path(c[c.index("--input") + 1]).name.split(".")[1] for c in searches]
+    assert splits == ["valid", "valid", "test", "test"]
     assert all(c[c.index("--max-len-b") + 1] == "50" for c in searches if "--lenpen" in c)  # as mtkit's limit
     assert "--lenpen" not in searches[-1] and "--max-len-b" not in searches[-1]  # its default search: no options
     assert data["renderer"] == "docs/tables.py::fairseq_same_search" and data["sentences"] == 3
