@@ -22,7 +22,8 @@ def on_gpu(job: dict[str, Any]) -> bool:
 
 
 def decode_config(job: dict[str, Any]) -> Any:
-    """mtkit's DecodeConfig for the job's search: beam, fairseq's length normalisation, longest output, stop rule."""
+    """mtkit's DecodeConfig for the job's search: beam, fairseq's length normalisation, longest output, stop rule,
+    and the model's shortlist or the whole vocabulary."""
     sys.path.insert(0, str(ROOT))
     from mtkit import DecodeConfig
 
@@ -33,12 +34,15 @@ def decode_config(job: dict[str, Any]) -> Any:
         max_len_a=1.0,
         max_len_b=job["max_len_b"],
         early_stop=job["early_stop"],
+        shortlist=job["shortlist"],
     )
 
 
 def ct2_translate(job: dict[str, Any], compute_type: str) -> tuple[Callable[[list[str]], list[str]], Any]:
     """(translate, its SentencePiece model): text to text with ctranslate2.Translator on the exported directory and
-    the job's search settings, encoding and decoding the pieces included, as mtkit's child times them."""
+    the job's search settings, encoding and decoding the pieces included, as mtkit's child times them. With the
+    job's shortlist, CTranslate2 searches each batch over the export's vocabulary map (`use_vmap`, vmap.txt: the
+    model's shortlist, as `mtkit export` writes it), as mtkit searches over the shortlist."""
     import ctranslate2
     import sentencepiece as spm
 
@@ -62,6 +66,7 @@ def ct2_translate(job: dict[str, Any], compute_type: str) -> tuple[Callable[[lis
             length_penalty=job["alpha"],
             max_decoding_length=limit,
             min_decoding_length=0,
+            use_vmap=job["shortlist"],
         )
         return [sp.decode(r.hypotheses[0]) for r in results]
 
@@ -70,5 +75,5 @@ def ct2_translate(job: dict[str, Any], compute_type: str) -> tuple[Callable[[lis
 
 def search_settings(args: argparse.Namespace) -> dict[str, Any]:
     """What a child needs of the command line to search as every other system does."""
-    keys = ("beam", "alpha", "max_len_b", "batch_tokens", "threads", "workers", "device", "early_stop")
+    keys = ("beam", "alpha", "max_len_b", "batch_tokens", "threads", "workers", "device", "early_stop", "shortlist")
     return {key: getattr(args, key) for key in keys}

@@ -48,8 +48,18 @@ int8 and mtkit-ct2-int8 over CTranslate2 int8's): mtkit-ct2-* over ct2-* is mtki
 
     python bench/translate_speed.py --model M.pt --systems ct2-fp32,mtkit-ct2-fp32,ct2-int8,mtkit-ct2-int8 --rounds 5
 
+The distillation comparison: a student, greedy, with its shortlist (mtkit decodes over the shortlist the model
+carries; CTranslate2 over the export's vocabulary map, vmap.txt, with `use_vmap=True`), each system at each of
+several thread and worker settings in one run (`--settings THREADSxWORKERS,...`; the rounds take every system and
+setting in turn, reversing each round), CTranslate2 at its best of them being the comparison:
+
+    python bench/translate_speed.py --model student.pt --beam 1 --shortlist --systems mtkit-int8,ct2-int8 \
+        --settings 1x1,2x1,1x2 --rounds 3 --record docs/results/NAME.json
+
 Speed is sentences/s and output words/s (whitespace-separated words: the same count for every system). The last
-line printed is one JSON object with every figure; `--record PATH` also writes it as a record (bench/harness.py).
+line printed is one JSON object with every figure; `--record PATH` also writes it as a record (bench/harness.py),
+with `--settings` one a docs page renders (bench/best_setting.py's `table`): every system at every setting, and
+each mtkit system at its best setting against its CTranslate2 counterpart at its own best.
 """
 
 from __future__ import annotations
@@ -66,8 +76,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import PeakPss, Record, cpu_name, keep_best, paired_ratio, peak_rss_mib, workers_peak_rss_mib
-from searches import ct2_translate, decode_config, on_gpu, search_settings  # bench/ is a script's sys.path[0]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: a script's sys.path[0], and a page renderer's
+
+from best_setting import add_ratios, best_settings, setting_name, settings_list  # noqa: E402
+from harness import PeakPss, Record, cpu_name, keep_best, peak_rss_mib, workers_peak_rss_mib  # noqa: E402
+from searches import ct2_translate, decode_config, on_gpu, search_settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "mtkit" / "data" / "multi30k"  # the Multi30k that ships with mtkit
@@ -207,24 +220,6 @@ def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) ->
     }
 
 
-def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
-    """Each system's speed over its anchor's: best round over best round (vs_ANCHOR) and, with several rounds,
-    the median over rounds of the two systems' ratio within a round (paired_vs_ANCHOR).
-
-    The paired median is the steadier figure on a shared machine (bench/harness.py says why).
-    """
-    anchors = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
-    anchors |= {"mtkit-ct2-fp32": "ct2-fp32", "mtkit-ct2-int8": "ct2-int8"}
-    anchors |= {"mtkit-bf16": "mtkit-fp32", "mtkit-fp16": "mtkit-fp32"}
-    for system, anchor in anchors.items():
-        if system in rows and anchor in rows:
-            row, other = rows[system], rows[anchor]
-            row[f"vs_{anchor}"] = round(row["sentences_per_s"] / other["sentences_per_s"], 3)
-            if len(row["rounds_sentences_per_s"]) > 1:
-                median = paired_ratio(row["rounds_sentences_per_s"], other["rounds_sentences_per_s"])[0]
-                row[f"paired_vs_{anchor}"] = round(median, 3)
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="a trained mtkit model or checkpoint (required)")
@@ -251,6 +246,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--workers", type=int, default=1, help="batches searched at once (mtkit --workers, CTranslate2 inter_threads)"
     )
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: 2 / workers)")
+    parser.add_argument(
+        "--settings",
+        type=settings_list,
+        help="instead of --threads and --workers, each of these THREADSxWORKERS settings (e.g. 1x1,2x1,1x2: one "
+        "thread, two threads, two workers of one thread), every system at each, in turns",
+    )
+    parser.add_argument(
+        "--shortlist",
+        action="store_true",
+        help="decode over the model's shortlist (mtkit) and the export's vocabulary map (CTranslate2 use_vmap)",
+    )
     parser.add_argument(
         "--rounds",
         type=int,
@@ -285,25 +291,36 @@ def main() -> None:
     refs = read_lines(args.ref, args.limit) if args.ref else None
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     notes = {s: note for s in systems if (note := available(s, args.device))}
+    each = args.settings or [(args.threads, args.workers)]
+    # a row for each system at each setting, named as the system alone without --settings
+    runs = [(s, t, w) for t, w in each for s in systems if s not in notes]
+    key = {(s, t, w): f"{s}, {setting_name(t, w)}" if args.settings else s for s, t, w in runs}
     rows: dict[str, dict[str, Any]] = {}
-    passes: dict[str, list[float]] = {s: [] for s in systems}
+    passes: dict[str, list[float]] = {key[run]: [] for run in runs}
     with tempfile.TemporaryDirectory(prefix="translate-speed-") as name:
         tmp = Path(name)
         job = {
             "model": args.model,
             "lines": lines,
             **search_settings(args),
-            "ct2_dir": export_model(args.model, tmp) if any("ct2" in s and s not in notes for s in systems) else None,
+            "ct2_dir": export_model(args.model, tmp) if any("ct2" in s for s, _, _ in runs) else None,
         }
-        job_path = tmp / "job.json"
-        job_path.write_text(json.dumps(job), encoding="utf-8")
-        for turn in range(args.rounds):  # A B, then B A: neither system always runs first
-            for system in (s for s in (systems if turn % 2 == 0 else systems[::-1]) if s not in notes):
-                row = summarise(system, run_child(system, job_path, tmp), len(lines), refs)
-                print(f"{system}: {row['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
-                rows[system] = keep_best(rows.get(system), row)
-                passes[system].append(row["seconds"])
-    add_ratios(rows)
+        if args.shortlist and job["ct2_dir"] and not (Path(job["ct2_dir"]) / "vmap.txt").is_file():
+            sys.exit(
+                "translate_speed.py: --shortlist: the model carries no shortlist (mtkit shortlist MODEL DATA -o OUT)"
+            )
+        for t, w in each:
+            (tmp / f"job-{t}x{w}.json").write_text(json.dumps({**job, "threads": t, "workers": w}), encoding="utf-8")
+        for turn in range(args.rounds):  # A B, then B A: neither system nor setting always runs first
+            for system, t, w in runs if turn % 2 == 0 else runs[::-1]:
+                row = summarise(system, run_child(system, tmp / f"job-{t}x{w}.json", tmp), len(lines), refs)
+                row.update(name=key[system, t, w], threads=t, workers=w, setting=setting_name(t, w))
+                print(f"{row['name']}: {row['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
+                rows[key[system, t, w]] = keep_best(rows.get(key[system, t, w]), row)
+                passes[key[system, t, w]].append(row["seconds"])
+    for t, w in each:  # the ratios within a setting, then each system at its best against its anchor at its own
+        add_ratios({r["system"]: r for r in rows.values() if (r["threads"], r["workers"]) == (t, w)})
+    best = best_settings(list(rows.values())) if args.settings else {}
     print_table(rows, notes)
     settings = {
         "model": Path(args.model).name,
@@ -313,13 +330,23 @@ def main() -> None:
         "lenpen": f"fairseq alpha {args.alpha}",
         "max_len_b": args.max_len_b,
         "batch_tokens": args.batch_tokens,
-        "threads": args.threads,
-        "workers": args.workers,
+        **(
+            {"settings": [setting_name(t, w) for t, w in each]}
+            if args.settings
+            else {"threads": args.threads, "workers": args.workers}
+        ),
+        "shortlist": args.shortlist,
         "rounds": args.rounds,
         "device": args.device,
     }
-    results = {"rows": list(rows.values()), "notes": notes}
-    record.write(args.record, settings, {s: p for s, p in passes.items() if p}, results)
+    results = {"rows": list(rows.values()), "notes": notes, **({"best": best} if best else {})}
+    if args.record and args.settings:  # a table for a page: its rows, rendered by `table`
+        data = record.data(settings, {s: p for s, p in passes.items() if p}, results)
+        data.update(renderer="bench/best_setting.py::table", rows=list(rows.values()), sentences=len(lines),
+                    words=sum(len(line.split()) for line in lines))  # fmt: skip
+        record.write_data(args.record, data)
+    else:
+        record.write(args.record, settings, {s: p for s, p in passes.items() if p}, results)
     print(json.dumps({"bench": "translate_speed", **settings, **results, "cpu": cpu_name(), "cpus": os.cpu_count()}))
 
 

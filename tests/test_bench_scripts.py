@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -344,3 +345,159 @@ def test_the_fairseq_comparison_chooses_each_alpha_on_dev_and_reads_each_trainin
     assert "--lenpen" not in searches[-1] and "--max-len-b" not in searches[-1]  # its default search: no options
     assert data["renderer"] == "docs/tables.py::fairseq_same_search" and data["sentences"] == 3
     assert "| fairseq 0.12, last checkpoint | beam 4, score / length^1.0 (dev-best) | 100.00 | 100.00 |" in done.stdout
+
+
+def test_translate_speeds_shortlist_reaches_mtkit_and_ctranslate2_greedy(cli_model: Path, tmp_path: Path) -> None:
+    """--shortlist --beam 1: mtkit searches over the shortlist the model carries, CTranslate2 over the export's
+    vocabulary map (vmap.txt, `use_vmap`). With a shortlist of one piece, each system's greedy output changes and
+    holds only that piece (or UNK): a system that ignored the shortlist would give its whole-vocabulary output."""
+    pytest.importorskip("ctranslate2")
+    import torch
+
+    bench = load_script("bench/translate_speed.py")
+    model, piece = one_piece_shortlist(cli_model, tmp_path / "one.pt")
+    ct2 = bench.export_model(str(model), tmp_path)
+    assert (Path(ct2) / "vmap.txt").is_file()
+    lines = ["a b c", "d e", "f g h i", "a man rides a bike ."]
+    outputs, threads = {}, torch.get_num_threads()
+    try:
+        for shortlist in (False, True):
+            job = {
+                "model": str(model),
+                "lines": lines,
+                "beam": 1,
+                "alpha": 0.6,
+                "max_len_b": 3,
+                "batch_tokens": 4096,
+                "threads": 1,
+                "workers": 1,
+                "device": "cpu",
+                "early_stop": "patience",
+                "shortlist": shortlist,
+                "ct2_dir": ct2,
+            }
+            outputs["mtkit", shortlist] = bench.run_mtkit(job, "int8")[0]
+            outputs["ct2", shortlist] = bench.run_ct2(job, "int8")[0]
+    finally:
+        torch.set_num_threads(threads)  # run_mtkit sets the child's
+    for system in ("mtkit", "ct2"):
+        assert outputs[system, True] != outputs[system, False], system
+        assert set(" ".join(outputs[system, True]).split()) <= {piece, "⁇"}, (system, outputs[system, True])
+        assert any(set(line.split()) - {piece, "⁇"} for line in outputs[system, False]), system  # it can fail
+
+
+def test_translate_speeds_settings_each_systems_best_and_the_table() -> None:
+    """--settings THREADSxWORKERS: every system at each; each system's fastest setting (its best round) against its
+    anchor's own fastest, best round over best round and paired over the rounds; the page's table marks the bests."""
+    best_setting = load_script("bench/best_setting.py")
+    assert best_setting.settings_list("1x1,2x1,1x2") == [(1, 1), (2, 1), (1, 2)]
+    for bad in ("2", "1x0", "x1", ","):
+        with pytest.raises(argparse.ArgumentTypeError):
+            best_setting.settings_list(bad)
+    names = [best_setting.setting_name(t, w) for t, w in ((1, 1), (2, 1), (1, 2))]
+    assert names == ["1 thread", "2 threads", "2 workers x 1 thread"]
+
+    def row(system: str, setting: str, rounds: list[float]) -> dict:
+        return {
+            "name": f"{system}, {setting}",
+            "system": system,
+            "setting": setting,
+            "sentences_per_s": max(rounds),
+            "rounds_sentences_per_s": rounds,
+            "words_per_s": 10 * max(rounds),
+            "peak_rss_mib": 100.0,
+            "bleu": 30.0,
+        }
+
+    rows = [
+        row("mtkit-int8", "1 thread", [50.0, 60.0]),
+        row("ct2-int8", "1 thread", [40.0, 45.0]),
+        row("mtkit-int8", "2 threads", [80.0, 70.0]),
+        row("ct2-int8", "2 threads", [50.0, 50.0]),
+        row("mtkit-int8", "2 workers x 1 thread", [75.0, 78.0]),
+        row("ct2-int8", "2 workers x 1 thread", [64.0, 60.0]),
+    ]
+    for setting in names:
+        best_setting.add_ratios({r["system"]: r for r in rows if r["setting"] == setting})
+    best = best_setting.best_settings(rows)
+    assert best["mtkit-int8"]["setting"] == "2 threads" and best["ct2-int8"]["setting"] == "2 workers x 1 thread"
+    assert best["mtkit-int8"]["vs_ct2-int8_at_its_best"] == 1.25  # 80 / 64, not 80 / 50 at its own setting
+    assert best["mtkit-int8"]["paired_vs_ct2-int8_at_its_best"] == pytest.approx((80 / 64 + 70 / 60) / 2, abs=1e-3)
+    table = best_setting.table(rows, 1000, 11877).splitlines()
+    assert table[0].startswith("| system (1,000 sentences, 11,877 source words) | setting |")
+    assert table[4] == "| **mtkit-int8** | 2 threads | **80.0** | 800 | 100 | 30.00 | 1.60x ct2-int8 |"
+    assert table[-1] == "| mtkit-int8, 2 threads | 80.0 | ct2-int8, 2 workers x 1 thread | 64.0 | 1.25x | 1.21x |"
+
+
+@pytest.mark.slow
+def test_translate_speed_measures_every_setting_in_turns_into_a_record_a_page_renders(
+    cli_model: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """The distillation comparison's command, small: a greedy student with its shortlist, mtkit int8 and
+    CTranslate2 int8 at two settings, two rounds (every system and setting in turn, the second round reversed),
+    one record whose table docs/gen_figures.py renders and which passes the checks every record on a page must;
+    --shortlist on a model without one is one sentence."""
+    pytest.importorskip("ctranslate2")
+    model, _ = one_piece_shortlist(cli_model, tmp_path / "student.pt")
+    path = tmp_path / "speed.json"
+    script = ROOT / "bench" / "translate_speed.py"
+    argv = [
+        str(script),
+        "--model",
+        str(model),
+        "--beam",
+        "1",
+        "--shortlist",
+        "--systems",
+        "mtkit-int8,ct2-int8",
+        "--settings",
+        "1x1,1x2",
+        "--rounds",
+        "2",
+        "--limit",
+        "3",
+        "--max-len-b",
+        "3",
+        "--record",
+        str(path),
+    ]
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    order = [line.split(":")[0] for line in done.stderr.splitlines() if line.endswith("sent/s")]
+    names = [
+        "mtkit-int8, 1 thread",
+        "ct2-int8, 1 thread",
+        "mtkit-int8, 2 workers x 1 thread",
+        "ct2-int8, 2 workers x 1 thread",
+    ]
+    assert order == names + names[::-1]
+    data = json.loads(path.read_text())
+    assert [r["name"] for r in data["rows"]] == names and all(len(p) == 2 for p in data["passes"].values())
+    assert data["settings"]["shortlist"] is True and data["settings"]["beam"] == 1
+    assert set(data["results"]["best"]) == {"mtkit-int8", "ct2-int8"}
+    best_setting = load_script("bench/best_setting.py")
+    assert data["renderer"] == "bench/best_setting.py::table"
+    table = best_setting.table(data["rows"], data["sentences"], data["words"]).splitlines()
+    assert len(table) == 2 + 4 + 1 + 2 + 1 and table[-1].startswith("| mtkit-int8, ")  # rows, then at their best
+    figures = load_script("tests/test_docs_figures.py")
+    figures.test_every_record_has_its_command_commit_date_machine_and_passes(path)
+    figures.test_every_records_command_parses_at_the_current_command_line(path, tmp_path, monkeypatch)
+    refused = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--model",
+            str(cli_model),
+            "--beam",
+            "1",
+            "--shortlist",
+            "--systems",
+            "ct2-int8",
+            "--limit",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert refused.returncode == 1 and refused.stderr.strip().endswith("-o OUT)"), refused.stderr

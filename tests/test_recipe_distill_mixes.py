@@ -106,6 +106,16 @@ def test_the_record_is_kept_after_every_run_and_renders_its_table(tmp_path, monk
     figures.test_every_records_command_parses_at_the_current_command_line(path, tmp_path, monkeypatch)
 
 
+def test_the_two_best_are_cut_only_where_every_source_has_two(tmp_path) -> None:
+    """The first of each two pairs is a source's best only when no empty translation was left out; otherwise the
+    sweep distils the 1-best again (`--nbest 1`)."""
+    mixes = load_script("recipes/multi30k-distill/mixes.py")
+    for distilled, empty, cuttable in ((46, 0, True), (45, 1, False)):
+        record = {"pairs": {"distilled": distilled, "empty_left_out": empty}, "settings": {"source": {"lines": 23}}}
+        (tmp_path / "distill.json").write_text(json.dumps(record))
+        assert mixes.cuttable(tmp_path) is cuttable
+
+
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory) -> tuple[Path, Path, Path]:
     return toy_task(tmp_path_factory.mktemp("mixes"))
