@@ -59,12 +59,16 @@ def record(name: str) -> dict[str, Any]:
 
 
 def lookup(data: Any, path: str) -> Any:
-    """A value of a record by a dotted path; a list of rows is indexed by a row's "name"."""
-    for key in path.split("."):
+    """A value of a record by a dotted path; a list of rows is indexed by a row's "name", which may hold dots
+    itself (`score / length^1.4`): the shortest run of the path's parts that names a row."""
+    parts = path.split(".")
+    while parts:
         if isinstance(data, list):
-            data = next(row for row in data if row.get("name") == key)
+            names = {row.get("name"): row for row in data}
+            n = next(n for n in range(1, len(parts) + 1) if ".".join(parts[:n]) in names)
+            data, parts = names[".".join(parts[:n])], parts[n:]
         else:
-            data = data[key]
+            data, parts = data[parts[0]], parts[1:]
     return data
 
 
