@@ -44,8 +44,8 @@ def test_dry_run_commands_parse_and_keep_the_recipes_promises(args, preset, minu
 
 def test_steps_trains_a_number_of_updates_and_the_teacher_distils_with_its_tuned_search(tmp_path: Path) -> None:
     """--steps N: the student's budget in updates (checkpoints every N/25), whatever else the machine runs; the
-    distillation decodes with the search the Multi30k recipe picked on dev (alpha 1.4, exact stop), keeps the two
-    best translations and mixes the references in."""
+    distillation decodes with the search the Multi30k recipe picked on dev (alpha 1.4, exact stop), keeps the
+    best translation of each source (the mix chosen on dev)."""
     parsed = [parse_mtkit(parse_line(line)[0]) for line in dry_run("multi30k-distill", "--steps", "1296", cwd=tmp_path)]
     distill, train = parsed[0][1], parsed[1][1]
     assert (train["max_steps"], train["max_minutes"], train["save_every_steps"], train["save_every_minutes"]) == (
@@ -55,13 +55,13 @@ def test_steps_trains_a_number_of_updates_and_the_teacher_distils_with_its_tuned
         0,
     )
     assert (distill["alpha"], distill["early_stop"]) == (1.4, "exact")  # with the default GNMT penalty
-    assert distill["nbest"] == 2 and distill["mix_references"] is True  # the two best, then the references
+    assert distill["nbest"] == 1 and distill["mix_references"] is False  # the best translation alone
     done = run_recipe("multi30k-distill", "--steps", "0", "--dry-run", cwd=tmp_path)
     assert done.returncode == 2 and "--steps must be a positive whole number" in done.stderr
 
 
 @pytest.mark.parametrize(
-    "mix, nbest, references", [("1best", 1, False), ("1best+refs", 1, True), ("2best+refs", 2, True), (None, 2, True)]
+    "mix, nbest, references", [("1best", 1, False), ("1best+refs", 1, True), ("2best+refs", 2, True), (None, 1, False)]
 )
 def test_the_mix_is_what_the_teacher_distils(mix, nbest, references, tmp_path: Path) -> None:
     """--mix: the teacher's best translation of each source, with the references or not, or its two best and the

@@ -39,7 +39,18 @@ def test_the_dry_run_distils_once_trains_run_shs_student_per_mix_and_seed_and_lo
         name: params
         for name, params in (
             parse_mtkit(parse_line(line)[0])
-            for line in dry_run("multi30k-distill", "--steps", "300", "--teacher", "t.pt", "--data", "d", cwd=tmp_path)
+            for line in dry_run(
+                "multi30k-distill",
+                "--steps",
+                "300",
+                "--teacher",
+                "t.pt",
+                "--data",
+                "d",
+                "--mix",
+                "2best+refs",
+                cwd=tmp_path,
+            )
         )
         if name in ("distill", "train")
     }

@@ -27,8 +27,9 @@ sentences/s and source words/s at 1 and 2 threads (and as 2 workers of 1 thread)
                    $here/../multi30k-en-de/out/model.pt
   --data DIR       the teacher's data directory (default: the Multi30k recipe's out/data)
   --mix M          what the student learns from: 1best (the teacher's best translation of each of the 29,000
-                   sources), 1best+refs (and the 29,000 references: 58,000 pairs) or 2best+refs (its two best
-                   translations and the references: 87,000 pairs; the default); mixes.py compares them on dev.
+                   sources; the default, best on dev), 1best+refs (and the 29,000 references: 58,000 pairs) or
+                   2best+refs (its two best translations and the references: 87,000 pairs); mixes.py compares
+                   them on dev.
                    Another mix is another distillation: give it another --out
   --preset P       the student's shape: student-fast (default, 6+1 layers) or student-tiny (6+2)
   --minutes M      the student's training budget in minutes (default 25, the teacher's)
@@ -45,7 +46,7 @@ die() {
     exit 2
 }
 
-teachers=() data="" mix=2best+refs preset=student-fast minutes=25 steps="" seed=1 out=""
+teachers=() data="" mix=1best preset=student-fast minutes=25 steps="" seed=1 out=""
 DRY_RUN=0
 while (($#)); do
     case $1 in
@@ -98,8 +99,9 @@ distilled=$out/data run=$out/run
 #    in chunks a rerun resumes from; the valid and test splits keep their references. With the search the
 #    Multi30k recipe picked on its dev set (GNMT alpha 1.4, exact stop): alpha 0.6 gave targets 19% shorter
 #    than the references (349,345 pieces against 430,059) and 268 empty ones, which a student learns. --mix: the
-#    best translation of each line (29,000 pairs), and the references after them (58,000), or the two best and the
-#    references (87,000, the default); mixes.py trains a student on each and scores it on dev.
+#    best translation of each line (29,000 pairs, the default: best on dev in mixes.py's sweep,
+#    docs/results/distill-mixes.json), and the references after them (58,000), or the two best and the references
+#    (87,000); mixes.py trains a student on each and scores it on dev.
 step distill mtkit distill "$data" "${teacher_opts[@]}" --out "$distilled" --beam 4 --alpha 1.4 --early-stop exact \
     "${mix_opts[@]}"
 # 2. The student, with the settings the Multi30k recipe measured for its teacher on this data (the small
