@@ -223,6 +223,20 @@ def serving(
         proc.wait(300)
 
 
+# ----------------------------------------------------------------------------------------------------- commands
+def run_mtkit(args: Sequence[str], dry_run: bool = False) -> str:
+    """`mtkit ARGS` of this checkout (PYTHONPATH leads to it), its standard output returned; a failure ends the script
+    with mtkit's last words. With `dry_run` the command is printed, one line, and not run (a sweep's --dry-run)."""
+    if dry_run:
+        print(shlex.join(["mtkit", *args]))
+        return ""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "mtkit", *args], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"mtkit {args[0]} failed: {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
 # ----------------------------------------------------------------------------------------------------- the record
 def cpu_name() -> str:
     try:

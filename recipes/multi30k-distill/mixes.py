@@ -33,11 +33,9 @@ import argparse
 import itertools
 import json
 import math
-import os
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -47,9 +45,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from harness import Record, portable  # noqa: E402  # the benches' record writer
+from harness import Record, portable, run_mtkit  # noqa: E402  # the benches' record writer
 
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 MIXES = ("1best", "1best+refs", "2best+refs")  # run.sh --mix
 # run.sh's distillation search and its student's training flags (step distill and step train), its budget aside
 SEARCH = ["--beam", "4", "--alpha", "1.4", "--early-stop", "exact"]
@@ -63,13 +60,7 @@ DRY_RUN = False
 
 def mtkit(*args: str) -> str:
     """`mtkit ARGS` from this checkout, its output returned (with --dry-run: printed, not run)."""
-    if DRY_RUN:
-        print(shlex.join(["mtkit", *args]))
-        return ""
-    done = subprocess.run([sys.executable, "-m", "mtkit", *args], capture_output=True, text=True, env=ENV)
-    if done.returncode != 0:
-        raise SystemExit(f"mtkit {args[0]} failed: {done.stderr.strip()[-2000:]}")
-    return done.stdout
+    return run_mtkit(args, DRY_RUN)
 
 
 def budget(steps: int) -> list[str]:

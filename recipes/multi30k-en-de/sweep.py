@@ -25,10 +25,7 @@ import argparse
 import itertools
 import json
 import math
-import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -37,23 +34,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from harness import Record  # noqa: E402  # the benches' record writer
-
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-
+from harness import Record, run_mtkit  # noqa: E402  # the benches' record writer
 
 DRY_RUN = False
 
 
 def mtkit(*args: str) -> str:
     """`mtkit ARGS` from this checkout, its output returned (with --dry-run: printed, not run)."""
-    if DRY_RUN:
-        print(shlex.join(["mtkit", *args]))
-        return ""
-    done = subprocess.run([sys.executable, "-m", "mtkit", *args], capture_output=True, text=True, env=ENV)
-    if done.returncode != 0:
-        raise SystemExit(f"mtkit {args[0]} failed: {done.stderr.strip()[-2000:]}")
-    return done.stdout
+    return run_mtkit(args, DRY_RUN)
 
 
 def dev_bleu(data: Path, run: Path, alpha: float, stop: str, out: Path) -> float:
