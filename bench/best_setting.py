@@ -38,6 +38,15 @@ def setting_name(threads: int, workers: int) -> str:
     return f"{workers} workers x {each}" if workers > 1 else each
 
 
+def ratios(row: dict[str, Any], other: dict[str, Any]) -> tuple[float, float | None]:
+    """`row`'s speed over `other`'s: best round over best round, and with several rounds the median over rounds of
+    the two systems' ratio within a round (None with one round)."""
+    best = round(row["sentences_per_s"] / other["sentences_per_s"], 3)
+    if len(row["rounds_sentences_per_s"]) < 2:
+        return best, None
+    return best, round(paired_ratio(row["rounds_sentences_per_s"], other["rounds_sentences_per_s"])[0], 3)
+
+
 # Each system's speed is given over its anchor's: mtkit's over CTranslate2's at the same precision.
 ANCHORS = {"mtkit-fp32": "ct2-fp32", "mtkit-int8": "ct2-int8", "ct2-int8": "ct2-fp32"}
 ANCHORS |= {"mtkit-ct2-fp32": "ct2-fp32", "mtkit-ct2-int8": "ct2-int8"}
@@ -57,11 +66,10 @@ def best_settings(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     }
     for system, anchor in ANCHORS.items():
         if system in best and anchor in best:
-            mine, theirs = best[system], best[anchor]
-            found[system][f"vs_{anchor}_at_its_best"] = round(mine["sentences_per_s"] / theirs["sentences_per_s"], 3)
-            if len(mine["rounds_sentences_per_s"]) > 1:
-                paired = paired_ratio(mine["rounds_sentences_per_s"], theirs["rounds_sentences_per_s"])[0]
-                found[system][f"paired_vs_{anchor}_at_its_best"] = round(paired, 3)
+            ratio, paired = ratios(best[system], best[anchor])
+            found[system][f"vs_{anchor}_at_its_best"] = ratio
+            if paired is not None:
+                found[system][f"paired_vs_{anchor}_at_its_best"] = paired
     return found
 
 
@@ -102,8 +110,7 @@ def add_ratios(rows: dict[str, dict[str, Any]]) -> None:
     """
     for system, anchor in ANCHORS.items():
         if system in rows and anchor in rows:
-            row, other = rows[system], rows[anchor]
-            row[f"vs_{anchor}"] = round(row["sentences_per_s"] / other["sentences_per_s"], 3)
-            if len(row["rounds_sentences_per_s"]) > 1:
-                median = paired_ratio(row["rounds_sentences_per_s"], other["rounds_sentences_per_s"])[0]
-                row[f"paired_vs_{anchor}"] = round(median, 3)
+            ratio, paired = ratios(rows[system], rows[anchor])
+            rows[system][f"vs_{anchor}"] = ratio
+            if paired is not None:
+                rows[system][f"paired_vs_{anchor}"] = paired

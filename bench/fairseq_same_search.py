@@ -42,13 +42,20 @@ def lines(split: str, lang: str, limit: int | None = None) -> list[str]:
         return [line.rstrip("\n") for line in f][:limit]
 
 
+def write_source(args: argparse.Namespace, split: str, out: Path) -> tuple[Path, int]:
+    """`split`'s English lines (its first --limit) written beside `out` as OUT.en, and how many there are."""
+    text = lines(split, "en", args.limit)
+    source = out.with_suffix(".en")
+    source.write_text("\n".join(text) + "\n", encoding="utf-8")
+    return source, len(text)
+
+
 def fairseq(args: argparse.Namespace, split: str, alpha: float | None, out: Path) -> list[str]:
     """fairseq-interactive's detokenized translations of `split` (its D- lines, in the input's order); alpha None:
     its default search. fairseq-interactive reads the raw text and applies the SentencePiece model itself, as a user
     translating text does; fairseq-generate over the binarized split left 6 of val's 1,014 lines (the longest
     sources) out without a word."""
-    source = out.with_suffix(".en")
-    source.write_text("\n".join(lines(split, "en", args.limit)) + "\n", encoding="utf-8")
+    source, count = write_source(args, split, out)
     search = [] if alpha is None else ["--lenpen", str(alpha), "--max-len-a", "1", "--max-len-b", "50"]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
            # fairseq 0.12 pickles its options into its checkpoints, which torch.load refuses by default since
@@ -62,13 +69,12 @@ def fairseq(args: argparse.Namespace, split: str, alpha: float | None, out: Path
     log = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     out.write_text(log, encoding="utf-8")
     found = {int(m[1]): m[2] for m in re.finditer(r"^D-(\d+)\t[^\t]*\t(.*)$", log, re.M)}
-    return [found[i] for i in range(len(lines(split, "en", args.limit)))]
+    return [found[i] for i in range(count)]
 
 
 def mtkit(args: argparse.Namespace, split: str, alpha: float | None, out: Path) -> list[str]:
     """`mtkit translate` of `split` with the mtkit run's last checkpoint; alpha None: mtkit's default search."""
-    source = out.with_suffix(".en")
-    source.write_text("\n".join(lines(split, "en", args.limit)) + "\n", encoding="utf-8")
+    source, _ = write_source(args, split, out)
     search = [] if alpha is None else ["--alpha", str(alpha), "--lenpen", "fairseq"]
     subprocess.run([sys.executable, "-m", "mtkit", "translate", "--model", str(Path(args.mtkit_run) /
                     "checkpoint_last.pt"), "--input", str(source), "--output", str(out), "--beam", "4",
@@ -146,16 +152,16 @@ def main() -> None:
     settings = {"limit": args.limit, "minutes": args.minutes, "seed": args.seed, "alphas": args.alphas, "beam": 4,
                 "threads": args.threads, "checkpoint": "last", "defaults": DEFAULTS}  # fmt: skip
     results = {row["name"]: row["bleu"] for row in rows}
+    words = sum(len(line.split()) for line in test_refs)
     if args.record:
         data = record.data(settings, passes, results)
-        words = sum(len(line.split()) for line in test_refs)
         record.write_data(args.record, {**data, "renderer": "docs/tables.py::fairseq_same_search", "rows": rows,
                                         "sentences": len(test_refs), "words": words})  # fmt: skip
     spec = importlib.util.spec_from_file_location("tables", ROOT / "docs" / "tables.py")  # the page's renderer
     assert spec is not None and spec.loader is not None
     tables = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tables)
-    print(tables.fairseq_same_search(rows, len(test_refs), sum(len(line.split()) for line in test_refs)))
+    print(tables.fairseq_same_search(rows, len(test_refs), words))
 
 
 if __name__ == "__main__":
