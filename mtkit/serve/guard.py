@@ -240,12 +240,36 @@ def too_many(path: str, exc: OverLimit) -> ASGIApp:
     return answer
 
 
+def refused_from_head(access: Access, path: str, headers: dict[bytes, bytes]) -> OverLimit | None:
+    """ApiKey's refusal of a key past its requests this minute, found from the head before the app is called
+    (mtkit/serve/connections.py screens with it), where the checks before ApiKey would let the request through
+    unchanged: its Host allowed and no Origin (so no CORS headers either), a path that needs a key, a key in a
+    header. None in every other case: the request goes through the app as usual, which answers it."""
+    if (
+        not access.keys.required
+        or b"origin" in headers
+        or path in OPEN_PATHS
+        or path.startswith(OPEN_PREFIXES)
+        or not access.host_allowed(headers.get(b"host", b"").decode("latin-1"))
+    ):
+        return None
+    key = access.header_key(headers)
+    if key is None:
+        return None
+    try:
+        access.keys.usage.check(key)
+    except OverLimit as exc:
+        return exc
+    return None
+
+
 class ApiKey:
     """Inside CORS (so a browser can read the 401): every path but /health needs the key, when there is one.
 
     A key a header carries that has used its requests this minute is refused here (429, in the shape `refuse`
     gives the path's API), from the header alone: the body is never read, parsed or looked at, so a client
-    flooding the server past its limit costs it as little as a request can. Other refusals wait for the body
+    flooding the server past its limit costs it as little as a request can (most such requests are answered even
+    before the app, from their heads: `refused_from_head`). Other refusals wait for the body
     where an API's contract wants it read first (LibreTranslate's 400 for a malformed request before a missing
     key's), and a key in the body (`api_key`, `auth_key`) can only be known there.
     """

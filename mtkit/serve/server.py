@@ -73,7 +73,7 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
     """Serve until SIGTERM or Ctrl-C; raise MtkitError if the model cannot be loaded."""
     import uvicorn
 
-    from mtkit.serve.app import create_app
+    from mtkit.serve.app import create_app, head_refusal
 
     sock = bind(host, port)
     sock.listen(BACKLOG)  # now, not when uvicorn starts: a client told "listening on" is never refused meanwhile
@@ -99,7 +99,7 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
             port=port,
             log_config=None,
             access_log=False,
-            http=protocol_class(limits),
+            http=protocol_class(limits, head_refusal(settings.access)),
             loop=LOOP,
             timeout_keep_alive=KEEP_ALIVE_S,
             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
