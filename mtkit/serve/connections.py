@@ -105,15 +105,14 @@ class Head(NamedTuple):
     body: int  # Content-Length
 
 
-def read_head(data: bytes) -> Head | None:
-    """The head at the start of `data` if it is whole there and h11 would read it alike (module docstring), else
-    None."""
+def read_head(data: bytes, at: int = 0) -> Head | None:
+    """The head at `at` in `data` if it is whole there and h11 would read it alike (module docstring), else None."""
     from urllib.parse import unquote
 
-    end = data.find(b"\r\n\r\n", 0, REFUSED_HEAD_MAX)
+    end = data.find(b"\r\n\r\n", at, at + REFUSED_HEAD_MAX)
     if end < 0:
         return None
-    first, *lines = data[:end].split(b"\r\n")
+    first, *lines = data[at:end].split(b"\r\n")
     request = REQUEST_LINE.fullmatch(first)
     if request is None or request[1] == b"HEAD":  # an answer to HEAD has no body: h11 writes it
         return None
@@ -132,7 +131,7 @@ def read_head(data: bytes) -> Head | None:
     if b"host" not in headers or not length.isdigit() or len(length) > 18:
         return None
     target = request[2].partition(b"?")[0]
-    return Head(unquote(target.decode("ascii")), headers, end + 4, int(length))
+    return Head(unquote(target.decode("ascii")), headers, end + 4 - at, int(length))
 
 
 def answer_bytes(answer: Answer, default_headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -426,28 +425,30 @@ def protocol_class(limits: ConnectionLimits, screen: Screen | None = None) -> ty
             """Answer the requests at the start of `data` that `screen` refuses from their heads, dropping their
             bodies; what is left (from the first request it does not refuse) is for h11."""
             assert screen is not None
-            while data:
+            at = 0  # where the next request starts in `data` (offsets, not slices: a pipelined flood is not copied)
+            while at < len(data):
                 if self._dropping:
-                    dropped = min(self._dropping, len(data))
+                    dropped = min(self._dropping, len(data) - at)
                     self._dropping -= dropped
-                    data = data[dropped:]
+                    at += dropped
                     if not self._dropping:
                         self._disarm()
                     continue
-                if not self._between_requests() or (head := read_head(data)) is None:
-                    return data
+                if not self._between_requests() or (head := read_head(data, at)) is None:
+                    break
                 answer = screen(head.path, head.headers)
                 if answer is None:
-                    return data
+                    break
                 self._unset_keepalive_if_required()
                 self.transport.write(answer_bytes(answer, self.server_state.default_headers))
                 self.on_response_complete()  # as uvicorn after an answer: its count, the keep-alive clock
-                self._dropping, data = max(0, head.size + head.body - len(data)), data[head.size + head.body :]
+                end = at + head.size + head.body
+                self._dropping, at = max(0, end - len(data)), min(end, len(data))
                 if self._dropping:
                     self._arm()  # the rest of the body must come within the read timeout too
                 else:
                     self._disarm()
-            return data
+            return data[at:] if at else data
 
         def _between_requests(self) -> bool:
             """Nothing of a request read and nothing being answered: the next bytes start a request. Not while the

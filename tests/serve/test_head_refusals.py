@@ -129,6 +129,12 @@ def test_a_request_past_its_limit_is_answered_from_its_head_and_the_connection_g
     }  # DeepL's shape on DeepL's path
 
 
+def test_requests_sent_together_are_each_answered_in_turn(access):
+    seen: list[str] = []
+    written = feed(recording_app(seen), access, request() * 50 + request("/free", key=FREE))
+    assert statuses(written) == [429] * 50 + [200] and seen == ["/free"]
+
+
 def test_a_refused_body_that_arrives_in_pieces_is_dropped_and_the_next_request_read(access):
     """The body's rest is dropped as it comes. A head that is not whole in one piece goes to h11, and what h11 then
     holds after it too (to the app, whose own ApiKey refuses them: this app, which checks no key, answers them);
