@@ -195,14 +195,14 @@ class PeakPss:
 # ----------------------------------------------------------------------------------------------------- a server
 @contextlib.contextmanager
 def serving(
-    options: Sequence[str], log: Path, env: dict[str, str] | None = None, nofile: int = 0
+    options: Sequence[str], log: Path, env: dict[str, str] | None = None, nofile: int = 0, checkout: Path = ROOT
 ) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`mtkit serve --port 0 --device cpu OPTIONS` of this checkout, its stderr to `log`, yielding (process, URL)
-    once /health answers 200, stopped by SIGTERM after. `env`: variables added (the caller's MTKIT_SERVE_API_KEY is
-    not passed on); `nofile`: its open-file limit (0: as is)."""
+    """`mtkit serve --port 0 --device cpu OPTIONS` of this checkout (or of `checkout`, another one: a baseline), its
+    stderr to `log`, yielding (process, URL) once /health answers 200, stopped by SIGTERM after. `env`: variables
+    added (the caller's MTKIT_SERVE_API_KEY is not passed on); `nofile`: its open-file limit (0: as is)."""
     import httpx
 
-    env = {**os.environ, "MTKIT_SERVE_API_KEY": "", "PYTHONPATH": str(ROOT), **(env or {})}
+    env = {**os.environ, "MTKIT_SERVE_API_KEY": "", "PYTHONPATH": str(checkout), **(env or {})}
     limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))) if nofile else None
     cmd = [sys.executable, "-m", "mtkit", "serve", "--port", "0", "--device", "cpu", *options]
     with open(log, "wb") as err:
@@ -221,6 +221,18 @@ def serving(
     finally:
         proc.terminate()
         proc.wait(300)
+
+
+def pin(server_pid: int, cores: Sequence[int] | None = None) -> str:
+    """The server (every thread) on the first core this process may use (or of `cores`: what it could use before a
+    first pin), this process on the others: the clients' work then takes nothing from the server's core."""
+    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return f"not pinned: {len(cores)} core"
+    os.sched_setaffinity(0, cores[1:])
+    for task in Path(f"/proc/{server_pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cores[:1])
+    return f"server on core {cores[0]}, clients on core(s) {','.join(map(str, cores[1:]))}"
 
 
 # ----------------------------------------------------------------------------------------------------- commands
@@ -276,12 +288,13 @@ def machine() -> dict[str, Any]:
     return facts
 
 
-def commit() -> dict[str, Any] | None:
+def commit(checkout: Path = ROOT) -> dict[str, Any] | None:
     """The checkout's commit and whether it had uncommitted changes; None outside a git checkout."""
     try:
-        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        where = str(checkout)
+        sha = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
         dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+            ["git", "-C", where, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
         )
     except (OSError, subprocess.CalledProcessError):
         return None

@@ -6,7 +6,9 @@
 One `mtkit serve --api-keys FILE`, the server on one core and the clients on the others. Each round, --clients
 clients of a free key send --requests one-sentence requests each, in turn; in its flooded half (A B B A), a key
 limited to --rpm requests a minute and --cpd characters a day first hits its limit, then --flooders clients of it
-offer --flood-rate requests a second, at fixed times, from a process of their own. Checked: no limited request
+offer --flood-rate requests a second, at fixed times, from a process of their own; the limited key's window is
+used up so that no request of it leaves the window while a flooded half runs (`refill_wait`), so that what the
+flood costs is refusals alone, never a translation answered mid-half. Checked: no limited request
 answered past a limit, every refusal 429 with Retry-After. Reported: the free key's p50/p99, clean and flooded,
 paired and beside the clean halves' spread, and the server's CPU per refusal. --record keeps the run.
 """
@@ -28,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import ROOT, Record, cpu_name, latency, process_cpu_s, serving  # bench/ is a script's sys.path[0]
+from harness import ROOT, Record, cpu_name, latency, pin, process_cpu_s, serving  # bench/ is a script's sys.path[0]
 
 TEST = ROOT / "mtkit" / "data" / "multi30k" / "test_2016_flickr.en.gz"
 LIMITED, FREE = "limited-bench-key", "free-bench-key"
+WINDOW_S = 60.0  # the server's window of a key's requests a minute (mtkit/serve/keys.py)
 Answer = tuple[float, int, int, bool]  # (time, status, characters, has Retry-After)
 
 
@@ -44,8 +47,21 @@ def client(url: str, key: str) -> httpx.Client:
     return httpx.Client(base_url=url, timeout=120, headers={"Authorization": f"Bearer {key}"})
 
 
-def spend(url: str, rpm: int) -> list[Answer]:
-    """The limited key's requests until its first 429: it has hit its limit (its answers, for the checks)."""
+def refill_wait(answered: list[float], now: float, hold_s: float) -> float:
+    """How long to wait before using up the limited key's window so that it stays used up for the next `hold_s`
+    seconds. Were a request of its window to leave it meanwhile, the flood would get an answer mid-half: a
+    translation decoded, work that is not a refusal's, counted against the refusals. Then wait until the whole
+    window has left (`answered`: when its requests were answered), and fill a new one."""
+    live = sorted(t for t in answered if t > now - WINDOW_S)
+    if not live or live[0] + WINDOW_S >= now + hold_s:
+        return 0.0
+    return live[-1] + WINDOW_S - now
+
+
+def spend(url: str, rpm: int, answered: list[float], hold_s: float) -> list[Answer]:
+    """The limited key's requests until its first 429: it has hit its limit, and keeps it for `hold_s` seconds
+    (`refill_wait`); its answers, for the checks."""
+    time.sleep(refill_wait(answered, time.monotonic(), hold_s))
     answers: list[Answer] = []
     with client(url, LIMITED) as http:
         while len(answers) <= rpm and (not answers or answers[-1][1] != 429):
@@ -73,8 +89,17 @@ def flood(url: str, lines: list[str], args: argparse.Namespace, stop: Any, out: 
     out.put(limited)
 
 
-def run_half(url: str, pid: int, lines: list[str], args: argparse.Namespace, flooded: bool) -> tuple[dict, list]:
-    """One half-round's figures (the free clients' latencies, the server's CPU...) and the limited key's answers."""
+def run_half(
+    url: str,
+    pid: int,
+    lines: list[str],
+    args: argparse.Namespace,
+    flooded: bool,
+    answered: list[float] | None = None,
+    hold_s: float = 0.0,
+) -> tuple[dict, list]:
+    """One half-round's figures (the free clients' latencies, the server's CPU...) and the limited key's answers;
+    `answered`: when the limited key's requests were answered so far, `hold_s` how long the half may take."""
     free_ms: list[float] = []
 
     def free_client(k: int) -> None:
@@ -85,7 +110,7 @@ def run_half(url: str, pid: int, lines: list[str], args: argparse.Namespace, flo
                     raise SystemExit(f"the free key got {status}")
                 free_ms.append(1000 * (time.perf_counter() - t0))
 
-    spent = spend(url, args.rpm) if flooded else []
+    spent = spend(url, args.rpm, answered or [], hold_s) if flooded else []
     fork = multiprocessing.get_context("fork")  # the flooders' process inherits this one's cores
     stop, out = fork.Event(), fork.Queue()
     flooders = [fork.Process(target=flood, args=(url, lines, args, stop, out))] if flooded else []
@@ -103,18 +128,8 @@ def run_half(url: str, pid: int, lines: list[str], args: argparse.Namespace, flo
     return {"flooded": flooded, "free_ms": [round(ms, 2) for ms in free_ms], "seconds": round(seconds, 2),
             "limited_answers": dict(Counter(str(status) for _, status, _, _ in spent + limited)),
             "flood_per_s": round(len(limited) / seconds, 1), "server_cpu_s": round(cpu, 2),
-            "refusals": sum(1 for _, status, _, _ in limited if status == 429)}, spent + limited  # fmt: skip
-
-
-def pin(server_pid: int) -> str:
-    """The server (every thread) on the first core this process may use, this process on the others."""
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        return f"not pinned: {len(cores)} core"
-    os.sched_setaffinity(0, cores[1:])
-    for task in Path(f"/proc/{server_pid}/task").iterdir():
-        os.sched_setaffinity(int(task.name), cores[:1])
-    return f"server on core {cores[0]}, clients on core(s) {','.join(map(str, cores[1:]))}"
+            "refusals": sum(1 for _, status, _, _ in limited if status == 429),
+            "flood_answered": sum(1 for _, status, _, _ in limited if status == 200)}, spent + limited  # fmt: skip
 
 
 def check_limits(answers: list[Answer], rpm: int, cpd: int) -> dict:
@@ -166,7 +181,9 @@ def main() -> None:
         with serving(serve, Path(tmp) / "serve.log") as (proc, url):
             print(pinned := pin(proc.pid))
             for flooded in [f for r in range(args.rounds) for f in ((False, True) if r % 2 == 0 else (True, False))]:
-                half, answers = run_half(url, proc.pid, lines, args, flooded)
+                answered = [t for t, status, _, _ in limited if status == 200]
+                hold_s = 1.5 * max((p["seconds"] for p in passes), default=20.0)  # the longest half, and room
+                half, answers = run_half(url, proc.pid, lines, args, flooded, answered, hold_s)
                 passes.append(half)
                 limited += answers
                 q = latency(half["free_ms"])
@@ -191,6 +208,7 @@ def main() -> None:
         "free key p50, flooded / clean": round(ratio, 3),
         "free key p50, highest clean / lowest clean": round(spread, 3),
         "flood, requests a second": round(statistics.median(p["flood_per_s"] for p in passes if p["flooded"]), 1),
+        "flood requests answered in a timed half": sum(p["flood_answered"] for p in passes if p["flooded"]),
         "slowed (paired ratio past the clean spread)": ratio > spread,
         "server CPU a refusal, ms (flooded - clean, paired)": round(1000 * extra, 3),
     }

@@ -101,3 +101,24 @@ def test_serve_key_limits_finds_an_answer_past_a_limit_and_a_refusal_without_ret
     assert not check([*kept, (61.5, 200, 10, False)], rpm=2, cpd=100)["past_a_limit"]  # a new minute
     found = check([*kept, (3.0, 429, 10, False), (4.0, 500, 10, False)], rpm=2, cpd=100)
     assert (found["refusals_without_retry_after"], found["other_statuses"], found["past_a_limit"]) == (1, 1, False)
+
+
+def test_serve_refusal_cpu_times_each_apis_refusal_against_a_baseline(cli_model: Path, tmp_path: Path) -> None:
+    data = bench("serve_refusal_cpu.py", "--model", str(cli_model), "--baseline", str(ROOT), "--refusals", "30",
+                 "--rounds", "2", cwd=tmp_path)  # fmt: skip
+    paths = ["/translate", "/v2/translate", "/v1/chat/completions"]
+    assert [(p["round"], p["checkout"]) for p in data["passes"]] == [(0, "this"), (0, "baseline"),
+                                                                     (1, "baseline"), (1, "this")]  # fmt: skip
+    assert all(
+        p[path]["us_cpu_a_refusal"] >= 0 and p[path]["us_round_trip"] > 0 for p in data["passes"] for path in paths
+    )
+    assert sorted(data["results"]["this / baseline (paired)"]) == sorted(paths)
+    assert data["settings"]["baseline"]["commit"] == data["commit"]["commit"]
+
+
+def test_the_flood_key_is_used_up_for_as_long_as_a_half_may_take() -> None:
+    wait = load_script("bench/serve_key_limits.py").refill_wait
+    assert wait([], now=100.0, hold_s=20.0) == 0.0  # nothing answered this minute: use it up now
+    assert wait([90.0, 95.0], now=100.0, hold_s=20.0) == 0.0  # the first leaves at 150, after the half
+    assert wait([50.0, 55.0], now=100.0, hold_s=20.0) == 15.0  # 50 would leave mid-half: wait until 55 has left
+    assert wait([10.0, 30.0], now=100.0, hold_s=20.0) == 0.0  # the window is empty again
