@@ -4,7 +4,8 @@
     python bench/serve_refusal_cpu.py --model STUDENT.pt --baseline ../baseline --refusals 3000 --rounds 4 \
         --record docs/results/serve-refusal-cpu.json
 
-Each checkout's `mtkit serve --api-keys` runs on one core (its own code: PYTHONPATH), a key limited to one request
+Each checkout's `mtkit serve --api-keys` runs on one core (its own code: PYTHONPATH; --no-pin: wherever the system
+runs it, as a server usually runs), a key limited to one request
 a minute has used it, and one client on the other core sends --refusals requests of that key, one after another
 on a kept-alive connection, to each API's translate path in turn (mtkit's and LibreTranslate's /translate, DeepL's
 /v2/translate, OpenAI's /v1/chat/completions), reading each answer whole. The server's CPU (user and system, every
@@ -92,6 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--baseline", type=Path, help="another checkout of mtkit (a git worktree at another commit)")
     ap.add_argument("--refusals", type=int, default=3000, help="refused requests a path, a round")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--no-pin", action="store_true", help="leave the servers and the client where the system puts them")
     ap.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
     return ap.parse_args(argv)
 
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, checkout in checkouts.items():
             options = ["-m", args.model, "--languages", "en-de", "--api-keys", str(keys), "--threads", "1"]
             proc, url = stack.enter_context(serving(options, Path(tmp) / f"{name}.log", checkout=checkout))
-            pinned = pin(proc.pid, cores)  # each server on the same core
+            pinned = "not pinned" if args.no_pin else pin(proc.pid, cores)  # each server on the same core
             host, port = url.removeprefix("http://").rsplit(":", 1)
             with socket.create_connection((host, int(port)), timeout=60) as sock:  # its one request this minute
                 sock.sendall(request("/translate", int(port)))
