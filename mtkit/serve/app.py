@@ -30,8 +30,9 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from mtkit.serve import deepl, libretranslate, native, openai, opennmt
-from mtkit.serve.connections import Screen, loop_errors
+from mtkit.serve.connections import loop_errors
 from mtkit.serve.guard import Access, ApiKey, CatchAll, HostAndOrigin, refused_from_head
+from mtkit.serve.heads import Screen
 from mtkit.serve.http import error_response, media_type, read_body
 from mtkit.serve.keys import OverLimit
 from mtkit.serve.page import HEADERS as PAGE_HEADERS
@@ -61,7 +62,7 @@ def over_limit(path: str, exc: OverLimit) -> Response:
 
 def head_refusal(access: Access) -> Screen | None:
     """The answer the app would give, from a request's head alone, to a key past its requests this minute (the
-    server's connections answer it before the app: mtkit/serve/connections.py), None for any other request; no
+    server's connections answer it before the app: mtkit/serve/heads.py), None for any other request; no
     screen at all for a server without keys, which has no limits to keep."""
     if not access.keys.required:
         return None

@@ -30,14 +30,8 @@ refused with 400), `backlog`. Two things uvicorn does not do are written here, a
   count with it. uvicorn's `limit_concurrency` is not used: it answers 503 after a connection was
   accepted and its request read, which keeps no descriptor free, and it refuses /health as well.
 
-A request past its key's limit can be refused from its head, here, before h11 or the app see it
-(`screen`, from mtkit/serve/app.py): a client that keeps sending past its limit would otherwise cost
-the server h11's parsing, an asyncio task and the whole ASGI stack per refusal, CPU the model's requests
-share on a small machine. Only a head that h11 would read the same way is screened: HTTP/1.1 (not HEAD), CRLF
-lines matching RFC 9112's grammar, one Host, its body framed by at most one Content-Length (no
-Transfer-Encoding, Expect, Upgrade or `Connection: close`), read whole in one piece; its body is read
-and dropped and the connection kept alive. Anything else goes to h11 as before, whose refusal is the
-same answer (the app's ApiKey), so a request smuggled past this reading cannot be framed differently.
+A request past its key's limit is answered from its head, before h11 and the app (`screen`, from
+mtkit/serve/app.py), where the head is plain enough that h11 would read it alike: mtkit/serve/heads.py.
 
 What clients do wrong is logged once per cause and then counted (`OncePerCause`), not a line
 (or an asyncio traceback) per event: a few hundred idle sockets must not write megabytes of log.
@@ -48,19 +42,18 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import logging
-import re
 import resource
 import socket
 import struct
 import termios
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from http import HTTPStatus
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from mtkit.serve.heads import Screen, ScreenedHeads
 
 logger = logging.getLogger(__name__)
 
@@ -72,74 +65,6 @@ WAIT_STEP_S = 0.1  # how often a refused request looks for an idle connection to
 LINGER_S = 2.0  # after a 503, how long a refused connection waits for its client to close first
 REFUSED_HEAD_MAX = 16 * 1024  # as h11's limit on a request head
 REPEAT_WINDOW_S = 60.0  # a cause is said again, with its count, at most this often
-# RFC 9112's request line (origin form, HTTP/1.1 only) and header field lines, as h11 reads them: a head that does
-# not match goes to h11, never screened.
-_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
-_VCHAR = rb"[\x21-\x7e\x80-\xff]"
-REQUEST_LINE = re.compile(rb"(" + _TOKEN + rb") (/[\x21-\x7e]*) HTTP/1\.1")
-HEADER_LINE = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VCHAR + rb"+(?:[ \t]+" + _VCHAR + rb"+)*)?[ \t]*")
-# A head with one of these is left to h11 and the app: its body is not framed by Content-Length alone, or it asks
-# for more than an answer (100 Continue, a new protocol).
-UNSCREENED = (b"transfer-encoding", b"expect", b"upgrade")
-
-
-class Answer(Protocol):
-    """What a screen answers with: a Starlette Response has these."""
-
-    status_code: int
-    body: bytes
-
-    @property
-    def raw_headers(self) -> list[tuple[bytes, bytes]]: ...
-
-
-# screen(path, headers) -> the answer to a request from its head alone, or None to serve it as usual. Headers by
-# lower-case name, the last of a name winning, as the app's guard reads them.
-Screen = Callable[[str, dict[bytes, bytes]], Answer | None]
-
-
-class Head(NamedTuple):
-    path: str  # as uvicorn gives it to the app: the target before "?", percent-decoded
-    headers: dict[bytes, bytes]
-    size: int  # bytes of the head, its blank line included
-    body: int  # Content-Length
-
-
-def read_head(data: bytes, at: int = 0) -> Head | None:
-    """The head at `at` in `data` if it is whole there and h11 would read it alike (module docstring), else None."""
-    from urllib.parse import unquote
-
-    end = data.find(b"\r\n\r\n", at, at + REFUSED_HEAD_MAX)
-    if end < 0:
-        return None
-    first, *lines = data[at:end].split(b"\r\n")
-    request = REQUEST_LINE.fullmatch(first)
-    if request is None or request[1] == b"HEAD":  # an answer to HEAD has no body: h11 writes it
-        return None
-    headers: dict[bytes, bytes] = {}
-    for line in lines:
-        field = HEADER_LINE.fullmatch(line)
-        if field is None:
-            return None
-        name, value = field[1].lower(), field[2] or b""
-        if name in UNSCREENED or (name in (b"host", b"content-length") and name in headers):
-            return None
-        if name == b"connection" and b"close" in value.lower():
-            return None
-        headers[name] = value
-    length = headers.get(b"content-length", b"0")
-    if b"host" not in headers or not length.isdigit() or len(length) > 18:
-        return None
-    target = request[2].partition(b"?")[0]
-    return Head(unquote(target.decode("ascii")), headers, end + 4 - at, int(length))
-
-
-def answer_bytes(answer: Answer, default_headers: list[tuple[bytes, bytes]]) -> bytes:
-    """`answer` as HTTP/1.1, as uvicorn and h11 write a response: the server's headers (date, server) first."""
-    status = answer.status_code
-    lines = [b"HTTP/1.1 %d %s\r\n" % (status, HTTPStatus(status).phrase.encode())]
-    lines += [name + b": " + value + b"\r\n" for name, value in (*default_headers, *answer.raw_headers)]
-    return b"".join(lines) + b"\r\n" + answer.body
 
 
 def descriptor_limit() -> int:
@@ -326,7 +251,7 @@ def protocol_class(limits: ConnectionLimits, screen: Screen | None = None) -> ty
     """uvicorn's h11 protocol with the read timeout of `limits`, counting connections for `ListeningSocket`, and
     with `screen`, answering what it refuses from the head (module docstring)."""
 
-    class LimitedH11(H11Protocol):
+    class LimitedH11(ScreenedHeads, H11Protocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             self._read_timer: asyncio.TimerHandle | None = None
             self._since = time.monotonic()  # when it last received a byte or became idle: quiet longest goes first
@@ -334,7 +259,7 @@ def protocol_class(limits: ConnectionLimits, screen: Screen | None = None) -> ty
             self._refused: bytearray | None = None  # the head read so far of a connection accepted to be refused
             self._refused_done = False  # answered 503: what else it sends is dropped until it closes
             self._waiting = False  # a refused connection's whole head read: waiting for room, or a 503
-            self._dropping = 0  # bytes still to come of the body of a request answered from its head (screened)
+            self.screen, self._dropping = screen, 0  # ScreenedHeads': what it answers, a body it still drops
             super().connection_made(transport)
             limits.protocols = self.connections  # uvicorn's set of live connections
             sock = transport.get_extra_info("socket")
@@ -413,54 +338,13 @@ def protocol_class(limits: ConnectionLimits, screen: Screen | None = None) -> ty
             if self._refused is not None:
                 self._refuse(data)
                 return
-            if screen is not None and not (data := self._screened(data)):
+            if self.screen is not None and not (data := self._screened(data)):
                 return
             if self._read_timer is None and self.conn.their_state is h11.IDLE:
                 self._arm()  # the next request on a kept-alive connection starts: its clock too
             super().data_received(data)
             if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
                 self._disarm()  # read whole (or the connection is done with): the read timeout is over
-
-        def _screened(self, data: bytes) -> bytes:
-            """Answer the requests at the start of `data` that `screen` refuses from their heads, dropping their
-            bodies; what is left (from the first request it does not refuse) is for h11."""
-            assert screen is not None
-            at = 0  # where the next request starts in `data` (offsets, not slices: a pipelined flood is not copied)
-            while at < len(data):
-                if self._dropping:
-                    dropped = min(self._dropping, len(data) - at)
-                    self._dropping -= dropped
-                    at += dropped
-                    if not self._dropping:
-                        self._disarm()
-                    continue
-                if not self._between_requests() or (head := read_head(data, at)) is None:
-                    break
-                answer = screen(head.path, head.headers)
-                if answer is None:
-                    break
-                self._unset_keepalive_if_required()
-                self.transport.write(answer_bytes(answer, self.server_state.default_headers))
-                self.on_response_complete()  # as uvicorn after an answer: its count, the keep-alive clock
-                end = at + head.size + head.body
-                self._dropping, at = max(0, end - len(data)), min(end, len(data))
-                if self._dropping:
-                    self._arm()  # the rest of the body must come within the read timeout too
-                else:
-                    self._disarm()
-            return data[at:] if at else data
-
-        def _between_requests(self) -> bool:
-            """Nothing of a request read and nothing being answered: the next bytes start a request. Not while the
-            client leaves answers unread (the transport's buffer full): h11 and uvicorn then hold back."""
-            return (
-                (self.cycle is None or self.cycle.response_complete)
-                and self.conn.their_state is h11.IDLE
-                and self.conn.our_state is h11.IDLE
-                and not self.conn.trailing_data[0]
-                and not self.flow.write_paused
-                and not self.transport.is_closing()
-            )
 
         def on_response_complete(self) -> None:
             self._since, self._served = time.monotonic(), self._served + 1

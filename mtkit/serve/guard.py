@@ -242,7 +242,7 @@ def too_many(path: str, exc: OverLimit) -> ASGIApp:
 
 def refused_from_head(access: Access, path: str, headers: dict[bytes, bytes]) -> OverLimit | None:
     """ApiKey's refusal of a key past its requests this minute, found from the head before the app is called
-    (mtkit/serve/connections.py screens with it), where the checks before ApiKey would let the request through
+    (mtkit/serve/heads.py screens with it), where the checks before ApiKey would let the request through
     unchanged: its Host allowed and no Origin (so no CORS headers either), a path that needs a key, a key in a
     header. None in every other case: the request goes through the app as usual, which answers it."""
     if (

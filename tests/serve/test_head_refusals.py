@@ -19,8 +19,9 @@ from uvicorn.server import ServerState  # noqa: E402
 
 from mtkit.serve import keys as keys_module  # noqa: E402
 from mtkit.serve.app import create_app, head_refusal  # noqa: E402
-from mtkit.serve.connections import ConnectionLimits, protocol_class, read_head  # noqa: E402
+from mtkit.serve.connections import ConnectionLimits, protocol_class  # noqa: E402
 from mtkit.serve.guard import Access  # noqa: E402
+from mtkit.serve.heads import read_head  # noqa: E402
 from mtkit.serve.keys import KeyFile  # noqa: E402
 from tests.support.fake_service import EnglishGerman  # noqa: E402
 from tests.support.serve import connect, keyed_server, post_head  # noqa: E402
