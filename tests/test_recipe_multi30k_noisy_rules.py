@@ -111,6 +111,7 @@ def test_the_measurement_scores_once_and_writes_a_record(tmp_path, monkeypatch):
                      "dev-p99.5", "dev-mad", "oracle"]  # fmt: skip
     assert len(calls) == 2 and calls[1] == 50 and calls[0] == kept["results"]["rule_kept"]
     assert kept["results"]["best_label_free"] in names and kept["results"]["oracle"]["clean_lost"] < 0.02
+    assert kept["results"]["models"] == [{"model": "f.pt"}, {"model": "b.pt"}]  # no such files: named only
     assert kept["rows"][0]["share"] == 0 and kept["settings"]["shares"] == [0.02, 0.04, 0.05, 0.1]
     text = rules.table(kept["rows"], kept["sentences"], kept["words"])
     assert "| **" in text and text.count("\n|") == len(names) + 1

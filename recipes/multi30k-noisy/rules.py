@@ -187,6 +187,19 @@ def rule_kept(noisy: Path, ratio: float) -> tuple[list[str], list[str], list[str
     return [src[i] for i in keep], [tgt[i] for i in keep], [kinds[i] for i in keep], table
 
 
+def trained(path: str) -> dict[str, Any]:
+    """How long a model was trained (its update and the run's --max-steps, as mtkit's file keeps them): the scores,
+    and so every threshold, depend on it."""
+    import torch
+
+    try:
+        kept = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, ValueError):  # an OPUS-MT directory or Hub name: nothing to read here
+        return {"model": portable(path)}
+    steps = (kept.get("train_config") or {}).get("max_steps")
+    return {"model": portable(path), "step": kept.get("step"), "max_steps": steps}
+
+
 def dual_scorer(forward: str, backward: str) -> Callable[[Sequence[str], Sequence[str]], list[float]]:
     """mtkit's dual cross-entropy with the two models, as `mtkit clean --dual-xent` loads them (CPU)."""
     from mtkit import load_translator
@@ -281,6 +294,7 @@ def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
     }
     rows.insert(0, {**none, "threshold": None})  # the cleaned system: what every rule starts from
     facts = {
+        "models": [trained(path) for path in args.dual_xent],
         "rule_kept": len(src),
         "dev_pairs": len(dev),
         "dev_words": sum(len(line.split()) for line in dev_tgt),
