@@ -3,39 +3,15 @@ the recipe's dry run parses with mtkit's own parsers, trains the three systems a
 
 from __future__ import annotations
 
-import gzip
 import shlex
-from pathlib import Path
 
+from tests.support.corpora import fake_multi30k
 from tests.support.recipes import ROOT, dry_run, load_script, parse_line, parse_mtkit, run_recipe
-
-WORDS = {
-    "en": "a dog man woman child runs sits on the grass beach street red big small".split(),
-    "de": "ein Hund Mann Frau Kind rennt sitzt auf dem Gras Strand Straße roten großen kleinen".split(),
-    "fr": "un chien homme femme enfant court assis sur la pelouse plage rue rouge grand petit".split(),
-    "cs": "pes muž žena dítě běží sedí na trávě pláži ulici červený velký malý".split(),
-}
-
-
-def _fake_multi30k(root: Path, n: int = 400) -> Path:
-    """The shipped Multi30k's layout (train.LANG.gz side by side) with n synthetic captions a language, aligned by
-    line (word i of each list is one word)."""
-    import random
-
-    rng = random.Random(4)
-    rows = [[rng.randrange(13) for _ in range(rng.randint(4, 9))] for _ in range(n)]
-    for lang, words in WORDS.items():
-        folder = root
-        folder.mkdir(parents=True, exist_ok=True)
-        text = "".join(" ".join(words[i] for i in row).capitalize() + ".\n" for row in rows)
-        with gzip.open(folder / f"train.{lang}.gz", "wt", encoding="utf-8") as f:
-            f.write(text)
-    return root
 
 
 def test_the_noisy_corpus_is_deterministic_and_each_rule_finds_its_noise(tmp_path):
     bench = load_script("recipes/multi30k-noisy/noise.py")
-    data = _fake_multi30k(tmp_path / "data")
+    data = fake_multi30k(tmp_path / "data")
     counts = bench.build(data, tmp_path / "a", seed=1)
     bench.build(data, tmp_path / "b", seed=1)
     for name in ("train.en", "train.de", "train.kind"):

@@ -76,9 +76,9 @@ def toy(tmp_path, monkeypatch) -> tuple[list[str], list[int]]:
     """A toy noisy set and dev set, a stand-in for the two models (which counts its calls), no language
     identification (a test loads no model): rules.py's arguments for them, and the stand-in's calls."""
     noise = load_script("recipes/multi30k-noisy/noise.py")
-    from tests.test_recipe_multi30k_noisy import _fake_multi30k
+    from tests.support.corpora import fake_multi30k
 
-    data = _fake_multi30k(tmp_path / "data")
+    data = fake_multi30k(tmp_path / "data")
     for lang in ("en", "de"):  # dev: the first 50 clean captions
         lines = gzip.open(data / f"train.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:50]
         with gzip.open(data / f"val.{lang}.gz", "wt", encoding="utf-8") as f:

@@ -147,3 +147,25 @@ def prepare_custom(files: dict[str, Path], out: Path, test: bool = True) -> subp
     for split in ("train", "valid", "test") if test else ("train", "valid"):
         args += [f"--{split}-src", files[f"{split}.en"], f"--{split}-tgt", files[f"{split}.de"]]
     return run_cli(*args)
+
+
+MULTI30K_WORDS = {  # one caption vocabulary a language, word i of each list the same word
+    "en": "a dog man woman child runs sits on the grass beach street red big small".split(),
+    "de": "ein Hund Mann Frau Kind rennt sitzt auf dem Gras Strand Straße roten großen kleinen".split(),
+    "fr": "un chien homme femme enfant court assis sur la pelouse plage rue rouge grand petit".split(),
+    "cs": "pes muž žena dítě běží sedí na trávě pláži ulici červený velký malý".split(),
+}
+
+
+def fake_multi30k(root: Path, n: int = 400) -> Path:
+    """The shipped Multi30k's layout (train.LANG.gz side by side, every language: the noisy recipe takes French and
+    Czech captions as noise) with n synthetic captions a language, aligned by line (word i of each list is one word)."""
+    rng = random.Random(4)
+    rows = [[rng.randrange(13) for _ in range(rng.randint(4, 9))] for _ in range(n)]
+    for lang, words in MULTI30K_WORDS.items():
+        folder = root
+        folder.mkdir(parents=True, exist_ok=True)
+        text = "".join(" ".join(words[i] for i in row).capitalize() + ".\n" for row in rows)
+        with gzip.open(folder / f"train.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write(text)
+    return root
