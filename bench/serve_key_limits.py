@@ -19,6 +19,7 @@ import argparse
 import bisect
 import gzip
 import json
+import math
 import multiprocessing
 import os
 import statistics
@@ -148,6 +149,20 @@ def check_limits(answers: list[Answer], rpm: int, cpd: int) -> dict:
     }
 
 
+def sign_test(ratios: list[float]) -> float:
+    """The chance, were the flood to change nothing, that at least as many rounds' flooded halves come out slower
+    (one-sided sign test: each round slower or not as a coin falls)."""
+    n, slower = len(ratios), sum(r > 1 for r in ratios)
+    return sum(math.comb(n, k) for k in range(slower, n + 1)) / 2**n
+
+
+def slowed(ratios: list[float], spread: float) -> bool:
+    """Whether the flood slowed the free key: its paired ratio past what the clean halves differ by, or more rounds
+    slower than chance allows (sign test p < 0.05), or every round slower (4 of 4 is 1 in 16): a shift within the
+    noise that keeps its sign is a shift all the same."""
+    return statistics.median(ratios) > spread or sign_test(ratios) < 0.05 or min(ratios) > 1
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
@@ -211,9 +226,9 @@ def main() -> None:
         "flood, requests a second": round(statistics.median(p["flood_per_s"] for p in passes if p["flooded"]), 1),
         "flood requests answered in a timed half": sum(p["flood_answered"] for p in passes if p["flooded"]),
         "free key p50, flooded / clean, each round": [round(r, 3) for r in ratios],
-        # Slowed where the paired ratio is past what the clean halves differ by, or where every round's flooded half
-        # was the slower: a shift within the noise that never changes sign is a shift all the same.
-        "slowed (paired ratio past the clean spread, or every round slower)": ratio > spread or min(ratios) > 1,
+        "rounds slower flooded": f"{sum(r > 1 for r in ratios)} of {len(ratios)}",
+        "sign test, one-sided p": round(sign_test(ratios), 4),
+        "slowed (paired ratio past the clean spread, or more rounds slower than chance)": slowed(ratios, spread),
         "server CPU a refusal, ms (flooded - clean, paired)": round(1000 * extra, 3),
     }
     print(f"load average after: {os.getloadavg()[0]:.2f}")

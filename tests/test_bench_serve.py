@@ -122,3 +122,12 @@ def test_the_flood_key_is_used_up_for_as_long_as_a_half_may_take() -> None:
     assert wait([90.0, 95.0], now=100.0, hold_s=20.0) == 0.0  # the first leaves at 150, after the half
     assert wait([50.0, 55.0], now=100.0, hold_s=20.0) == 15.0  # 50 would leave mid-half: wait until 55 has left
     assert wait([10.0, 30.0], now=100.0, hold_s=20.0) == 0.0  # the window is empty again
+
+
+def test_a_flood_that_keeps_slowing_the_other_key_is_called_so_within_the_noise() -> None:
+    script = load_script("bench/serve_key_limits.py")
+    nine_of_ten = [1.17, 1.01, 0.997, 1.12, 1.22, 1.21, 1.14, 1.21, 1.21, 1.06]
+    assert round(script.sign_test(nine_of_ten), 4) == 0.0107 and script.slowed(nine_of_ten, spread=1.3)
+    assert script.slowed([1.05, 1.02, 1.03, 1.01], spread=1.2)  # every round slower
+    assert not script.slowed([1.04, 1.16, 1.28, 0.9, 0.96, 1.21], spread=1.3)  # 4 of 6: chance, p 0.34
+    assert script.slowed([1.4, 1.3, 0.9], spread=1.2)  # past the clean spread
