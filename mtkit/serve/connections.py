@@ -53,7 +53,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from mtkit.serve.heads import Screen, ScreenedHeads
+from mtkit.serve.heads import MAX_HEAD_BYTES, Screen, ScreenedHeads
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,6 @@ REFUSE_ROOM = 16  # connections accepted past the limit, when none is idle, only
 IDLE_AFTER_S = 2.0  # a connection with nothing to answer that received no byte for this long may be closed
 WAIT_STEP_S = 0.1  # how often a refused request looks for an idle connection to take the place of
 LINGER_S = 2.0  # after a 503, how long a refused connection waits for its client to close first
-REFUSED_HEAD_MAX = 16 * 1024  # as h11's limit on a request head
 REPEAT_WINDOW_S = 60.0  # a cause is said again, with its count, at most this often
 
 
@@ -275,7 +274,7 @@ def protocol_class(limits: ConnectionLimits, screen: Screen | None = None) -> ty
             self._refused += data
             if self._waiting:
                 return
-            if b"\r\n\r\n" not in self._refused and len(self._refused) < REFUSED_HEAD_MAX:
+            if b"\r\n\r\n" not in self._refused and len(self._refused) < MAX_HEAD_BYTES:
                 return
             if _health_probe(bytes(self._refused)):
                 self._go_on()

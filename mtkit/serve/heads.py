@@ -23,7 +23,10 @@ from urllib.parse import unquote
 
 import h11
 
-HEAD_MAX = 16 * 1024  # as h11's limit on a request head (mtkit/serve/server.py's MAX_HEAD_BYTES)
+# A request head (request line and headers) over this many bytes gets 400 from h11 (its default, said here, and
+# given to uvicorn by mtkit/serve/server.py; nginx's large_client_header_buffers is 4 of 8 KiB); no longer a head is
+# read here, nor by a connection past the limit (mtkit/serve/connections.py).
+MAX_HEAD_BYTES = 16 * 1024
 # RFC 9112's request line (origin form, HTTP/1.1 only) and header field lines, as h11 reads them: a head that does
 # not match goes to h11, never answered here.
 _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
@@ -59,7 +62,7 @@ class Head(NamedTuple):
 
 def read_head(data: bytes, at: int = 0) -> Head | None:
     """The head at `at` in `data` if it is whole there and h11 would read it alike (module docstring), else None."""
-    end = data.find(b"\r\n\r\n", at, at + HEAD_MAX)
+    end = data.find(b"\r\n\r\n", at, at + MAX_HEAD_BYTES)
     if end < 0:
         return None
     first, *lines = data[at:end].split(b"\r\n")

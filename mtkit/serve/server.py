@@ -23,6 +23,7 @@ from types import FrameType
 from mtkit.errors import MtkitError
 from mtkit.serve.connections import ConnectionLimits, ListeningSocket, connection_limit, protocol_class, quiet_repeats
 from mtkit.serve.guard import API_KEY_ENV, is_loopback
+from mtkit.serve.heads import MAX_HEAD_BYTES
 from mtkit.serve.service import ServeSettings, Service
 
 logger = logging.getLogger(__name__)
@@ -35,9 +36,6 @@ KEEP_ALIVE_S = 65
 ANSWER_S = 2.0
 # Connections the kernel holds until the server accepts them (uvicorn's default backlog).
 BACKLOG = 2048
-# A request head (request line and headers) over this many bytes gets 400 (h11's default, said here; nginx's
-# large_client_header_buffers is 4 of 8 KiB).
-MAX_HEAD_BYTES = 16 * 1024
 # The stdlib event loop, said even where uvloop is installed (uvicorn's default, "auto", would take it): uvloop
 # accepts connections in libuv's C, never calling ListeningSocket.accept, so the connection limit would be gone.
 LOOP = "asyncio"
