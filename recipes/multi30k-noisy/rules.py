@@ -190,11 +190,12 @@ def rule_kept(noisy: Path, ratio: float) -> tuple[list[str], list[str], list[str
 def trained(path: str) -> dict[str, Any]:
     """How long a model was trained (its update and the run's --max-steps, as mtkit's file keeps them): the scores,
     and so every threshold, depend on it."""
-    import torch
+    from mtkit.checkpoint import load  # weights only: a model file is never unpickled as code
+    from mtkit.errors import MtkitError
 
     try:
-        kept = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, ValueError):  # an OPUS-MT directory or Hub name: nothing to read here
+        kept = load(path, mmap=True)  # its few fields read, its tensors left in the file
+    except MtkitError:  # an OPUS-MT directory or Hub name: nothing to read here
         return {"model": portable(path)}
     steps = (kept.get("train_config") or {}).get("max_steps")
     return {"model": portable(path), "step": kept.get("step"), "max_steps": steps}
