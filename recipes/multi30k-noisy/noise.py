@@ -97,20 +97,32 @@ def build(data: Path, out: Path, seed: int = 1) -> dict[str, int]:
     return counts
 
 
-def report(noisy: Path, config: WebCleanConfig, scorer=None) -> dict:
-    """For each kind of noise, the pairs each rule dropped and the pairs kept."""
-    table = {k: {"pairs": 0, "kept": 0, **dict.fromkeys(config.active(), 0)} for k in KINDS}
+def cleaned(noisy: Path, config: WebCleanConfig, scorer=None) -> tuple[list[str], list[str], list[str], list]:
+    """The noisy set's sources, targets and kinds of noise, and for each pair the first rule that drops it (None:
+    kept), the rules run pair by pair in order as `mtkit clean` runs them."""
     # split("\n"), not splitlines(): a caption may hold U+2028 or a form feed, which is not a line end
     src, tgt = (
         [line.rstrip("\r") for line in (noisy / f"train.{lang}").read_text(encoding="utf-8").split("\n")[:-1]]
         for lang in ("en", "de")
     )
     kinds = (noisy / "train.kind").read_text(encoding="utf-8").split()
-    for kind, rule in zip(kinds, first_drops(config.rules("en", "de", scorer), src, tgt)):
+    return src, tgt, kinds, list(first_drops(config.rules("en", "de", scorer), src, tgt))
+
+
+def tabulate(kinds: list[str], drops: list, config: WebCleanConfig) -> dict:
+    """For each kind of noise, its pairs, the pairs each rule dropped and the pairs kept."""
+    table = {k: {"pairs": 0, "kept": 0, **dict.fromkeys(config.active(), 0)} for k in KINDS}
+    for kind, rule in zip(kinds, drops):
         row = table[kind]
         row["pairs"] += 1
         row["kept" if rule is None else rule] += 1
     return table
+
+
+def report(noisy: Path, config: WebCleanConfig, scorer=None) -> dict:
+    """For each kind of noise, the pairs each rule dropped and the pairs kept."""
+    _, _, kinds, drops = cleaned(noisy, config, scorer)
+    return tabulate(kinds, drops, config)
 
 
 def dual_xent_scorer(args: argparse.Namespace, config: WebCleanConfig) -> tuple:

@@ -47,7 +47,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # mtkit of this checkout; bench
 
 from harness import Record, portable, run_mtkit  # noqa: E402  # the benches' record writer and mtkit runner
 
-from mtkit.data.runner import first_drops  # noqa: E402
 from mtkit.data.webclean import WebCleanConfig  # noqa: E402
 
 SHARES = (0.02, 0.04, 0.05, 0.10)  # 0.04: run.sh's --dual-xent-drop, the oracle share of the unrecorded figures
@@ -173,18 +172,13 @@ def cleaning(ratio: float) -> WebCleanConfig:
 
 def rule_kept(noisy: Path, ratio: float) -> tuple[list[str], list[str], list[str], dict[str, dict[str, int]]]:
     """The pairs `mtkit clean --all --max-char-ratio R` keeps (sources, targets, their kinds), and for each kind of
-    noise its pairs and those the rules keep (noise.py report's table, its columns 'pairs' and 'kept')."""
-    from noise import KINDS  # beside this script
+    noise its pairs and those the rules keep (noise.py report's table: its columns 'pairs' and 'kept' are used)."""
+    from noise import cleaned, tabulate  # beside this script
 
-    src, tgt = (read_lines(noisy / f"train.{lang}") for lang in ("en", "de"))
-    kinds = (noisy / "train.kind").read_text(encoding="utf-8").split()
-    drops = first_drops(cleaning(ratio).rules("en", "de"), src, tgt)
-    table = {kind: {"pairs": 0, "kept": 0} for kind in KINDS}
-    for kind, rule in zip(kinds, drops):
-        table[kind]["pairs"] += 1
-        table[kind]["kept"] += rule is None
+    config = cleaning(ratio)
+    src, tgt, kinds, drops = cleaned(noisy, config)
     keep = [i for i, rule in enumerate(drops) if rule is None]
-    return [src[i] for i in keep], [tgt[i] for i in keep], [kinds[i] for i in keep], table
+    return [src[i] for i in keep], [tgt[i] for i in keep], [kinds[i] for i in keep], tabulate(kinds, drops, config)
 
 
 def trained(path: str) -> dict[str, Any]:
