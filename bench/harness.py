@@ -313,17 +313,19 @@ def portable(word: str) -> str:
         return path.name
 
 
-def command(argv: Sequence[str]) -> str:
-    """The command that ran, as a reader would type it from the repository's root."""
+def command(argv: Sequence[str], runner: str = "python") -> str:
+    """The command that ran, as a reader would type it from the repository's root (`runner`: python for a script,
+    bash for a recipe's run.sh)."""
     script = portable(str(Path(argv[0]).resolve()))
-    return shlex.join(["python", script, *(portable(a) if a.startswith("/") else a for a in argv[1:])])
+    return shlex.join([runner, script, *(portable(a) if a.startswith("/") else a for a in argv[1:])])
 
 
 class Record:
     """A bench's record, begun when the bench starts (the load is read then, before the bench adds its own)."""
 
-    def __init__(self, argv: Sequence[str] | None = None):
+    def __init__(self, argv: Sequence[str] | None = None, runner: str = "python"):
         self.argv = list(sys.argv if argv is None else argv)
+        self.runner = runner
         self.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
@@ -332,7 +334,7 @@ class Record:
         return {
             "format": FORMAT,
             "version": VERSION,
-            "command": command(self.argv),
+            "command": command(self.argv, self.runner),
             "commit": commit(),
             "date": self.started,
             "machine": facts,

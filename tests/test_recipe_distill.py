@@ -3,6 +3,7 @@ distilled data with a student preset, and nothing is created; its results table,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,37 @@ def test_every_system_searches_with_one_length_penalty(cli_model: Path, cli, tmp
         searched = json.loads(ran.stdout.splitlines()[-1])["search"]
         assert searched == {"beam": 4, "lenpen": "fairseq", "alpha": 0.6, "early_stop": "patience",
                             "shortlist": False}, name  # fmt: skip
+
+
+def test_the_record_names_the_recipes_command_and_keeps_every_pass(tmp_path: Path, monkeypatch) -> None:
+    """run.sh --record: results.py keeps the run as a bench record whose command is run.sh's (so the docs test can
+    dry-run it), with each system's passes and the rows docs/gen_figures.py renders with `table`."""
+    results = load_script("recipes/multi30k-distill/results.py")
+    data = tmp_path / "data"
+    (data / "raw").mkdir(parents=True)
+    (data / "raw" / "test.en").write_text("ein Hund .\nzwei Katzen .\n", encoding="utf-8")
+    (data / "raw" / "test.de").write_text("a dog .\ntwo cats .\n", encoding="utf-8")
+    sized = tmp_path / "model.bin"
+    sized.write_bytes(b"x" * 1000)
+    monkeypatch.setattr(results, "systems", lambda out, teachers: [
+        results.System("teacher", ("t.pt",), "fp32", 4, False, str(sized)),
+        results.System(results.REFERENCE, ("s.pt",), "int8", 1, True, str(sized)),
+    ])  # fmt: skip
+
+    def measure(system, setting, src, output):  # the teacher twice as slow as the student, its output one line off
+        output.write_text("a dog .\ntwo dogs .\n" if system.name == "teacher" else "a dog .\ntwo cats .\n")
+        seconds = 2.0 if system.name == "teacher" else 1.0
+        return {"seconds": seconds, "passes": [seconds] * 3, "peak_kib": 2048, "search": {"beam": system.beam}}
+
+    monkeypatch.setattr(results, "measure", measure)
+    record = tmp_path / "record.json"
+    args = results.parse_args([str(tmp_path), str(data), "/somewhere/teacher.pt", "--record", str(record),
+                               "--recipe-args", "--teacher", "/somewhere/teacher.pt", "--data", str(data)])  # fmt: skip
+    results.main(args.out, args.data, args.teachers, args.record, args.recipe_args)
+    kept = json.loads(record.read_text(encoding="utf-8"))
+    assert kept["command"] == "bash recipes/multi30k-distill/run.sh --teacher teacher.pt --data data"
+    assert kept["format"] == "mtkit-bench-record" and kept["renderer"] == "recipes/multi30k-distill/results.py"
+    assert kept["settings"]["search"] == results.SEARCH and kept["settings"]["teachers"] == ["teacher.pt"]
+    assert kept["passes"]["teacher"]["1 thread"] == [2.0, 2.0, 2.0] and kept["sentences"] == 2
+    assert [row["identical"] for row in kept["rows"]] == [0.5, 1.0]
+    assert results.table(kept["rows"], kept["sentences"], kept["words"]).splitlines()[3].split(" | ")[5] == "2.00"

@@ -1,6 +1,6 @@
 """Measure the distillation recipe's systems and write its results.md table (called by run.sh).
 
-usage: python results.py OUT DATA TEACHER...
+usage: python results.py OUT DATA TEACHER... [--record FILE --recipe-args ARG...]
 
 Each system translates DATA/raw/test.en (test_2016_flickr) with the same search (`SEARCH`: fairseq's length
 normalisation score / |Y|^0.6 and the patience stop, in mtkit and in CTranslate2 alike; its beam and shortlist are
@@ -14,10 +14,14 @@ workers share with it are counted once for each; the table's peak memory is that
 1- and 2-thread runs). The parent scores each output with sacreBLEU against DATA/raw/test.de, counts how many lines
 are identical to the student's mtkit int8 output (each hop's change: shortlist, int8, CTranslate2), and prints the
 table. Nothing else may run meanwhile: the figures are only comparable within one run on one idle machine.
+`--record FILE` (run.sh --record) also keeps the run as a record (bench/harness.py's: the commit, the machine, the
+load at start, each system's passes) that docs/gen_figures.py renders with `table`; `--recipe-args` are run.sh's own
+arguments, so that the record's command is the recipe's.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -25,6 +29,10 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from harness import Record  # noqa: E402  # the benches' record writer
 
 # Every system's search, beside its beam and shortlist: fairseq's length normalisation score / |Y|^0.6 and the
 # patience stop (mtkit `--lenpen fairseq --alpha 0.6 --early-stop patience`; through mtkit's CTranslate2 engine
@@ -158,11 +166,25 @@ def table(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
     return "\n".join(lines)
 
 
-def main(out: Path, data: Path, teachers: list[str]) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path, help="the recipe's OUT: student.pt, ct2-teacher, ct2-student")
+    parser.add_argument("data", type=Path, help="the teacher's data directory (raw/test.en, raw/test.de)")
+    parser.add_argument("teachers", nargs="+", help="the teacher's model files (more than one: an ensemble)")
+    parser.add_argument("--record", help="also keep the run as a record here, e.g. docs/results/NAME.json")
+    parser.add_argument("--recipe-args", nargs=argparse.REMAINDER, default=None, help="run.sh's own arguments")
+    return parser.parse_args(argv)
+
+
+def main(out: Path, data: Path, teachers: list[str], record: str | None = None,
+         recipe_args: list[str] | None = None) -> None:  # fmt: skip
     import sacrebleu
 
     from mtkit.device import cpu_name
 
+    # begun before the first system runs: the load it reads is the machine's, not the measurement's
+    recipe = [str(Path(__file__).resolve().parent / "run.sh"), *(recipe_args or [])]
+    run = Record(recipe, runner="bash") if recipe_args is not None else Record()
     src, ref = data / "raw" / "test.en", data / "raw" / "test.de"
     refs = ref.read_text(encoding="utf-8").splitlines()
     sources = src.read_text(encoding="utf-8").splitlines()
@@ -196,10 +218,19 @@ def main(out: Path, data: Path, teachers: list[str]) -> None:
     )
     print(table(rows, len(sources), words))
     print("\n" + json.dumps({"rows": rows}, default=str))
+    if record:
+        settings = {"search": SEARCH, "settings": list(SETTINGS.values()), "warmup_lines": WARMUP_LINES,
+                    "timed_passes": TIMED_PASSES, "teachers": [Path(t).name for t in teachers]}  # fmt: skip
+        results = {row["name"]: {"bleu": row["bleu"], "seconds": row["seconds"]} for row in rows}
+        kept = run.data(settings, {row["name"]: row["passes"] for row in rows}, results)
+        kept.update(renderer="recipes/multi30k-distill/results.py", test="test_2016_flickr", rows=rows,
+                    sentences=len(sources), words=words)  # fmt: skip
+        run.write_data(record, kept)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         child(json.loads(sys.argv[2]))
     else:
-        main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])
+        args = parse_args()
+        main(args.out, args.data, args.teachers, args.record, args.recipe_args)

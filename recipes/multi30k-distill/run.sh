@@ -11,7 +11,7 @@ source "$here/../lib.sh"
 usage() {
     cat <<EOF
 usage: run.sh [--teacher MODEL]... [--data DIR] [--mix M] [--preset P] [--minutes M | --steps N] [--seed N]
-              [--out DIR] [--dry-run]
+              [--out DIR] [--record FILE] [--dry-run]
 
 Distils a teacher into a student: the teacher translates Multi30k's 29,000 training sources with
 beam 4 (mtkit distill, resumable), the student trains on its translations for a wall-clock budget
@@ -37,6 +37,8 @@ sentences/s and source words/s at 1 and 2 threads (and as 2 workers of 1 thread)
                    machine runs, e.g. the number of updates the teacher made in its 25 minutes
   --seed N         the student's seed (default 1)
   --out DIR        everything the recipe makes (default: $here/out)
+  --record FILE    also keep results.py's measurements as a record (the commit, the machine, every pass),
+                   e.g. docs/results/NAME.json, which docs/gen_figures.py renders
   --dry-run        print every command, one a line, and run none
 EOF
 }
@@ -46,13 +48,14 @@ die() {
     exit 2
 }
 
-teachers=() data="" mix=1best preset=student-fast minutes=25 steps="" seed=1 out=""
+teachers=() data="" mix=1best preset=student-fast minutes=25 steps="" seed=1 out="" record=""
+recipe_args=("$@")  # the command a record names
 DRY_RUN=0
 while (($#)); do
     case $1 in
         --dry-run) DRY_RUN=1 ;;
         -h | --help) usage; exit 0 ;;
-        --teacher | --data | --mix | --preset | --minutes | --steps | --seed | --out)
+        --teacher | --data | --mix | --preset | --minutes | --steps | --seed | --out | --record)
             if (($# < 2)) || [[ -z $2 || $2 == --* ]]; then die "$1 needs a value"; fi
             case $1 in
                 --teacher) teachers+=("$2") ;;
@@ -63,6 +66,7 @@ while (($#)); do
                 --steps) steps=$2 ;;
                 --seed) seed=$2 ;;
                 --out) out=$2 ;;
+                --record) record=$2 ;;
             esac
             shift ;;
         *) die "unknown argument '$1' (run.sh --help lists the options)" ;;
@@ -123,6 +127,8 @@ step "export student" mtkit export "$out/student.pt" --format ctranslate2 --quan
 ((DRY_RUN == 0)) || exit 0
 
 # 5. One system at a time, nothing else running: BLEU, speed at 1 and 2 threads and as 2 workers, peak memory, sizes.
-python "$here/results.py" "$out" "$data" "${teachers[@]}" >"$out/results.md.tmp"
+record_opts=()
+[[ -z $record ]] || record_opts=(--record "$record" --recipe-args "${recipe_args[@]}")
+python "$here/results.py" "$out" "$data" "${teachers[@]}" "${record_opts[@]}" >"$out/results.md.tmp"
 mv -f "$out/results.md.tmp" "$out/results.md"
 printf 'wrote %s\n' "$out/results.md" >&2
