@@ -235,6 +235,30 @@ def pin(server_pid: int, cores: Sequence[int] | None = None) -> str:
     return f"server on core {cores[0]}, clients on core(s) {','.join(map(str, cores[1:]))}"
 
 
+def children(pid: int) -> list[int]:
+    """The processes `pid` has started (any of its threads), from /proc."""
+    found = (
+        Path(f"/proc/{pid}/task/{task.name}/children").read_text().split()
+        for task in Path(f"/proc/{pid}/task").iterdir()
+    )
+    return sorted({int(child) for listed in found for child in listed})
+
+
+def pin_decoder(server_pid: int) -> str:
+    """`mtkit serve --decoder-process`: its decoder process alone on the first core this process may use, the server's
+    HTTP side and this process (the clients) on the others."""
+    cores = sorted(os.sched_getaffinity(0))
+    (decoder,) = children(server_pid)
+    if len(cores) < 2:
+        return f"not pinned: {len(cores)} core"
+    os.sched_setaffinity(0, cores[1:])
+    for pid, on in ((server_pid, cores[1:]), (decoder, cores[:1])):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            os.sched_setaffinity(int(task.name), on)
+    rest = ",".join(map(str, cores[1:]))
+    return f"decoder process on core {cores[0]}, the server's HTTP side and the clients on core(s) {rest}"
+
+
 # ----------------------------------------------------------------------------------------------------- commands
 def run_mtkit(args: Sequence[str], dry_run: bool = False) -> str:
     """`mtkit ARGS` of this checkout (PYTHONPATH leads to it), its standard output returned; a failure ends the script

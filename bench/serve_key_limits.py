@@ -3,14 +3,16 @@
     python bench/serve_key_limits.py --model STUDENT.pt --threads 1 --clients 4 --flooders 8 --flood-rate 200 \
         --rounds 4 --record docs/results/serve-key-limits.json
 
-One `mtkit serve --api-keys FILE`, the server on one core and the clients on the others. Each round, --clients
+One `mtkit serve --api-keys FILE`, the server on one core and the clients on the others (with --decoder-process: its
+decoder process alone on one core, the server's HTTP side with the clients on the others). Each round, --clients
 clients of a free key send --requests one-sentence requests each, in turn; in its flooded half (A B B A), a key
 limited to --rpm requests a minute and --cpd characters a day first hits its limit, then --flooders clients of it
 offer --flood-rate requests a second, at fixed times, from a process of their own; the limited key's window is
 used up so that no request of it leaves the window while a flooded half runs (`refill_wait`), so that what the
 flood costs is refusals alone, never a translation answered mid-half. Checked: no limited request
 answered past a limit, every refusal 429 with Retry-After. Reported: the free key's p50/p99, clean and flooded,
-paired and beside the clean halves' spread, and the server's CPU per refusal. --record keeps the run.
+paired and beside the clean halves' spread, and the server's CPU per refusal (its HTTP side's, with a decoder process).
+--record keeps the run.
 """
 
 from __future__ import annotations
@@ -31,7 +33,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import ROOT, Record, cpu_name, latency, pin, process_cpu_s, serving  # bench/ is a script's sys.path[0]
+from harness import (
+    ROOT,
+    Record,
+    cpu_name,
+    latency,
+    pin,
+    pin_decoder,
+    process_cpu_s,
+    serving,
+)  # bench/ is a script's sys.path[0]
 
 TEST = ROOT / "mtkit" / "data" / "multi30k" / "test_2016_flickr.en.gz"
 LIMITED, FREE = "limited-bench-key", "free-bench-key"
@@ -174,6 +185,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cpd", type=int, default=20000, help="the limited key's characters a day")
     ap.add_argument("--rounds", type=int, default=2, help="clean/flooded pairs, as A B B A")
     ap.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: PyTorch's)")
+    ap.add_argument("--decoder-process", action="store_true",
+                    help="serve with --decoder-process: the decoder process alone on one core, the server's HTTP side "
+                    "with the clients on the others")  # fmt: skip
     ap.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
     return ap.parse_args(argv)
 
@@ -193,8 +207,9 @@ def main() -> None:
         keys.chmod(0o600)
         serve = ["-m", args.model, "--languages", "en-de", "--api-keys", str(keys), "--queue-size", "256"]
         serve += ["--threads", str(args.threads)] if args.threads else []
+        serve += ["--decoder-process"] if args.decoder_process else []
         with serving(serve, Path(tmp) / "serve.log") as (proc, url):
-            print(pinned := pin(proc.pid))
+            print(pinned := pin_decoder(proc.pid) if args.decoder_process else pin(proc.pid))
             for flooded in [f for r in range(args.rounds) for f in ((False, True) if r % 2 == 0 else (True, False))]:
                 answered = [t for t, status, _, _ in limited if status == 200]
                 hold_s = 1.5 * max((p["seconds"] for p in passes), default=20.0)  # the longest half, and room
@@ -234,8 +249,8 @@ def main() -> None:
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print(json.dumps(results))
     settings = {k: getattr(args, k) for k in ("clients", "requests", "flooders", "flood_rate", "rpm", "cpd", "rounds")}
-    settings.update(threads=args.threads, model=Path(args.model).name, cores=pinned,
-                    test="test_2016_flickr.en, one line a request")  # fmt: skip
+    settings.update(threads=args.threads, decoder_process=args.decoder_process, model=Path(args.model).name,
+                    cores=pinned, test="test_2016_flickr.en, one line a request")  # fmt: skip
     record.write(args.record, settings, passes, results)
     if checked["past_a_limit"] or checked["refusals_without_retry_after"] or checked["other_statuses"]:
         raise SystemExit("a limit was not kept (see above)")

@@ -132,6 +132,12 @@ def serve(
         show_default="the one `mtkit calibrate` wrote beside the model, else the documented default",
         help="The confidence's calibrator file.",
     ),
+    decoder_process: bool = typer.Option(
+        False,
+        "--decoder-process",
+        help="Search in a process of its own (one PyTorch thread, mtkit's engine on the CPU), so that no HTTP work "
+        "(a flood of refusals, probes) takes the search's time; give it a core of its own (taskset, a CPU set).",
+    ),
     *,
     given: dict[str, Any],
 ) -> None:
@@ -182,6 +188,7 @@ def serve(
         languages=parse_languages(languages) if languages is not None else (),
         reverse_model=reverse_model,
         calibrator=calibrator,
+        decoder_process=decoder_process,
     )
     # found once (a Hub name too) and checked before the server starts: "auto" is decided when the service opens it
     settings = dataclasses.replace(settings, model=settings.plan(revision))

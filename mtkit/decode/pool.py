@@ -100,8 +100,10 @@ class WorkerPool(Generic[S]):
         """
         if self._executor is None:
             raise MtkitError("the decoding workers were stopped (close()); start a new pool.")
-        futures = {self._executor.submit(_run_job, job): k for k, job in enumerate(jobs)}
+        futures: dict[concurrent.futures.Future[R], int] = {}
         try:
+            for k, job in enumerate(jobs):  # a worker that died while idle breaks the pool here already
+                futures[self._executor.submit(_run_job, job)] = k
             for future in concurrent.futures.as_completed(futures):
                 yield futures[future], future.result()
         except BrokenProcessPool as e:

@@ -28,6 +28,7 @@ from mtkit.decode.encode import target_language, with_target_lang
 from mtkit.decode.glossary import Glossary
 from mtkit.decode.translator import Translation, Translator
 from mtkit.errors import MtkitError
+from mtkit.serve import decoder
 from mtkit.serve.batcher import Batcher, Closed, Decode, QueueFull
 from mtkit.serve.files import Files
 from mtkit.serve.glossaries import Glossaries
@@ -76,6 +77,7 @@ class ServeSettings:
     languages: tuple[tuple[str, str], ...] = ()  # --languages: the model's pairs, as the APIs list them
     reverse_model: str | None = None  # --reverse-model: its score of the source is a feature of the confidence
     calibrator: str | None = None  # --calibrator: the confidence's (else the one beside the model, else the default)
+    decoder_process: bool = False  # --decoder-process: the model searched in a process of its own (serve/decoder.py)
 
     def __post_init__(self) -> None:
         """Times are finite: `inf` would stop the decoder thread at the first request (a batch window that never
@@ -143,6 +145,7 @@ class Service:
         self.detector = Detector([])  # which of its source languages a text is in
         self.glossaries = Glossaries()  # the glossaries clients made, each its key's
         self.files = Files()  # the files being translated, and their translations kept for download
+        self.searcher: decoder.Searcher | None = None  # where the model searches, once it is loaded
         self._loader: threading.Thread | None = None
         self._drain_deadline: float | None = None
         self._drain_timer: threading.Timer | None = None
@@ -177,6 +180,10 @@ class Service:
         self.vocab = translator.vocab
         self.defaults = translator.defaults  # the model's own under the command line's, as `mtkit translate` has them
         rater = self.rater = Confidence.open(translator, s.reverse_model, s.calibrator, s.device, s.precision)
+        if s.decoder_process:  # forked here, from the thread that goes on to run the Batcher and outlives the process
+            decoder.check(translator, s.threads, s.compile)
+        model = decoder.Model(translator, rater, s.max_tokens)
+        self.searcher = decoder.DecoderProcess(model) if s.decoder_process else decoder.Searcher(model)
         self.info = {
             "model": s.name,
             "models": [translator.describe()],
@@ -193,6 +200,7 @@ class Service:
             "allowed_origins": list(s.access.origins),
             "confidence": {"calibrated": rater.calibrator is not DEFAULT, "reverse_model": s.reverse_model},
             "glossaries": translator.engine.enforces_terms,
+            "decoder_process": s.decoder_process,
         }
 
         self.set_directions(
@@ -204,7 +212,7 @@ class Service:
             return sum(len(ids) + 1 for ids in translator.vocab.encode_batch(lines))  # + EOS, as decoded
 
         self.batcher = Batcher(
-            self.decoder(translator),
+            self.decoder(self.searcher),
             count_tokens,
             max_tokens=s.max_tokens,
             wait_s=s.batch_wait_ms / 1000,
@@ -225,15 +233,10 @@ class Service:
         self.detector = Detector(detected_among(dirs))
         self.detector.check()
 
-    def decoder(self, translator: Translator) -> Decode:
-        """What the Batcher calls on each batch (tests wrap it, by monkeypatching, to hold or fail batches)."""
-        max_tokens = self.settings.max_tokens
-
-        def decode(lines: list[str], config: DecodeConfig, glossary: Glossary | None, rate: bool) -> list[Translation]:
-            rater = self.rater if rate else None
-            return list(translator.translate_stream(lines, config, max_tokens, confidence=rater, glossary=glossary))
-
-        return decode
+    def decoder(self, searcher: decoder.Searcher) -> Decode:
+        """What the Batcher calls on each batch: a search in its own thread, or handed to the decoder process (tests
+        wrap it, by monkeypatching, to hold or fail batches)."""
+        return searcher.decode
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """The status code and body of /health: loading (503), ready (200), or failing (503)."""
@@ -354,11 +357,11 @@ class Service:
     async def align(self, pairs: list[tuple[list[str], list[str]]], target_lang: str) -> list[list[int | None]] | None:
         """Each translation word's source word (markup's projection): one teacher-forced pass, in the decoder
         thread (the thread that runs the model: mtkit/serve/batcher.py)."""
-        if self.translator is None or self.batcher is None:
+        if self.searcher is None or self.batcher is None:
             return None
-        translator = self.translator
+        searcher = self.searcher
         try:
-            future = self.batcher.call(lambda: translator.align(pairs, target_lang))
+            future = self.batcher.call(lambda: searcher.align(pairs, target_lang))
         except Closed:
             raise RequestError(503, "the server is shutting down; retry.", retry_after=RETRY_AFTER_S) from None
         return await asyncio.wrap_future(future)
@@ -390,3 +393,5 @@ class Service:
                 self._drain_expired()
         if self._drain_timer is not None:
             self._drain_timer.cancel()
+        if self.searcher is not None:
+            self.searcher.close()

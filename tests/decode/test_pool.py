@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from functools import partial
@@ -15,6 +16,7 @@ import torch
 
 from mtkit.decode.pool import WorkerPool
 from mtkit.errors import MtkitError
+from tests.support.serve import wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the workers are Linux processes")
 
@@ -89,6 +91,19 @@ def test_a_worker_that_dies_closes_the_pool_with_one_clear_error(state):
     assert pool.closed and len(pids) == 2 and not any(alive(pid) for pid in pids)
     with pytest.raises(MtkitError, match="stopped"):
         list(pool.run([partial(scaled, k=0)]))
+
+
+def test_a_worker_that_died_between_jobs_closes_the_pool_with_the_same_error(state):
+    """Killed while idle (the pool broken before the next job is handed over): the same one sentence, not the
+    executor's own exception, and the pool closed so that its owner can start another."""
+    pool = WorkerPool(state, 1)
+    (pid,) = pool.pids
+    os.kill(pid, signal.SIGKILL)
+    # until the executor has seen it (its own flag, which its submit checks): the case a quick test would miss
+    wait_until(lambda: bool(getattr(pool._executor, "_broken", False)), 30, "the pool to see its worker gone")
+    with pytest.raises(MtkitError, match="a decoding worker stopped before its batch was done"):
+        list(pool.run([partial(scaled, k=0)]))
+    assert pool.closed
 
 
 def test_a_consumer_that_stops_cancels_the_jobs_not_yet_started(state):

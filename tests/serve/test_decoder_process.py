@@ -1,0 +1,112 @@
+"""`mtkit serve --decoder-process`: the model searches in a forked process of its own (mtkit/serve/decoder.py), with
+the same translations and alignments as in the server's own thread, a new process after one dies, and one sentence
+for a model or setting it cannot run with."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mtkit.config import DecodeConfig
+from mtkit.errors import MtkitError
+from mtkit.serve import decoder
+from mtkit.serve.payload import RequestError
+from mtkit.serve.service import ServeSettings, Service
+from tests.support.serve import wait_until
+
+LINES = ["green dog", "a small red house", "the cat runs"]
+PAIRS = [(["green", "dog"], ["grün", "hund"])]
+
+
+def loaded(model: str, **settings: Any) -> Service:
+    service = Service(ServeSettings(models=(model,), device="cpu", **settings))
+    failed = threading.Event()
+    service.start_loading(failed.set)
+    wait_until(lambda: service.ready or failed.is_set(), 120, "the model to load")
+    assert service.ready, service.error
+    return service
+
+
+def use(service: Service, config: DecodeConfig) -> tuple[list[Any], Any]:
+    async def both() -> tuple[list[Any], Any]:
+        return await service.translate(LINES, config), await service.align(PAIRS, "")
+
+    return asyncio.run(both())
+
+
+@pytest.fixture(scope="module")
+def in_thread(cli_model):
+    """What the server's own thread gives, beam and greedy, with the alignment: what the process must give."""
+    service = loaded(str(cli_model))
+    try:
+        yield {beam: use(service, DecodeConfig(beam=beam)) for beam in (4, 1)}
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("beam", [4, 1])
+def test_the_process_translates_and_aligns_as_the_thread_does(cli_model, in_thread, beam):
+    service = loaded(str(cli_model), decoder_process=True)
+    try:
+        assert isinstance(service.searcher, decoder.DecoderProcess) and service.info["decoder_process"] is True
+        pid = service.searcher.pid
+        assert pid is not None and pid != os.getpid()
+        # From here on the server's own copy of the model cannot search: what answers comes from the process,
+        # which was forked with the model as it was.
+        assert service.translator is not None
+        service.translator.translate_stream = None  # type: ignore[assignment, method-assign]
+        service.translator.align = None  # type: ignore[assignment, method-assign]
+        assert use(service, DecodeConfig(beam=beam)) == in_thread[beam]
+        assert service.searcher.pid == pid
+    finally:
+        service.close()
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 30, "the decoder process to end with the server")
+
+
+def test_a_decoder_process_that_dies_fails_its_batch_and_the_next_forks_a_new_one(cli_model, in_thread):
+    service = loaded(str(cli_model), decoder_process=True)
+    try:
+        assert isinstance(service.searcher, decoder.DecoderProcess)
+        first = service.searcher.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        with pytest.raises(RequestError) as failed:
+            asyncio.run(service.translate(LINES, DecodeConfig(beam=4)))
+        assert failed.value.status == 500 and "the decoder process stopped" in str(failed.value)
+        assert use(service, DecodeConfig(beam=4)) == in_thread[4]
+        assert service.searcher.pid not in (None, first)
+    finally:
+        service.close()
+
+
+def engine(**kwargs: Any) -> Any:
+    return SimpleNamespace(engine=SimpleNamespace(**{"parallel": "processes", **kwargs}), device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("translator", "threads", "compile", "said"),
+    [
+        (engine(parallel="threads"), 0, "off", "CTranslate2 already searches outside Python's lock"),
+        (SimpleNamespace(engine=SimpleNamespace(parallel="processes"), device="cuda"), 0, "off", "on the CPU only"),
+        (engine(), 2, "off", "runs one PyTorch thread"),
+        (engine(), 0, "auto", "--compile is not carried into a forked process"),
+    ],
+)
+def test_what_a_decoder_process_cannot_run_is_one_sentence(translator, threads, compile, said):
+    with pytest.raises(MtkitError, match=said):
+        decoder.check(translator, threads, compile)
+    decoder.check(engine(), 1, "off")  # one thread, mtkit's engine, on the CPU: runs
+
+
+def test_a_server_asked_for_two_threads_in_its_decoder_process_stops_with_the_reason(cli_model):
+    service = Service(ServeSettings(models=(str(cli_model),), device="cpu", decoder_process=True, threads=2))
+    failed = threading.Event()
+    service.start_loading(failed.set)
+    wait_until(failed.is_set, 120, "the load to fail")
+    assert not service.ready and "--decoder-process runs one PyTorch thread" in str(service.error)
