@@ -82,7 +82,11 @@ def spend(url: str, rpm: int, answered: list[float], hold_s: float) -> list[Answ
 
 
 def flood(url: str, lines: list[str], args: argparse.Namespace, stop: Any, out: Any) -> None:
-    """The limited key's clients, each sending its share of --flood-rate at fixed times until `stop`."""
+    """The limited key's clients, each sending its share of --flood-rate at fixed times until `stop`; at the lowest
+    priority, so that the flood's own clients (HTTP clients in Python, a core's share at this rate) do not take the
+    free clients' core from them: a real flood comes from other machines, and what is measured is what it costs the
+    server."""
+    os.nice(19)
     limited: list[Answer] = []
     every = args.flooders / args.flood_rate
 
