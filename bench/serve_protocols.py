@@ -7,7 +7,8 @@
 One server (the model's own decoding defaults) answers each line of test_2016_flickr (English, in order) through
 mtkit's API, OpenNMT-py's, LibreTranslate's, DeepL's and OpenAI's, one request at a time, --gap-ms apart, the
 order rotating each round. --in-process adds `Translator.translate` in this process (the model alone, same
-precision and threads), --health `GET /health` (nothing decoded). Every row must give mtkit's API's translation.
+precision and threads), --health `GET /health` (nothing decoded); --decoder-process serves with it (its cost: the
+mtkit API's overhead over the in-process row, against a run without it). Every row must give mtkit's API's translation.
 Reported per row: p50, p90, p99 and mean in ms (the client's time), and the median over rounds of its difference
 to mtkit's API within a round (ms) and of the ratio. --record keeps the run (bench/harness.py).
 """
@@ -54,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batch-wait-ms", type=float, help="the server's batching window (default: the server's)")
     ap.add_argument("--in-process", action="store_true", help="also Translator.translate in this process")
     ap.add_argument("--health", action="store_true", help="also GET /health (nothing decoded)")
+    ap.add_argument("--decoder-process", action="store_true", help="serve with --decoder-process")
     ap.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
     return ap.parse_args(argv)
 
@@ -93,6 +95,7 @@ def main() -> None:
     serve = ["-m", args.model, "--languages", "en-de", "--precision", args.precision]
     serve += ["--threads", str(args.threads)] if args.threads else []
     serve += ["--batch-wait-ms", str(args.batch_wait_ms)] if args.batch_wait_ms is not None else []
+    serve += ["--decoder-process"] if args.decoder_process else []
     print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores; load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp, serving(serve, Path(tmp) / "serve.log") as (_, url):
         with httpx.Client(timeout=120) as http:
@@ -121,7 +124,8 @@ def main() -> None:
             f"  overhead {overhead:+.2f} ms (paired {paired:.3f}x)"
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    settings = {k: getattr(args, k) for k in ("warmup", "threads", "precision", "gap_ms", "batch_wait_ms")}
+    settings = {k: getattr(args, k) for k in ("warmup", "threads", "precision", "gap_ms", "batch_wait_ms",
+                                              "decoder_process")}  # fmt: skip
     settings.update(model=Path(args.model).name, sentences=args.rounds, test="test_2016_flickr.en, in order")
     record.write(args.record, settings, times, results)
     print(json.dumps(results))
