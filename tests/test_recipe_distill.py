@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.support.recipes import ROOT, dry_run, load_script, parse_line, parse_mtkit, run_recipe
 from tests.support.shortlist import one_piece_shortlist
@@ -199,6 +200,7 @@ def test_the_record_names_the_recipes_command_and_keeps_every_pass(tmp_path: Pat
         return {"seconds": seconds, "passes": [seconds] * 3, "peak_kib": 2048, "search": {"beam": system.beam}}
 
     monkeypatch.setattr(results, "measure", measure)
+    monkeypatch.setattr(results, "trained", lambda path: {"file": Path(path).name, "updates": 7})
     record = tmp_path / "record.json"
     args = results.parse_args([str(tmp_path), str(data), "/somewhere/teacher.pt", "--record", str(record),
                                "--recipe-args", "--teacher", "/somewhere/teacher.pt", "--data", str(data)])  # fmt: skip
@@ -208,5 +210,19 @@ def test_the_record_names_the_recipes_command_and_keeps_every_pass(tmp_path: Pat
     assert kept["format"] == "mtkit-bench-record" and kept["renderer"] == "recipes/multi30k-distill/results.py"
     assert kept["settings"]["search"] == results.SEARCH and kept["settings"]["teachers"] == ["teacher.pt"]
     assert kept["passes"]["teacher"]["1 thread"] == [2.0, 2.0, 2.0] and kept["sentences"] == 2
+    assert kept["settings"]["trained"] == {"teachers": [{"file": "teacher.pt", "updates": 7}],
+                                           "student": {"file": "student.pt", "updates": 7}}  # fmt: skip
     assert [row["identical"] for row in kept["rows"]] == [0.5, 1.0]
     assert results.table(kept["rows"], kept["sentences"], kept["words"]).splitlines()[3].split(" | ")[5] == "2.00"
+
+
+def test_how_a_model_was_trained_is_read_from_its_file(cli_model: Path, tmp_path: Path) -> None:
+    """The record's `trained`: the updates, minutes and precision the model file itself records, not a log's."""
+    results = load_script("recipes/multi30k-distill/results.py")
+    ckpt = torch.load(cli_model, map_location="cpu", weights_only=True)
+    ckpt["step"], ckpt["progress"] = 1730, {**(ckpt.get("progress") or {}), "elapsed": 1500.0}
+    ckpt["provenance"] = {**(ckpt.get("provenance") or {}), "precision": "bf16"}
+    ckpt["averaged_from"] = [{"file": f"checkpoint_{k}.pt", "step": k, "sha256": "0" * 64} for k in (1700, 1730)]
+    torch.save(ckpt, model := tmp_path / "student.pt")
+    assert results.trained(model) == {"file": "student.pt", "updates": 1730, "training_minutes": 25.0,
+                                      "precision": "bf16", "averaged_from": [1700, 1730]}  # fmt: skip

@@ -15,7 +15,8 @@ workers share with it are counted once for each; the table's peak memory is that
 are identical to the student's mtkit int8 output (each hop's change: shortlist, int8, CTranslate2), and prints the
 table. Nothing else may run meanwhile: the figures are only comparable within one run on one idle machine.
 `--record FILE` (run.sh --record) also keeps the run as a record (bench/harness.py's: the commit, the machine, the
-load at start, each system's passes) that docs/gen_figures.py renders with `table`; `--recipe-args` are run.sh's own
+load at start, each system's passes, and how the teacher and the student were trained: their updates, minutes and
+precision, from their files) that docs/gen_figures.py renders with `table`; `--recipe-args` are run.sh's own
 arguments, so that the record's command is the recipe's.
 """
 
@@ -137,6 +138,22 @@ def measure(system: System, setting: tuple[int, int], src: Path, output: Path) -
     return dict(json.loads(done.stdout.splitlines()[-1]))
 
 
+def trained(path: str | Path) -> dict[str, Any]:
+    """How a model was trained, from what its file records (`mtkit info`): its updates, minutes of training and
+    precision (the run's, `auto` as decided), and for an average the updates of the checkpoints it is the mean of."""
+    from mtkit.info import describe
+
+    info = describe(path)
+    hours, run = info.get("training_hours"), info.get("provenance") or {}
+    return {
+        "file": Path(path).name,
+        "updates": info.get("step"),
+        "training_minutes": None if hours is None else round(60 * hours, 1),
+        "precision": run.get("precision"),
+        "averaged_from": [s.get("step") for s in info.get("averaged_from") or [] if isinstance(s, dict)],
+    }
+
+
 def table(rows: list[dict[str, Any]], sentences: int, words: int) -> str:
     """The markdown table: one row a system, its BLEU, identical lines, speed in each setting, memory, size; the
     deployed student's row (REFERENCE) in bold. docs/gen_figures.py renders the published tables with it too."""
@@ -219,8 +236,10 @@ def main(out: Path, data: Path, teachers: list[str], record: str | None = None,
     print(table(rows, len(sources), words))
     print("\n" + json.dumps({"rows": rows}, default=str))
     if record:
+        how = {"teachers": [trained(t) for t in teachers], "student": trained(out / "student.pt")}
         settings = {"search": SEARCH, "settings": list(SETTINGS.values()), "warmup_lines": WARMUP_LINES,
-                    "timed_passes": TIMED_PASSES, "teachers": [Path(t).name for t in teachers]}  # fmt: skip
+                    "timed_passes": TIMED_PASSES, "teachers": [Path(t).name for t in teachers],
+                    "trained": how}  # fmt: skip
         results = {row["name"]: {"bleu": row["bleu"], "seconds": row["seconds"]} for row in rows}
         kept = run.data(settings, {row["name"]: row["passes"] for row in rows}, results)
         kept.update(renderer="recipes/multi30k-distill/results.py", test="test_2016_flickr", rows=rows,
