@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -65,6 +66,8 @@ def check(translator: Translator, threads: int, compile: str) -> None:
                          "Python's lock, so serve it without --decoder-process.")  # fmt: skip
     if translator.device != "cpu":
         raise MtkitError(f"--decoder-process runs on the CPU only; on {translator.device} drop it.")
+    if not sys.platform.startswith("linux"):
+        raise MtkitError("--decoder-process needs Linux (a forked process that ends with the server); drop it.")
     if threads > 1:
         raise MtkitError("--decoder-process runs one PyTorch thread (a forked process cannot start more): drop "
                          "--threads, or serve without --decoder-process.")  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -102,6 +103,12 @@ def test_what_a_decoder_process_cannot_run_is_one_sentence(translator, threads, 
     with pytest.raises(MtkitError, match=said):
         decoder.check(translator, threads, compile)
     decoder.check(engine(), 1, "off")  # one thread, mtkit's engine, on the CPU: runs
+
+
+def test_a_decoder_process_off_linux_is_one_sentence(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(MtkitError, match="needs Linux"):
+        decoder.check(engine(), 1, "off")
 
 
 def test_a_server_asked_for_two_threads_in_its_decoder_process_stops_with_the_reason(cli_model):
