@@ -74,7 +74,10 @@ def lookup(data: Any, path: str) -> Any:
 
 def value(data: dict[str, Any], spec: dict[str, Any]) -> str:
     """One figure of a headline, as figures.yaml's `values` entry says: `path` (dotted, through rows by name), or
-    `ratio` [path a, path b] (a / b); times `scale`; formatted by `format` (a format spec, e.g. ".2f")."""
+    `ratio` [path a, path b] (a / b); times `scale`; formatted by `format` (a format spec, e.g. ".2f"); from
+    `record`, another record than the headline's (another seed's run of the same script), where it names one."""
+    if "record" in spec:
+        data = record(spec["record"])
     if "ratio" in spec:
         a, b = (float(lookup(data, path)) for path in spec["ratio"])
         number: Any = a / b

@@ -242,6 +242,13 @@ def test_every_headline_names_a_record_and_fills_its_sentence_from_it() -> None:
                                        for v in m.get("values", {}).values())  # fmt: skip
 
 
+def test_a_value_may_come_from_another_record_than_its_headlines() -> None:
+    """A headline over two runs of one script (two seeds): a value naming its `record` is read from that one."""
+    other = {"record": "fairseq-same-search.json", "path": "settings.seed"}
+    assert gen_figures.value({"settings": {"seed": 7}}, other) == "1"
+    assert gen_figures.value({"settings": {"seed": 7}}, {"path": "settings.seed"}) == "7"
+
+
 def test_the_results_tables_are_what_their_json_gives() -> None:
     pages_ = gen_figures.table_pages()
     assert ROOT / "docs" / "distill.md" in pages_ and ROOT / "recipes" / "multi30k-distill" / "README.md" in pages_
