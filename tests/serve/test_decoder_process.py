@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mtkit.config import DecodeConfig
+from mtkit.decode.glossary import Glossary
 from mtkit.errors import MtkitError
 from mtkit.serve import decoder
 from mtkit.serve.payload import RequestError
@@ -23,6 +24,7 @@ from tests.support.serve import wait_until
 
 LINES = ["green dog", "a small red house", "the cat runs"]
 PAIRS = [(["green", "dog"], ["grün", "hund"])]
+GLOSSARY = Glossary.of({"dog": "Vierbeiner"})
 
 
 def loaded(model: str, **settings: Any) -> Service:
@@ -34,11 +36,16 @@ def loaded(model: str, **settings: Any) -> Service:
     return service
 
 
-def use(service: Service, config: DecodeConfig) -> tuple[list[Any], Any]:
-    async def both() -> tuple[list[Any], Any]:
-        return await service.translate(LINES, config), await service.align(PAIRS, "")
+def use(service: Service, config: DecodeConfig) -> tuple[list[Any], ...]:
+    """Plain translations, with a glossary enforced and each rated (both travel to the process and back), and an
+    alignment."""
 
-    return asyncio.run(both())
+    async def each() -> tuple[list[Any], ...]:
+        plain = await service.translate(LINES, config)
+        termed = await service.translate(LINES, config, glossary=GLOSSARY, confidence=True)
+        return plain, termed, await service.align(PAIRS, "")
+
+    return asyncio.run(each())
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +53,10 @@ def in_thread(cli_model):
     """What the server's own thread gives, beam and greedy, with the alignment: what the process must give."""
     service = loaded(str(cli_model))
     try:
-        yield {beam: use(service, DecodeConfig(beam=beam)) for beam in (4, 1)}
+        found = {beam: use(service, DecodeConfig(beam=beam)) for beam in (4, 1)}
+        for _, termed, _ in found.values():  # what the process must match holds the terms and the ratings
+            assert "Vierbeiner" in termed[0].text and all(t.confidence is not None for t in termed)
+        yield found
     finally:
         service.close()
 
