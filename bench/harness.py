@@ -102,12 +102,13 @@ def process_cpu_s(pid: int | str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def child_pids() -> list[str]:
-    """The process ids of this process's children (mtkit's --workers)."""
+def child_pids(parent: int | None = None) -> list[str]:
+    """The process ids of `parent`'s children (by default this process's: mtkit's --workers)."""
+    parent = os.getpid() if parent is None else parent
     pids = []
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
-            if int(read_stat(stat)[1]) == os.getpid():
+            if int(read_stat(stat)[1]) == parent:
                 pids.append(stat.split("/")[2])
         except (OSError, IndexError, ValueError):  # a process that ended meanwhile
             continue
@@ -235,26 +236,16 @@ def pin(server_pid: int, cores: Sequence[int] | None = None) -> str:
     return f"server on core {cores[0]}, clients on core(s) {','.join(map(str, cores[1:]))}"
 
 
-def children(pid: int) -> list[int]:
-    """The processes `pid` has started (any of its threads), from /proc."""
-    found = (
-        Path(f"/proc/{pid}/task/{task.name}/children").read_text().split()
-        for task in Path(f"/proc/{pid}/task").iterdir()
-    )
-    return sorted({int(child) for listed in found for child in listed})
-
-
 def pin_decoder(server_pid: int) -> str:
-    """`mtkit serve --decoder-process`: its decoder process alone on the first core this process may use, the server's
-    HTTP side and this process (the clients) on the others."""
+    """`mtkit serve --decoder-process`: its decoder process alone on the first core this process may use (`pin`), the
+    server's HTTP side with this process (the clients) on the others."""
     cores = sorted(os.sched_getaffinity(0))
-    (decoder,) = children(server_pid)
+    (decoder,) = child_pids(server_pid)
     if len(cores) < 2:
         return f"not pinned: {len(cores)} core"
-    os.sched_setaffinity(0, cores[1:])
-    for pid, on in ((server_pid, cores[1:]), (decoder, cores[:1])):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            os.sched_setaffinity(int(task.name), on)
+    pin(int(decoder), cores)
+    for task in Path(f"/proc/{server_pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cores[1:])
     rest = ",".join(map(str, cores[1:]))
     return f"decoder process on core {cores[0]}, the server's HTTP side and the clients on core(s) {rest}"
 
