@@ -103,8 +103,8 @@ distilled=$out/data run=$out/run
 #    in chunks a rerun resumes from; the valid and test splits keep their references. With the search the
 #    Multi30k recipe picked on its dev set (GNMT alpha 1.4, exact stop): alpha 0.6 gave targets 19% shorter
 #    than the references (349,345 pieces against 430,059) and 268 empty ones, which a student learns. --mix: the
-#    best translation of each line (29,000 pairs, the default: best on dev in mixes.py's sweep,
-#    docs/results/distill-mixes.json), and the references after them (58,000), or the two best and the references
+#    best translation of each line (29,000 pairs, the default: best on dev in mixes.py's sweep of three seeds,
+#    docs/results/distill-mixes-seeds.json), and the references after them (58,000), or the two best and the references
 #    (87,000); mixes.py trains a student on each and scores it on dev.
 step distill mtkit distill "$data" "${teacher_opts[@]}" --out "$distilled" --beam 4 --alpha 1.4 --early-stop exact \
     "${mix_opts[@]}"
