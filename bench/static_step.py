@@ -10,8 +10,10 @@ server's lone request costs without the HTTP layer) and on batches.
 
 Steps: `eager` (`compile="off"`, what `mtkit translate` runs by default), `compiled` (`compile="on"`; its
 compilation happens in the warm-up, whose seconds are printed) and `int8` (eager at `precision="int8"`; the others
-take --precision). Scenarios: `one`, each sentence alone with the
-model's own decoding defaults at beam 1 (a student's: its shortlist), what a lone request costs; `batch`, --batch
+take --precision); `packed-any-rows`, a lever's check: eager with every weight packed for oneDNN read at any number
+of rows, as before `PackedWeight.min_rows` (mtkit/runtime/packing.py) kept products of few rows on MKL.
+Scenarios: `one`, each sentence alone with the model's own decoding defaults at beam 1 (a student's: its
+shortlist), what a lone request costs; `batch`, --batch
 sentences a call at beam 4 over the whole vocabulary (which `--compile` leaves eager). The calls take turns (each
 call's steps in an order that reverses from call to call and round to round), so a drifting or shared machine's
 speed falls on all of them. (At the commit of docs/results/static-step-student.json and static-step-small.json the
@@ -39,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness import Record, cpu_name  # noqa: E402  # bench/ is a script's sys.path[0]
 
-STEPS = ("eager", "compiled", "int8")
+STEPS = ("eager", "compiled", "int8", "packed-any-rows")
 SCENARIOS = ("one", "batch")
 # Profiler events that are products: oneDNN's and MKL's linear layers, attention's batched products, int8's.
 PRODUCTS = ("mkldnn", "addmm", "aten::mm", "aten::bmm", "linear_dynamic", "quantized", "fbgemm", "onednn")
@@ -54,7 +56,7 @@ def load(model: str, steps: list[str], precision: str, threads: int) -> dict[str
     """{step: its translator}, each opened by `mtkit.load_translator` as a user would."""
     import mtkit
 
-    return {
+    translators = {
         name: mtkit.load_translator(
             model,
             device="cpu",
@@ -64,6 +66,11 @@ def load(model: str, steps: list[str], precision: str, threads: int) -> dict[str
         )
         for name in steps
     }
+    if "packed-any-rows" in translators:  # every packed weight read from one row up, whatever was measured
+        for module in translators["packed-any-rows"].engine.model.modules():
+            if getattr(module, "packed", None) is not None:
+                module.packed.min_rows = 1
+    return translators
 
 
 def measure(translators: dict[str, Any], config: Any, calls: list[list[str]], rounds: int) -> dict[str, Any]:

@@ -74,8 +74,9 @@ class PackedWeight:
     back to the plain weight, so a stale copy is never read.
     """
 
-    def __init__(self, weight: Tensor):
+    def __init__(self, weight: Tensor, min_rows: int = 1):
         self.version, self.address = weight._version, weight.data_ptr()
+        self.min_rows = min_rows  # read for products of this many rows or more (fewer: MKL's, measured faster)
         self.tensor: Tensor = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
     def valid_for(self, weight: Tensor) -> bool:
@@ -94,7 +95,8 @@ def linear(
 
     Autocast (bf16 training) and every other dtype or device keep F.linear: autocast already
     sends bf16 products to oneDNN. `packed`: `weight` in oneDNN's layout (see PackedWeight),
-    read through oneDNN whatever `onednn` says when no gradient is wanted and it is still valid.
+    read through oneDNN whatever `onednn` says when no gradient is wanted and it is still valid (for a product of
+    fewer rows than `packed.min_rows` MKL's, which measured faster there).
     `relu`: max(0, x W^T + b), fused into oneDNN's product when no gradient is wanted (a decoding
     step's feed-forward layers: one pass less over their largest activations), a separate F.relu
     otherwise.
@@ -103,7 +105,12 @@ def linear(
     # Traced by torch.compile: F.linear, which inductor lowers itself (oneDNN's op it lowers only for frozen weights).
     if cpu_fp32 and not torch.compiler.is_compiling() and not torch.is_autocast_enabled("cpu"):
         learning = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias))
-        if not learning and packed is not None and packed.valid_for(weight):
+        if (
+            not learning
+            and packed is not None
+            and packed.valid_for(weight)
+            and x.numel() >= packed.min_rows * x.size(-1)
+        ):
             return onednn_linear(x, packed.tensor, bias, relu)
         if onednn:
             if learning:

@@ -29,13 +29,18 @@ MIN_PACKED_SPEEDUP = 1.05  # how much faster a weight's products must measure pa
 # Rows of the products `packed_speedup` times: a late decoding step's few, and a block of the output layer
 # (mtkit/decode/step.py) or a busy step's many.
 DECODE_ROWS = (32, 256)
+# Fewer rows, each timed on its own: a lone sentence's greedy step (1) or beam (4), a late step of a small batch.
+# The smallest at which the packed weight measures faster is where `linear` starts reading it
+# (`PackedWeight.min_rows`); below it MKL's product on the plain weight is read.
+FEW_ROWS = (1, 4, 8)
 
 
 def pack(weight: Tensor, packing: str, bias: bool = False, relu: bool = False) -> PackedWeight | None:
     """`weight` packed for oneDNN where `packing` (one of PACKING) says its inference products should read it so.
 
     "measured": packed where it measures faster so (`packed_speedup`, with a bias where its layer adds one
-    and a ReLU where one follows: MKL adds each in a pass of its own, oneDNN as it writes). Only fp32 CPU
+    and a ReLU where one follows: MKL adds each in a pass of its own, oneDNN as it writes), and read for a
+    product of few rows only where that measures faster packed too (`PackedWeight.min_rows`). Only fp32 CPU
     weights are packed, and no inference tensor (made under torch.inference_mode): it keeps no version
     counter, so a later change to it could not be noticed.
     """
@@ -54,7 +59,24 @@ def pack(weight: Tensor, packing: str, bias: bool = False, relu: bool = False) -
     speedup = float(kept.value)
     faster = speedup >= MIN_PACKED_SPEEDUP
     logger.debug("%d -> %d packed for oneDNN: %.2fx MKL, %s", in_features, out_features, speedup, faster)
-    return PackedWeight(weight) if faster else None
+    if not faster:
+        return None
+    # A lone sentence's step multiplies one row (greedy) or four (a beam), where oneDNN's call can cost more than
+    # MKL's product (docs/benchmarks.md, "A static cache and a compiled step"): each of FEW_ROWS timed too, kept apart.
+    few = remembered(
+        "packed weight at few rows: MKL / oneDNN time, each",
+        {**shape, "rows": list(FEW_ROWS)},
+        weight.device,
+        lambda: [packed_speedup(in_features, out_features, bias, relu, rows=(r,)) for r in FEW_ROWS],
+    )
+    return PackedWeight(weight, min_rows=min_rows(list(few.value)))
+
+
+def min_rows(speedups: list[float]) -> int:
+    """The fewest rows from which a packed weight is read: the first of FEW_ROWS whose `speedups` (the packed
+    weight's, at each) reaches MIN_PACKED_SPEEDUP, else one past the last (it won at DECODE_ROWS, more)."""
+    faster = [rows for rows, speedup in zip(FEW_ROWS, speedups) if float(speedup) >= MIN_PACKED_SPEEDUP]
+    return faster[0] if faster else FEW_ROWS[-1] + 1
 
 
 @functools.cache

@@ -8,6 +8,8 @@ import torch
 import mtkit
 from mtkit import runtime
 from mtkit.config import BOS, EOS, PAD
+from mtkit.kernels import linear as kernels_linear
+from mtkit.kernels.linear import PackedWeight
 from mtkit.model.linear import Linear
 from mtkit.runtime import Runtime, matmul, packing
 
@@ -96,7 +98,7 @@ def test_where_measurement_keeps_mkl_each_weight_is_packed_only_if_it_measures_f
     monkeypatch.setattr(matmul, "onednn_speedup", lambda d_model, training: 0.9)  # MKL kept for plain products
     timed = []
 
-    def speedup(in_features, out_features, bias, relu):
+    def speedup(in_features, out_features, bias, relu, rows=packing.DECODE_ROWS):
         timed.append((in_features, out_features, bias, relu))
         return 1.3 if out_features == 40 else 1.02  # the output layer (d_model -> tiny()'s 40 words) gains, no other
 
@@ -114,6 +116,28 @@ def test_where_measurement_keeps_mkl_each_weight_is_packed_only_if_it_measures_f
         packed = model(src, tgt)
         model.output_proj.packed = None
         assert torch.allclose(packed, model(src, tgt), atol=1e-5)  # the packed product, read through oneDNN
+
+
+@needs_onednn
+def test_a_packed_weight_is_read_for_few_rows_only_from_where_that_measured_faster_packed(monkeypatch):
+    speedups = {packing.DECODE_ROWS: 1.3, (1,): 0.6, (4,): 0.8, (8,): 1.1}
+    monkeypatch.setattr(packing, "packed_speedup", lambda *shape, rows=packing.DECODE_ROWS: speedups[rows])
+    measured = packing.pack(torch.randn(24, 16), "measured")
+    assert measured is not None and measured.min_rows == 8
+    speedups[(8,)] = 0.9  # another shape, slower packed at every few rows: read from past the last of them
+    assert packing.pack(torch.randn(24, 8), "measured").min_rows == packing.FEW_ROWS[-1] + 1
+    speedups[(1,)] = 1.2  # faster packed at one row: read for every product
+    assert packing.pack(torch.randn(24, 4), "measured").min_rows == 1
+    weight = torch.randn(24, 16)
+    packed = PackedWeight(weight, min_rows=8)
+    read = []
+    monkeypatch.setattr(kernels_linear, "onednn_linear", lambda x, *rest: read.append(x.shape) or torch.zeros(1))
+    with torch.no_grad():
+        one = kernels_linear.linear(torch.randn(1, 1, 16), weight, None, False, packed)
+        kernels_linear.linear(torch.randn(7, 16), weight, None, False, packed)
+        kernels_linear.linear(torch.randn(2, 4, 16), weight, None, False, packed)
+    assert read == [(2, 4, 16)]  # 1 and 7 rows were MKL's, on the plain weight; 8 rows the packed one
+    assert one.shape == (1, 1, 24)
 
 
 @needs_onednn

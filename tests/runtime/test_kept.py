@@ -91,8 +91,8 @@ def test_precision_auto_keeps_its_choice(monkeypatch):
 
 def test_packing_keeps_each_shape_s_answer(monkeypatch):
     calls = []
-    monkeypatch.setattr(packing, "packed_speedup", lambda *shape: calls.append(shape) or 1.5)
+    monkeypatch.setattr(packing, "packed_speedup", lambda *shape, rows=packing.DECODE_ROWS: calls.append(rows) or 1.5)
     weight = torch.randn(24, 16)
     assert packing.pack(weight, "measured") is not None and packing.pack(weight, "measured") is not None
-    assert len(calls) == 1
-    assert packing.pack(torch.randn(8, 16), "measured") is not None and len(calls) == 2
+    assert calls == [packing.DECODE_ROWS, *[(r,) for r in packing.FEW_ROWS]]  # its rows, then each few, once
+    assert packing.pack(torch.randn(8, 16), "measured") is not None and len(calls) == 2 * len(packing.FEW_ROWS) + 2
