@@ -1,18 +1,17 @@
 """The decoder step over a static cache, compiled: `--compile off | on | auto` for decoding with mtkit's engine.
 
 Not in the paper: an engineering choice of how a decoding step runs. `static_states` (mtkit/model/static.py) has
-the same shapes at every step of a sentence, so torch.compile (inductor, its C++ wrapper on the CPU: no Python
-between the kernels) traces it once, with dynamic shapes (rows, source length, the cache's window), and keeps the
-compiled code in inductor's cache on disk (TORCHINDUCTOR_CACHE_DIR, else the system's temporary directory), so
-a second process compiles from that cache (seconds instead of tens). Compiling is bounded by TorchDynamo's
-recompile limit (8 graphs; past it the step runs eagerly). The search around the step, the output layer and its
-log-softmax stay eager (the shortlist's rows and int8's output layer are theirs). Only searches of one sentence
-take the static step (`one_sentence`), and only its steps of one row the compiled graph (greedy search): on more
-rows it measured slower (docs/benchmarks.md).
+the same shapes at every step of a sentence, so it is exported once per model with dynamic shapes (the cache's
+capacity, the window, the source length) and compiled ahead of time by AOTInductor into a C++ package kept on disk
+(mtkit/decode/exported.py: no Python between the kernels, nor around them; a second process loads the package
+instead of compiling). The search around the step, the output layer and its log-softmax stay eager (the
+shortlist's rows and int8's output layer are theirs). Only searches of one sentence take the static step
+(`one_sentence`), and only its steps of one row with an unpadded source the compiled package (greedy search): on
+more rows the compiled step measured slower (docs/benchmarks.md).
 
 - off: mtkit's eager step over its growing cache (the default).
-- on: the compiled step over a static cache; a failure to compile falls back to the same step run eagerly, said
-  in one sentence on the log.
+- on: the compiled step over a static cache; a failure to export, compile or run falls back to the same step run
+  eagerly, said in one sentence on the log.
 - auto: compiled where it measured faster on this machine: one sentence's greedy decoder steps with this model,
   eager against compiled, in interleaved rounds, at start-up; the answer is kept per machine
   (mtkit/runtime/kept.py), so a later start reads it instead of timing (and compiles only if it said faster).
@@ -32,7 +31,8 @@ from torch import Tensor
 from mtkit.config import BOS, EOS
 from mtkit.config_decode import COMPILE
 from mtkit.decode.ensemble import Ensemble, StepFactory, make_step, static_steps
-from mtkit.decode.step import Step
+from mtkit.decode.exported import ExportedStates, NotTaken
+from mtkit.decode.step import Step, encode
 from mtkit.errors import MtkitError
 from mtkit.model.static import static_states
 from mtkit.model.transformer import Transformer
@@ -47,31 +47,48 @@ PROBE_STEPS = 24  # decoder steps timed, each fed the last one's best token
 
 
 class Compiled:
-    """`static_states` through torch.compile for a step of one row (greedy search of one sentence), eagerly for more
-    rows (a beam's, a batch's: slower compiled; timing one sentence's steps with 1 row and with 4, the lower measured
-    0.44x eager at start-up, where 1 row alone measured 1.19x). Its first failure (to trace, compile or run) logs one
-    sentence and the step runs `static_states` eagerly from then on (a step writes its position's keys and values in
-    place, so running it again eagerly writes the same)."""
+    """`static_states` through its compiled package (mtkit/decode/exported.py) for a step of one row (greedy search
+    of one sentence), eagerly for more rows (a beam's, a batch's: slower compiled; timing one sentence's steps with 1
+    row and with 4, the lower measured 0.44x eager at start-up, where 1 row alone measured 1.19x) and for the steps
+    the package does not take (a padded source; a dimension of 1); `encode`, the source through its compiled encoder
+    where that takes it (one unpadded sentence, whatever the beam). Its first failure (to export, compile or run) logs
+    one sentence and the step runs `static_states` eagerly from then on (a step writes its position's keys and
+    values in place, so running it again eagerly writes the same)."""
 
     def __init__(self) -> None:
-        self.compiled: Any = torch.compile(static_states, dynamic=True, options={"cpp_wrapper": True})
+        self.compiled: Any = ExportedStates()
         self.failed: str | None = None
 
     def __call__(self, model: Transformer, tokens: Tensor, *rest: Any) -> Tensor:
-        if self.failed is None and tokens.size(0) == 1:
-            try:
-                out: Tensor = self.compiled(model, tokens, *rest)
+        if tokens.size(0) == 1:
+            out: Tensor | None = self.attempt(self.compiled, model, tokens, *rest)
+            if out is not None:
                 return out
-            except Exception as exc:  # inductor raises many kinds (a missing compiler, a lowering it lacks)
-                self.failed = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                logger.warning("the compiled decoder step failed (%s); decoding eagerly instead", self.failed[:200])
         return static_states(model, tokens, *rest)
+
+    def encode(self, model: Transformer, src: Tensor) -> tuple[Tensor | None, list[tuple[Tensor, Tensor]]]:
+        """The source through the compiled encoder where it takes it (one unpadded sentence), else eagerly."""
+        out = self.attempt(self.compiled.encode, model, src)
+        return out if out is not None else encode(model, src)
+
+    def attempt(self, compiled: Any, *args: Any) -> Any:
+        """`compiled(*args)`, or None where it does not take them or compiling failed (its first failure logged)."""
+        if self.failed is not None:
+            return None
+        try:
+            return compiled(*args)
+        except NotTaken:  # a call the package does not take: this one runs eagerly
+            return None
+        except Exception as exc:  # export and inductor raise many kinds (a missing compiler, a lowering it lacks)
+            self.failed = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            logger.warning("the compiled decoder step failed (%s); decoding eagerly instead", self.failed[:200])
+            return None
 
 
 def compiled_steps() -> tuple[StepFactory, Compiled]:
     """The steps a search makes over a static cache, compiled, and the compiled function (whose `failed` says)."""
     states = Compiled()
-    return static_steps(states), states
+    return static_steps(states, states.encode), states
 
 
 def one_sentence(steps: StepFactory) -> StepFactory:
@@ -105,7 +122,7 @@ def choose_steps(choice: str, models: list[Transformer], device: torch.device) -
         "vocab": cfg.target_vocab_size,
         "pre_norm": cfg.pre_norm,
     }
-    kept = remembered("decoding: eager / compiled step time", shape, device, lambda: speedup(model))
+    kept = remembered("decoding: eager / ahead-of-time compiled step time", shape, device, lambda: speedup(model))
     ratio = float(kept.value)
     if ratio >= MIN_SPEEDUP:
         return one_sentence(compiled_steps()[0]), f"{compiled}: {ratio:.2f}x eager ({kept.note()})"

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from mtkit.config import ModelConfig
-from mtkit.decode.step import ModelStep, StaticStep, Step
+from mtkit.decode.step import EncodeFn, ModelStep, StaticStep, Step
 from mtkit.model.static import StatesFn, static_states
 from mtkit.model.transformer import Encoded, Transformer
 
@@ -88,13 +88,13 @@ def make_step(model: Transformer | Ensemble, src: Tensor, rows_per_sentence: int
     return ModelStep(model, src, rows_per_sentence, capacity)
 
 
-def static_steps(states_fn: StatesFn = static_states) -> StepFactory:
-    """`make_step`'s Steps over a static cache (`StaticStep`), each model's decoder step run by `states_fn`:
-    `static_states` itself, or compiled (mtkit/decode/compiled.py)."""
+def static_steps(states_fn: StatesFn = static_states, encoder: EncodeFn | None = None) -> StepFactory:
+    """`make_step`'s Steps over a static cache (`StaticStep`), each model's decoder step run by `states_fn` and its
+    source encoded by `encoder`: `static_states` and `encode` themselves, or compiled (mtkit/decode/compiled.py)."""
 
     def make(model: Transformer | Ensemble, src: Tensor, rows_per_sentence: int, capacity: int) -> Step:
-        if isinstance(model, Ensemble):
-            return EnsembleStep([StaticStep(m, src, rows_per_sentence, capacity, states_fn) for m in model.models])
-        return StaticStep(model, src, rows_per_sentence, capacity, states_fn)
+        models = model.models if isinstance(model, Ensemble) else [model]
+        steps = [StaticStep(m, src, rows_per_sentence, capacity, states_fn, encoder) for m in models]
+        return EnsembleStep(steps) if isinstance(model, Ensemble) else steps[0]
 
     return make

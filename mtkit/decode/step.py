@@ -13,12 +13,24 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from mtkit.model.cache import DecoderCache
 from mtkit.model.static import StatesFn, static_states, window
 from mtkit.model.transformer import Transformer
 
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs): blocks measured faster
 # than one product on many rows, even on fewer (docs/benchmarks.md, "Figures behind the code's choices": this module).
 PROJECT_ROWS = 256
+
+
+# (model, src (B, S)) -> (the source's padding mask or None, each decoder layer's cross-attention keys and values):
+# `encode`, or its compiled form (mtkit/decode/compiled.py).
+EncodeFn = Callable[[Transformer, Tensor], tuple[Tensor | None, list[tuple[Tensor, Tensor]]]]
+
+
+def encode(model: Transformer, src: Tensor) -> tuple[Tensor | None, list[tuple[Tensor, Tensor]]]:
+    """The source encoded (section 3.1), as each decoder layer's cross-attention reads it."""
+    encoded = model.encode(src)
+    return encoded.src_mask, model.cross_kv(encoded.memory)
 
 
 class Step(Protocol):
@@ -55,14 +67,15 @@ class Step(Protocol):
 class ModelStep:
     """One Transformer: the source encoded once, each sentence's beams sharing its encoder keys/values."""
 
-    def __init__(self, model: Transformer, src: Tensor, beams: int, capacity: int):
-        encoded = model.encode(src)
+    def __init__(self, model: Transformer, src: Tensor, beams: int, capacity: int, encoder: EncodeFn | None = None):
+        src_mask, cross = (encoder or encode)(model, src)
         B = src.size(0)
         sentences = torch.arange(B, device=src.device)
         self.model, self.max_positions, self.forced_eos = model, model.cfg.max_positions, model.cfg.forced_eos
         # Scores in fp32 at least (fp64 when the model runs in fp64, as some tests do).
-        self.dtype = torch.float64 if encoded.memory.dtype == torch.float64 else torch.float32
-        self.cache = model.init_cache(encoded, capacity).reorder(sentences.repeat_interleave(beams), sentences)
+        self.dtype = torch.float64 if cross[0][0].dtype == torch.float64 else torch.float32
+        start = DecoderCache.start(cross, src_mask, capacity)
+        self.cache = start.reorder(sentences.repeat_interleave(beams), sentences)
         self.everyone = sentences
         self.device, self.buffer = src.device, None
         self.output: Callable[[Tensor], Tensor] | None = None  # `restrict`'s rows of the output layer
@@ -132,8 +145,16 @@ class StaticStep(ModelStep):
     stay `ModelStep`'s. Decoding only (under torch.inference_mode, as the searches run): no autograd.
     """
 
-    def __init__(self, model: Transformer, src: Tensor, beams: int, capacity: int, states_fn: StatesFn = static_states):
-        super().__init__(model, src, beams, max(capacity, 1))
+    def __init__(
+        self,
+        model: Transformer,
+        src: Tensor,
+        beams: int,
+        capacity: int,
+        states_fn: StatesFn = static_states,
+        encoder: EncodeFn | None = None,
+    ):
+        super().__init__(model, src, beams, max(capacity, 1), encoder)
         self.states_fn = states_fn
         self.zeroed: Tensor | None = None  # the cache buffer whose unwritten positions were zeroed
 

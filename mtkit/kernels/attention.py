@@ -34,6 +34,8 @@ def math_attention_is_faster(q: Tensor, k: Tensor) -> bool:
     """
     if q.device.type != "cpu":
         return False
+    if torch.compiler.is_exporting():  # no branch on a dynamic length: inductor fuses the math form's softmax
+        return True
     longest = max(q.size(-2), k.size(-2))
     low = q.dtype in (torch.bfloat16, torch.float16)
     if torch.is_grad_enabled():

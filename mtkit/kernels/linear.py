@@ -102,8 +102,10 @@ def linear(
     otherwise.
     """
     cpu_fp32 = x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32
-    # Traced by torch.compile: F.linear, which inductor lowers itself (oneDNN's op it lowers only for frozen weights).
-    if cpu_fp32 and not torch.compiler.is_compiling() and not torch.is_autocast_enabled("cpu"):
+    # Traced by torch.compile or torch.export: F.linear, which inductor lowers itself (oneDNN's op it lowers only for
+    # frozen weights), and no branch on the rows, which would fix a dynamic dimension.
+    tracing = torch.compiler.is_compiling() or torch.compiler.is_exporting()
+    if cpu_fp32 and not tracing and not torch.is_autocast_enabled("cpu"):
         learning = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias))
         if (
             not learning

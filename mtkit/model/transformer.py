@@ -269,13 +269,17 @@ class Transformer(nn.Module):
     def init_cache(self, encoded: Encoded, capacity: int = 0) -> DecoderCache:
         """Cross-attention keys/values once per sentence; room for `capacity` target positions
         (the cache grows beyond it when needed; 0 suits teacher forcing)."""
+        return DecoderCache.start(self.cross_kv(encoded.memory), encoded.src_mask, capacity)
+
+    def cross_kv(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Each decoder layer's cross-attention keys and values (B, H, S, d_k) of the encoder's `memory`."""
         cross_kv = []
         for layer in self.decoder:
             assert isinstance(layer, DecoderLayer)
             # Contiguous once here, or every step's attention copies these views of the projection.
-            k, v = (x.contiguous() for x in layer.cross_attn.project_kv(encoded.memory))  # (B, H, S, d_k)
+            k, v = (x.contiguous() for x in layer.cross_attn.project_kv(memory))  # (B, H, S, d_k)
             cross_kv.append((k, v))
-        return DecoderCache.start(cross_kv, encoded.src_mask, capacity)
+        return cross_kv
 
     def decode_step(self, tgt: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
         """Next target ids (N, T) after `cache.length` earlier ones -> logits (N, T, V), new cache."""

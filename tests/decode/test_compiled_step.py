@@ -72,11 +72,14 @@ def test_a_compiled_step_that_fails_decodes_eagerly_and_says_so_once(monkeypatch
     factory, states = compiled.compiled_steps()
     calls = []
 
-    def broken(*args):
-        calls.append(1)
-        raise RuntimeError("InductorError: no C++ compiler found\nthe rest of a long trace")
+    class Broken:
+        def __call__(self, *args):
+            calls.append(1)
+            raise RuntimeError("InductorError: no C++ compiler found\nthe rest of a long trace")
 
-    states.compiled = broken
+        encode = __call__
+
+    states.compiled = Broken()
     with caplog.at_level(logging.WARNING, logger="mtkit.decode.compiled"):
         found = beam_search(model, src, config, steps=factory)
     expected = beam_search(model, src, config, steps=make_step)
@@ -88,22 +91,37 @@ def test_a_compiled_step_that_fails_decodes_eagerly_and_says_so_once(monkeypatch
     )
 
 
+class Eager:
+    """A 'compiled' step and encoder that are `static_states` and `encode` themselves, counting their calls: the wiring
+    runs end to end without seconds of compiling."""
+
+    def __init__(self):
+        self.rows, self.sources = [], []
+
+    def __call__(self, *args):
+        self.rows.append(args[1].size(0))
+        return compiled.static_states(*args)
+
+    def encode(self, model, src):
+        self.sources.append(src.size(0))
+        return compiled.encode(model, src)
+
+
 @pytest.fixture
 def eager_compile(monkeypatch):
-    """A 'compiled' step that is `static_states` itself: the wiring runs end to end without seconds of compiling."""
-    monkeypatch.setattr(compiled.torch, "compile", lambda fn, **options: fn)
+    monkeypatch.setattr(compiled, "ExportedStates", Eager)
 
 
 def test_only_steps_of_one_row_run_compiled(monkeypatch):
     model = random_model(V, seed=2, max_positions=64)
     factory, states = compiled.compiled_steps()
-    rows = []
-    states.compiled = lambda *args: rows.append(args[1].size(0)) or compiled.static_states(*args)
+    states.compiled = Eager()
     one, several = batch(sources(1, V, seed=5, max_len=7)), batch(sources(3, V, seed=6, max_len=7))
     for src, config in ((one, DecodeConfig(beam=1, max_len_b=6)), (several, DecodeConfig(beam=1, max_len_b=6))):
         beam_search(model, src, config, steps=factory)
     beam_search(model, one, DecodeConfig(beam=3, max_len_b=6), steps=factory)  # its first step: one row
-    assert rows and set(rows) == {1}
+    assert states.compiled.rows and set(states.compiled.rows) == {1}
+    assert states.compiled.sources == [1, 3, 1]  # every source reaches the compiled encoder, which takes or declines
 
 
 def test_translate_compile_auto_decodes_lone_lines_through_the_chosen_step_with_the_same_output(
@@ -148,3 +166,51 @@ def test_serve_plans_with_its_compile_setting(cli_model):
     assert ServeSettings(models=(str(cli_model),), compile="auto").plan().compile == "auto"
     with pytest.raises(MtkitError, match="--compile must be one of off, on, auto"):
         ServeSettings(models=(str(cli_model),), compile="yes").plan()
+
+
+def test_the_exported_step_and_encoder_decode_as_eager_and_a_second_process_loads_them(tmp_path, monkeypatch):
+    """The real thing, once: both packages exported and compiled by AOTInductor for a tiny model (seconds), greedy
+    outputs and scores as eager's for sentences of several lengths, and a new ExportedStates (a later process) loads
+    the kept packages instead of building them again."""
+    from mtkit.decode import exported
+
+    model = random_model(V, seed=3, max_positions=64)
+    config = DecodeConfig(beam=1, max_len_b=12)
+    lines = [sources(1, V, seed=s, max_len=n) for s, n in ((7, 3), (8, 9), (9, 14))]
+    built = []
+    monkeypatch.setattr(exported, "build", _counting_build(exported.build, built))
+
+    def decode(states):
+        factory = compiled.static_steps(states, states.encode)
+        return [beam_search(model, batch(line), config, steps=factory).hypotheses[0] for line in lines]
+
+    with torch.inference_mode():
+        expected = [beam_search(model, batch(line), config, steps=make_step).hypotheses[0] for line in lines]
+        first = compiled.Compiled()
+        first.compiled = exported.ExportedStates(tmp_path)
+        found = decode(first)
+        again = compiled.Compiled()
+        again.compiled = exported.ExportedStates(tmp_path)
+        assert decode(again) == found
+        beam = DecodeConfig(beam=3, max_len_b=12)  # one sentence's beam: the compiled encoder, the steps eager
+        for line in lines:
+            src = batch(line)
+            (by_package,) = beam_search(model, src, beam, steps=compiled.static_steps(first, first.encode)).hypotheses
+            (by_eager,) = beam_search(model, src, beam, steps=make_step).hypotheses
+            assert [h.tokens for h in by_package] == [h.tokens for h in by_eager]
+            assert [h.score for h in by_package] == pytest.approx([h.score for h in by_eager], abs=1e-5)
+    assert first.failed is None and again.failed is None
+    assert [[h.tokens for h in hs] for hs in found] == [[h.tokens for h in hs] for hs in expected]
+    for hs, es in zip(found, expected):
+        assert [h.score for h in hs] == pytest.approx([h.score for h in es], abs=1e-5)
+    assert built == ["decoder-step", "encoder"] or built == ["encoder", "decoder-step"]
+    assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.pt2")) == ["decoder", "encoder"]
+    assert len(first.compiled.runners) == 2 and len(again.compiled.runners) == 2
+
+
+def _counting_build(build, built):
+    def counted(kind, *args):
+        built.append(kind)
+        build(kind, *args)
+
+    return counted
