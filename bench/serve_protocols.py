@@ -8,7 +8,8 @@ One server (the model's own decoding defaults) answers each line of test_2016_fl
 mtkit's API, OpenNMT-py's, LibreTranslate's, DeepL's and OpenAI's, one request at a time, --gap-ms apart, the
 order rotating each round. --in-process adds `Translator.translate` in this process (the model alone, same
 precision and threads), --health `GET /health` (nothing decoded); --decoder-process serves with it (its cost: the
-mtkit API's overhead over the in-process row, against a run without it). Every row must give mtkit's API's translation.
+mtkit API's overhead over the in-process row, against a run without it); --compile serves (and translates in process)
+with that `--compile`. Every row must give mtkit's API's translation.
 Reported per row: p50, p90, p99 and mean in ms (the client's time), and the median over rounds of its difference
 to mtkit's API within a round (ms) and of the ratio. --record keeps the run (bench/harness.py).
 """
@@ -51,6 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--gap-ms", type=float, default=5.0, help="pause between two requests")
     ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--compile", default="off", help="the server's --compile (and the in-process translator's)")
     ap.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: PyTorch's)")
     ap.add_argument("--batch-wait-ms", type=float, help="the server's batching window (default: the server's)")
     ap.add_argument("--in-process", action="store_true", help="also Translator.translate in this process")
@@ -74,7 +76,9 @@ def rows(http: Any, url: str, args: argparse.Namespace) -> dict[str, Callable[[s
     if args.in_process:
         from mtkit import load_translator
 
-        translator = load_translator(args.model, device="cpu", precision=args.precision, threads=args.threads)
+        translator = load_translator(
+            args.model, device="cpu", precision=args.precision, threads=args.threads, compile=args.compile
+        )
         found["in-process Translator.translate"] = lambda line: translator.translate([line])[0]
     if args.health:
 
@@ -92,7 +96,7 @@ def main() -> None:
 
     with gzip.open(TEST, "rt", encoding="utf-8") as f:
         lines = [line.strip() for line in f][: args.warmup + args.rounds]
-    serve = ["-m", args.model, "--languages", "en-de", "--precision", args.precision]
+    serve = ["-m", args.model, "--languages", "en-de", "--precision", args.precision, "--compile", args.compile]
     serve += ["--threads", str(args.threads)] if args.threads else []
     serve += ["--batch-wait-ms", str(args.batch_wait_ms)] if args.batch_wait_ms is not None else []
     serve += ["--decoder-process"] if args.decoder_process else []
@@ -125,7 +129,7 @@ def main() -> None:
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     settings = {k: getattr(args, k) for k in ("warmup", "threads", "precision", "gap_ms", "batch_wait_ms",
-                                              "decoder_process")}  # fmt: skip
+                                              "decoder_process", "compile")}  # fmt: skip
     settings.update(model=Path(args.model).name, sentences=args.rounds, test="test_2016_flickr.en, in order")
     record.write(args.record, settings, times, results)
     print(json.dumps(results))
