@@ -4,6 +4,8 @@ compiled step that fails falls back to the same step run eagerly, said in one se
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 
 import pytest
 import torch
@@ -168,6 +170,9 @@ def test_serve_plans_with_its_compile_setting(cli_model):
         ServeSettings(models=(str(cli_model),), compile="yes").plan()
 
 
+@pytest.mark.skipif(
+    shutil.which(os.environ.get("CXX", "g++")) is None, reason="AOTInductor needs a C++ compiler (g++ or $CXX)"
+)
 def test_the_exported_step_and_encoder_decode_as_eager_and_a_second_process_loads_them(tmp_path, monkeypatch):
     """The real thing, once: both packages exported and compiled by AOTInductor for a tiny model (seconds), greedy
     outputs and scores as eager's for sentences of several lengths, and a new ExportedStates (a later process) loads
