@@ -308,7 +308,8 @@ def greedy(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     are looked at only once the shortest limit is reached; the step is reordered only when a sentence
     leaves (a `Step` keeps its rows as they are when not told otherwise). The step has one row per sentence, as
     `beam_search` and the shortlist make it. It takes about half the operations around each decoder step
-    (the same row).
+    (the same row). A step that has a `best` (a `StaticStep` given one: `--compile`) gives the step's best tokens
+    and their log-probabilities itself, except at the length limit and under a forced prefix.
     """
     B, device, dtype = src.size(0), src.device, step.dtype
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
@@ -321,13 +322,17 @@ def greedy(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     never = torch.tensor([PAD, BOS], device=device)  # tokens no hypothesis may emit
     scores = [NEG_INF] * B  # each sentence's length-penalised score, -inf for one that ended without an output
     done_at = [0] * B
+    best = getattr(step, "best", None) if prefix is None else None  # a step's own greedy step (a compiled one)
     for t in range(steps):  # t tokens emitted so far
-        lprobs = step.log_probs(last).index_fill_(1, never, NEG_INF)  # (n, V)
-        if t >= soonest:  # some sentence is at its length limit: it may only end
-            only_end(lprobs, live_limit <= t, step.forced_eos)
-        if prefix is not None:
-            lprobs = force_prefix(lprobs, prefix[alive], t)
-        top, token = lprobs.max(dim=1)  # (n,) each
+        picked = best(last) if best is not None and t < soonest else None
+        if picked is None:
+            lprobs = step.log_probs(last).index_fill_(1, never, NEG_INF)  # (n, V)
+            if t >= soonest:  # some sentence is at its length limit: it may only end
+                only_end(lprobs, live_limit <= t, step.forced_eos)
+            if prefix is not None:
+                lprobs = force_prefix(lprobs, prefix[alive], t)
+            picked = lprobs.max(dim=1)
+        top, token = picked  # (n,) each
         logp = logp + top
         out[alive, t] = token
         ended = token.eq(EOS) | ~torch.isfinite(logp)

@@ -21,6 +21,7 @@ more rows the compiled step measured slower (docs/benchmarks.md).
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import time
 from typing import Any
@@ -28,13 +29,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from mtkit.config import BOS, EOS
+from mtkit.config import BOS, EOS, PAD
 from mtkit.config_decode import COMPILE
 from mtkit.decode.ensemble import Ensemble, StepFactory, make_step, static_steps
 from mtkit.decode.exported import ExportedStates, NotTaken
-from mtkit.decode.step import Step, encode
+from mtkit.decode.step import StaticStep, Step, encode
 from mtkit.errors import MtkitError
-from mtkit.model.static import static_states
+from mtkit.model.static import static_best, static_states
 from mtkit.model.transformer import Transformer
 from mtkit.runtime.kept import remembered
 
@@ -47,24 +48,23 @@ PROBE_STEPS = 24  # decoder steps timed, each fed the last one's best token
 
 
 class Compiled:
-    """`static_states` through its compiled package (mtkit/decode/exported.py) for a step of one row (greedy search
-    of one sentence), eagerly for more rows (a beam's, a batch's: slower compiled; timing one sentence's steps with 1
-    row and with 4, the lower measured 0.44x eager at start-up, where 1 row alone measured 1.19x) and for the steps
-    the package does not take (a padded source; a dimension of 1); `encode`, the source through its compiled encoder
-    where that takes it (one unpadded sentence, whatever the beam). Its first failure (to export, compile or run) logs
-    one sentence and the step runs `static_states` eagerly from then on (a step writes its position's keys and
-    values in place, so running it again eagerly writes the same)."""
+    """Greedy search's step of one row (`best`: `static_best`, the decoder step over the static cache with the
+    output layer, its log-softmax and the argmax) and the source's encoding (`encode`) through their compiled
+    packages (mtkit/decode/exported.py) where those take them: one sentence, unpadded, fp32. Everything else runs
+    eagerly: a beam's or a batch's rows (slower compiled: timing one sentence's steps with 1 row and with 4, the
+    lower measured 0.44x eager at start-up, where 1 row alone measured 1.19x), a step at the length limit or under
+    a forced prefix (greedy search takes those from `log_probs`). Its first failure (to export, compile or run) logs
+    one sentence and everything runs eagerly from then on (a step writes its position's keys and values in place,
+    so running it again eagerly writes the same)."""
 
     def __init__(self) -> None:
         self.compiled: Any = ExportedStates()
         self.failed: str | None = None
 
-    def __call__(self, model: Transformer, tokens: Tensor, *rest: Any) -> Tensor:
-        if tokens.size(0) == 1:
-            out: Tensor | None = self.attempt(self.compiled, model, tokens, *rest)
-            if out is not None:
-                return out
-        return static_states(model, tokens, *rest)
+    def best(self, model: Transformer, tokens: Tensor, *rest: Any) -> tuple[Tensor, Tensor]:
+        """`static_best` through the compiled package where it takes the step, else eagerly."""
+        out = self.attempt(self.compiled.best, model, tokens, *rest)
+        return out if out is not None else static_best(model, tokens, *rest)
 
     def encode(self, model: Transformer, src: Tensor) -> tuple[Tensor | None, list[tuple[Tensor, Tensor]]]:
         """The source through the compiled encoder where it takes it (one unpadded sentence), else eagerly."""
@@ -88,7 +88,7 @@ class Compiled:
 def compiled_steps() -> tuple[StepFactory, Compiled]:
     """The steps a search makes over a static cache, compiled, and the compiled function (whose `failed` says)."""
     states = Compiled()
-    return static_steps(states, states.encode), states
+    return static_steps(static_states, states.encode, states.best), states
 
 
 def one_sentence(steps: StepFactory) -> StepFactory:
@@ -122,7 +122,7 @@ def choose_steps(choice: str, models: list[Transformer], device: torch.device) -
         "vocab": cfg.target_vocab_size,
         "pre_norm": cfg.pre_norm,
     }
-    kept = remembered("decoding: eager / ahead-of-time compiled step time", shape, device, lambda: speedup(model))
+    kept = remembered("decoding: eager / compiled greedy step time", shape, device, lambda: speedup(model))
     ratio = float(kept.value)
     if ratio >= MIN_SPEEDUP:
         return one_sentence(compiled_steps()[0]), f"{compiled}: {ratio:.2f}x eager ({kept.note()})"
@@ -134,8 +134,8 @@ def is_int8(model: Transformer) -> bool:
 
 
 def speedup(model: Transformer) -> float:
-    """Eager time / compiled time of PROBE_STEPS decoder steps of one sentence (PROBE) in one row (greedy), each fed
-    the last step's best token: the median of ROUNDS interleaved pairs after one untimed run each (the compiled one
+    """Eager time / compiled time of one sentence's (PROBE) encoding and PROBE_STEPS greedy steps, each fed the last
+    step's best token: the median of ROUNDS interleaved pairs after one untimed run each (the compiled one
     compiles there); 0.0 where compiling failed."""
     src = torch.tensor([[*PROBE, EOS]])
     factory, compiled = compiled_steps()
@@ -145,8 +145,13 @@ def speedup(model: Transformer) -> float:
         start = time.perf_counter()
         step = steps(model, src, 1, PROBE_STEPS)
         last = torch.tensor([BOS])
-        for _ in range(PROBE_STEPS):
-            last = step.log_probs(last).argmax(-1)
+        for _ in range(PROBE_STEPS):  # greedy search's step: `best` where the step has one
+            picked = step.best(last) if isinstance(step, StaticStep) else None
+            if picked is None:
+                lprobs = step.log_probs(last)
+                lprobs[:, [PAD, BOS]] = -math.inf
+                picked = lprobs.max(dim=-1)
+            last = picked[1]
         return time.perf_counter() - start
 
     run(make_step)

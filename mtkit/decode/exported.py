@@ -1,19 +1,22 @@
-"""The decoder step over a static cache compiled ahead of time: torch.export, then AOTInductor, one package a model.
+"""Greedy search's step and the encoder, compiled ahead of time: torch.export, then AOTInductor, one package each.
 
-Not in the paper: an engineering choice of how `--compile` runs a step. torch.compile wraps its compiled graph in
+Not in the paper: an engineering choice of how `--compile` runs decoding. torch.compile wraps its compiled graph in
 TorchDynamo's guards and AOTAutograd's runtime wrappers, which run in Python at every call: for one row of the
-distilled student (one decoder layer, 256 wide) they cost more than the graph's own kernels besides its products,
-and the compiled step measured about level with eager. Exported and compiled ahead of time, the step is one call
-into a C++ runner (the model's weights its constants) with nothing in Python between the kernels: it measured about
-half eager's time a step (docs/benchmarks.md, "A static cache and a compiled step").
+distilled student (one decoder layer, 256 wide) they cost about as much as the compiled graph saved, and the
+compiled step measured level with eager. Exported and compiled ahead of time, a piece is one call into a C++
+runner (the model's weights its constants) with nothing in Python between its kernels (docs/benchmarks.md, "A
+static cache and a compiled step").
 
-One package serves every step of every sentence of a model: the cache's capacity, the window a step attends over
-and the source length are dynamic dimensions; the rows are one (greedy search of one sentence, the only steps
-`--compile` runs compiled). The package is kept on disk under mtkit's cache directory (`$MTKIT_CACHE`, see
-mtkit/data/fetch.py), named by a hash of what it was built from (the decoder's weights and shapes, torch's version,
-the CPU), so a second process loads it in a fraction of a second instead of compiling again; it is written whole
-or not at all (mtkit/atomic.py). The package is a shared library compiled on this machine from this model: it is
-loaded only from that directory, as trusted as the measurements kept beside it (mtkit/runtime/kept.py).
+Two packages a model: `greedy-step`, `static_best` (mtkit/model/static.py: the decoder step over the static cache,
+the output layer over the rows it is given, the log-softmax and the argmax) for one row, with the cache's
+capacity, the window a step attends over, the source length and the output rows as dynamic dimensions, so one
+package serves every step of every sentence; and `encoder`, an unpadded sentence's source to each decoder layer's
+cross-attention keys and values, its length dynamic. They are kept on disk under mtkit's cache directory
+(`$MTKIT_CACHE`, see mtkit/data/fetch.py), named by a hash of what they were built from (the model's weights and
+shapes, the code they were traced from, torch's version, the CPU), so a later process loads them instead of
+compiling again; each is written whole or not at all. A package is a shared library compiled on this machine from
+this model: it is loaded only from that directory, as trusted as the measurements kept beside it
+(mtkit/runtime/kept.py).
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from mtkit.config import PAD
+from mtkit.config import BOS, PAD
 from mtkit.data.fetch import default_cache_dir
 from mtkit.device import cpu_flags, cpu_name
-from mtkit.model.static import static_states
+from mtkit.model.static import static_best
 from mtkit.model.transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -41,17 +44,26 @@ logger = logging.getLogger(__name__)
 FOLDER = "compiled"  # under mtkit's cache directory
 
 
-class _Step(nn.Module):
-    """`static_states` for one row and an unpadded source, with the window's length carried by a tensor's shape
+class _Greedy(nn.Module):
+    """`static_best` for one row and an unpadded source, with the window's length carried by a tensor's shape
     (`span`: any (span,) tensor) so that torch.export sees it as a dimension, not a constant."""
 
     def __init__(self, model: Transformer):
         super().__init__()
         self.model = model
 
-    def forward(self, tokens: Tensor, position: Tensor, history: Tensor, span: Tensor, *cross: Tensor) -> Tensor:
+    def forward(
+        self,
+        tokens: Tensor,
+        position: Tensor,
+        history: Tensor,
+        span: Tensor,
+        weight: Tensor,
+        bias: Tensor,
+        *cross: Tensor,
+    ) -> tuple[Tensor, Tensor]:
         pairs = [(cross[i], cross[i + 1]) for i in range(0, len(cross), 2)]
-        return static_states(self.model, tokens, position, history, pairs, None, span.size(0))
+        return static_best(self.model, tokens, position, history, pairs, None, span.size(0), weight, bias)
 
 
 class _Encoder(nn.Module):
@@ -71,9 +83,15 @@ class _Encoder(nn.Module):
 
 
 def fingerprint(model: Transformer) -> str:
-    """What a package depends on: the model's weights and shapes, torch's version and the CPU."""
+    """What a package depends on: the model's weights and shapes, the code it was traced from (this module, the
+    model's and the kernels'), torch's version and the CPU."""
     digest = hashlib.sha256()
     digest.update(f"{torch.__version__}|{cpu_name()}|{' '.join(sorted(cpu_flags()))}|{model.cfg}".encode())
+    here = Path(__file__).resolve()
+    for source in sorted(
+        [here, *here.parents[1].joinpath("model").glob("*.py"), *here.parents[1].joinpath("kernels").glob("*.py")]
+    ):
+        digest.update(source.read_bytes())
     for name, tensor in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
         digest.update(name.encode())
         digest.update(tensor.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
@@ -85,7 +103,7 @@ class NotTaken(Exception):
 
 
 class ExportedStates:
-    """A `StatesFn` (mtkit/model/static.py) and an `EncodeFn` (mtkit/decode/step.py), each model's through its
+    """A `BestFn` (mtkit/model/static.py) and an `EncodeFn` (mtkit/decode/step.py), each model's through its
     AOTInductor packages, built or loaded on their first call. Calls they cannot take (more than one row, a padded
     source, a dimension under 2, which export specialises) raise NotTaken; the caller runs those eagerly."""
 
@@ -95,7 +113,7 @@ class ExportedStates:
         self.fingerprints: dict[int, str] = {}  # id(model) -> fingerprint(model)
         self.spans: dict[int, Tensor] = {}  # span -> an empty tensor of that length, handed to the runner
 
-    def __call__(
+    def best(
         self,
         model: Transformer,
         tokens: Tensor,
@@ -104,22 +122,27 @@ class ExportedStates:
         cross: list[tuple[Tensor, Tensor]],
         src_mask: Tensor | None,
         span: int,
-    ) -> Tensor:
+        weight: Tensor,
+        bias: Tensor | None,
+    ) -> tuple[Tensor, Tensor]:
         if tokens.size(0) != 1 or history.size(2) != 1 or src_mask is not None:
             raise NotTaken("the exported step takes one row of an unpadded source")
-        if min(span, history.size(1), cross[0][0].size(2)) < 2:
-            raise NotTaken("the exported step takes dimensions of 2 and more")
+        if min(span, history.size(1), cross[0][0].size(2)) < 2 or weight.size(0) < max(PAD, BOS) + 1:
+            raise NotTaken("the exported step takes dimensions of 2 and more, and rows past PAD's and BOS's")
+        if weight.dtype != torch.float32:
+            raise NotTaken("the exported step takes fp32")
         marker = self.spans.get(span)
         if marker is None:
             marker = self.spans[span] = torch.empty(span)
-        args = (tokens, position, history, marker, *[t for pair in cross for t in pair])
-        out: Tensor = self.runner("decoder-step", model, args)(*args)
-        return out
+        bias = weight.new_zeros(weight.size(0)) if bias is None else bias  # x W^T + 0 is x W^T, bit for bit
+        args = [tokens, position, history, marker, weight, bias, *[t for pair in cross for t in pair]]
+        top, token = self.runner("greedy-step", model, tuple(args))(args)
+        return top, token
 
     def encode(self, model: Transformer, src: Tensor) -> tuple[Tensor | None, list[tuple[Tensor, Tensor]]]:
         if src.size(0) != 1 or src.size(1) < 2 or bool(src.eq(PAD).any()):
             raise NotTaken("the exported encoder takes one unpadded source of 2 tokens and more")
-        flat = self.runner("encoder", model, (src,))(src)
+        flat = self.runner("encoder", model, (src,))([src])
         return None, [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
     def runner(self, kind: str, model: Transformer, example: tuple[Tensor, ...]) -> Any:
@@ -136,14 +159,20 @@ class ExportedStates:
             build(kind, model, example, path)
             took = time.perf_counter() - start
             logger.info("compiled the %s ahead of time in %.1f s, kept in %s", kind.replace("-", " "), took, path)
-        runner = self.runners[(kind, id(model))] = torch._inductor.aoti_load_package(str(path))
+        package = torch._inductor.aoti_load_package(str(path))
+        # Its loader's `run` takes and gives flat lists of tensors. The package's own __call__ parses its call
+        # spec (JSON) and flattens and unflattens with pytree in Python at every call: for the distilled student's
+        # one-row greedy step, about an eighth of the call's time (an ad-hoc timing on an Intel Xeon, one thread).
+        loader = getattr(package, "loader", None)
+        runner = loader.run if loader is not None else lambda flat: package(*flat)
+        self.runners[(kind, id(model))] = runner
         return runner
 
 
 def build(kind: str, model: Transformer, example: tuple[Tensor, ...], path: Path) -> None:
-    """Export the decoder step (`_Step`: dynamic capacity, window and source length) or the encoder (`_Encoder`:
-    dynamic source length) of `model`, compile it with AOTInductor into a package at `path`, written whole or not
-    at all."""
+    """Export greedy search's step (`_Greedy`: dynamic capacity, window, source length and output rows) or the
+    encoder (`_Encoder`: dynamic source length) of `model`, compile it with AOTInductor into a package at `path`,
+    written whole or not at all."""
     from torch._inductor import config as inductor
 
     positions = model.cfg.max_positions
@@ -154,8 +183,13 @@ def build(kind: str, model: Transformer, example: tuple[Tensor, ...], path: Path
     else:
         capacity = torch.export.Dim("capacity", min=2, max=positions + 1)
         span = torch.export.Dim("span", min=2, max=positions + 1)
-        cross = tuple({2: source} for _ in example[4:])  # *cross: one entry, as export groups a function's varargs
-        module, shapes = _Step(model), (None, None, {1: capacity}, {0: span}, cross)
+        # The output rows hold the columns PAD and BOS that `static_best` masks: more than max(PAD, BOS) of them.
+        rows = torch.export.Dim("rows", min=max(PAD, BOS) + 1, max=model.cfg.target_vocab_size)
+        cross = tuple({2: source} for _ in example[6:])  # *cross: one entry, as export groups a function's varargs
+        module, shapes = _Greedy(model), (None, None, {1: capacity}, {0: span}, {0: rows}, {0: rows}, cross)
+    # Copies: an input that is one of the model's own tensors (the tied output layer's weight is the embedding
+    # table) would be traced as that parameter, and the package would read the rows it is given as the table.
+    example = tuple(t.clone() for t in example)
     with torch.no_grad():
         program = torch.export.export(module, example, dynamic_shapes=shapes, strict=False)
     path.parent.mkdir(parents=True, exist_ok=True)

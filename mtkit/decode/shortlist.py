@@ -123,6 +123,11 @@ class ShortlistStep:
     def log_probs(self, last: Tensor) -> Tensor:
         return self.step.log_probs(self.ids[last])
 
+    def best(self, last: Tensor) -> tuple[Tensor, Tensor] | None:
+        """The wrapped step's greedy step (mtkit/decode/beam.py's `greedy`), where it has one: its columns are ours."""
+        best = getattr(self.step, "best", None)
+        return None if best is None else best(self.ids[last])  # type: ignore[no-any-return]
+
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         self.step.reorder(rows, sentences)
 

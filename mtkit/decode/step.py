@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import torch
 from torch import Tensor
 
 from mtkit.model.cache import DecoderCache
-from mtkit.model.static import StatesFn, static_states, window
+from mtkit.model.linear import Rows
+from mtkit.model.static import BestFn, StatesFn, static_states, window
 from mtkit.model.transformer import Transformer
+
+T = TypeVar("T")
 
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs): blocks measured faster
 # than one product on many rows, even on fewer (docs/benchmarks.md, "Figures behind the code's choices": this module).
@@ -141,8 +144,9 @@ class StaticStep(ModelStep):
 
     The cache's positions not yet written are zeroed once per buffer (masked positions still enter attention's
     second product, with weight 0: their values must be finite), and the cache doubles when a step needs more
-    (a new shape: a compiled function may trace again). The output layer, the shortlist's rows and the log-softmax
-    stay `ModelStep`'s. Decoding only (under torch.inference_mode, as the searches run): no autograd.
+    (a new shape: a compiled function may trace again). `log_probs` keeps `ModelStep`'s output layer, shortlist
+    rows and log-softmax; `best` hands them, with the step, to `best_fn` (greedy search's whole step, compiled:
+    mtkit/decode/compiled.py). Decoding only (under torch.inference_mode, as the searches run): no autograd.
     """
 
     def __init__(
@@ -153,12 +157,31 @@ class StaticStep(ModelStep):
         capacity: int,
         states_fn: StatesFn = static_states,
         encoder: EncodeFn | None = None,
+        best_fn: BestFn | None = None,
     ):
         super().__init__(model, src, beams, max(capacity, 1), encoder)
-        self.states_fn = states_fn
+        self.states_fn, self.best_fn = states_fn, best_fn
         self.zeroed: Tensor | None = None  # the cache buffer whose unwritten positions were zeroed
 
     def states(self, last: Tensor) -> Tensor:
+        return self.advance(last, self.states_fn)
+
+    def best(self, last: Tensor) -> tuple[Tensor, Tensor] | None:
+        """Greedy search's step in one call where a `best_fn` was given (`static_best`, compiled: --compile): the
+        best column of each row (N,) that is not PAD or BOS and its log-probability (N,), what `log_probs(last)`
+        with those two columns at -inf gives to `max`; None (nothing done) without one, for a model whose output
+        layer is not a `Rows` (int8's, say), or where the log-probabilities are not fp32."""
+        output = self.output
+        if output is None and not self.model.cfg.output_bias:  # the whole vocabulary, the layer's own tensors
+            layer = self.model.output_proj
+            output = Rows(layer.weight, layer.bias)
+        if self.best_fn is None or not isinstance(output, Rows) or self.dtype != torch.float32:
+            return None
+        weight, bias, best_fn = output.weight, output.bias, self.best_fn
+        return self.advance(last, lambda *args: best_fn(*args, weight, bias))
+
+    def advance(self, last: Tensor, step: Callable[..., T]) -> T:
+        """`step(model, last, position, history, cross, src_mask, span)` over the static cache, then one position on."""
         cache = self.cache
         t = cache.length
         if cache.history is None or t + 1 > cache.history.size(1):
@@ -170,6 +193,6 @@ class StaticStep(ModelStep):
         cross = [(c.cross_k, c.cross_v) for c in cache.layers]
         span = window(t, cache.history.size(1))
         position = torch.tensor(t, device=last.device)
-        states = self.states_fn(self.model, last, position, cache.history, cross, cache.src_mask, span)
+        out = step(self.model, last, position, cache.history, cross, cache.src_mask, span)
         self.cache = dataclasses.replace(cache, length=t + 1)
-        return states
+        return out

@@ -8,12 +8,25 @@ weight in oneDNN's layout, for inference). Built fresh, a layer computes exactly
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtkit.kernels.linear import PackedWeight, linear
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A linear layer restricted to some of its output rows: states (N, in) -> those rows' logits (N, len(rows)).
+    Its `weight` and `bias` are plain tensors, which a compiled decoder step takes as inputs (mtkit/model/static.py)."""
+
+    weight: Tensor  # (rows, in), contiguous
+    bias: Tensor | None  # (rows,)
+
+    def __call__(self, states: Tensor) -> Tensor:
+        return F.linear(states.to(self.weight.dtype), self.weight, self.bias)
 
 
 class Linear(nn.Linear):
@@ -37,8 +50,7 @@ class Linear(nn.Linear):
         if logits_bias is not None:
             extra = logits_bias.index_select(0, ids)
             bias = extra.to(self.weight.dtype) if bias is None else bias + extra.to(bias.dtype)
-        weight = self.weight.index_select(0, ids).contiguous()
-        return lambda states: F.linear(states.to(weight.dtype), weight, bias)
+        return Rows(self.weight.index_select(0, ids).contiguous(), bias)
 
 
 class TiedOutput(Linear):

@@ -10,11 +10,14 @@ product with weight 0, so the cache must hold finite values there (mtkit/decode/
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
+from mtkit.config import BOS, PAD
 from mtkit.model.cache import LayerCache
 from mtkit.model.transformer import DecoderLayer, Transformer
 
@@ -22,6 +25,11 @@ WINDOW = 16  # the positions a step attends over are a multiple of this (fewer s
 
 # static_states' signature: (model, tokens, position, history, cross, src_mask, span) -> states; compiled or not.
 StatesFn = Callable[[Transformer, Tensor, Tensor, Tensor, list[tuple[Tensor, Tensor]], Tensor | None, int], Tensor]
+# static_best's: static_states' arguments, then the output layer's weight and bias -> (top (N,), token (N,)).
+BestFn = Callable[
+    [Transformer, Tensor, Tensor, Tensor, list[tuple[Tensor, Tensor]], Tensor | None, int, Tensor, Tensor | None],
+    tuple[Tensor, Tensor],
+]
 
 
 def window(position: int, capacity: int) -> int:
@@ -61,3 +69,26 @@ def static_states(
         x = layer.res_ffn.after(x, layer.ffn(layer.res_ffn.before(x)))
     states: Tensor = model.decoder_norm(x)
     return states[:, 0]
+
+
+def static_best(
+    model: Transformer,
+    tokens: Tensor,
+    position: Tensor,
+    history: Tensor,
+    cross: list[tuple[Tensor, Tensor]],
+    src_mask: Tensor | None,
+    span: int,
+    weight: Tensor,
+    bias: Tensor | None,
+) -> tuple[Tensor, Tensor]:
+    """`static_states`, then the output layer (`weight` (K, d_model) and `bias` (K,): a shortlist's rows or the whole
+    vocabulary's) and its log-softmax in fp32: each row's best column that is not PAD or BOS, and its log-probability
+    (N,) each, as greedy search takes them from `Step.log_probs` (mtkit/decode/beam.py), in one function a compiler
+    can take whole."""
+    states = static_states(model, tokens, position, history, cross, src_mask, span)
+    lprobs = torch.log_softmax(F.linear(states.to(weight.dtype), weight, bias), dim=-1, dtype=torch.float32)
+    lprobs[:, PAD] = -math.inf
+    lprobs[:, BOS] = -math.inf
+    top, token = lprobs.max(dim=-1)
+    return top, token

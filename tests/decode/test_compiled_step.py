@@ -75,11 +75,11 @@ def test_a_compiled_step_that_fails_decodes_eagerly_and_says_so_once(monkeypatch
     calls = []
 
     class Broken:
-        def __call__(self, *args):
+        def best(self, *args):
             calls.append(1)
             raise RuntimeError("InductorError: no C++ compiler found\nthe rest of a long trace")
 
-        encode = __call__
+        encode = best
 
     states.compiled = Broken()
     with caplog.at_level(logging.WARNING, logger="mtkit.decode.compiled"):
@@ -94,15 +94,15 @@ def test_a_compiled_step_that_fails_decodes_eagerly_and_says_so_once(monkeypatch
 
 
 class Eager:
-    """A 'compiled' step and encoder that are `static_states` and `encode` themselves, counting their calls: the wiring
-    runs end to end without seconds of compiling."""
+    """A 'compiled' greedy step and encoder that are `static_best` and `encode` themselves, counting their calls: the
+    wiring runs end to end without seconds of compiling."""
 
     def __init__(self):
         self.rows, self.sources = [], []
 
-    def __call__(self, *args):
+    def best(self, *args):
         self.rows.append(args[1].size(0))
-        return compiled.static_states(*args)
+        return compiled.static_best(*args)
 
     def encode(self, model, src):
         self.sources.append(src.size(0))
@@ -114,16 +114,34 @@ def eager_compile(monkeypatch):
     monkeypatch.setattr(compiled, "ExportedStates", Eager)
 
 
-def test_only_steps_of_one_row_run_compiled(monkeypatch):
+def test_greedy_searches_take_the_compiled_step_and_beams_do_not():
     model = random_model(V, seed=2, max_positions=64)
     factory, states = compiled.compiled_steps()
     states.compiled = Eager()
     one, several = batch(sources(1, V, seed=5, max_len=7)), batch(sources(3, V, seed=6, max_len=7))
-    for src, config in ((one, DecodeConfig(beam=1, max_len_b=6)), (several, DecodeConfig(beam=1, max_len_b=6))):
-        beam_search(model, src, config, steps=factory)
-    beam_search(model, one, DecodeConfig(beam=3, max_len_b=6), steps=factory)  # its first step: one row
-    assert states.compiled.rows and set(states.compiled.rows) == {1}
+    for src in (one, several):
+        beam_search(model, src, DecodeConfig(beam=1, max_len_b=6), steps=factory)
+    greedy_rows = list(states.compiled.rows)
+    beam_search(model, one, DecodeConfig(beam=3, max_len_b=6), steps=factory)
+    assert states.compiled.rows == greedy_rows and {1, 3} <= set(greedy_rows)  # a beam's steps never ask
     assert states.compiled.sources == [1, 3, 1]  # every source reaches the compiled encoder, which takes or declines
+
+
+def test_the_packages_take_one_row_of_one_sentence_and_decline_the_rest_before_building(tmp_path):
+    from mtkit.config import BOS
+    from mtkit.decode import exported
+    from mtkit.decode.step import StaticStep
+
+    model = random_model(V, seed=2, max_positions=64)
+    packages = exported.ExportedStates(tmp_path)
+    several = batch(sources(3, V, seed=6, max_len=7))
+    with torch.inference_mode():
+        with pytest.raises(exported.NotTaken, match="one unpadded source"):
+            packages.encode(model, several)
+        step = StaticStep(model, several, 1, 8, best_fn=packages.best)
+        with pytest.raises(exported.NotTaken, match="one row of an unpadded source"):
+            step.best(torch.full((3,), BOS))
+    assert list(tmp_path.iterdir()) == [] and packages.runners == {}
 
 
 def test_translate_compile_auto_decodes_lone_lines_through_the_chosen_step_with_the_same_output(
@@ -174,43 +192,51 @@ def test_serve_plans_with_its_compile_setting(cli_model):
     shutil.which(os.environ.get("CXX", "g++")) is None, reason="AOTInductor needs a C++ compiler (g++ or $CXX)"
 )
 def test_the_exported_step_and_encoder_decode_as_eager_and_a_second_process_loads_them(tmp_path, monkeypatch):
-    """The real thing, once: both packages exported and compiled by AOTInductor for a tiny model (seconds), greedy
-    outputs and scores as eager's for sentences of several lengths, and a new ExportedStates (a later process) loads
-    the kept packages instead of building them again."""
+    """The real thing, once: both packages exported and compiled by AOTInductor for a tiny model (seconds); greedy
+    outputs and scores as eager's for sentences of several lengths, over the whole vocabulary and over a shortlist's
+    rows (the same package: its rows are a dynamic dimension); a one-sentence beam through the compiled encoder as
+    eager's; and a new ExportedStates (a later process) loads the kept packages instead of building them again."""
     from mtkit.decode import exported
+    from mtkit.decode.shortlist import Restriction
 
     model = random_model(V, seed=3, max_positions=64)
-    config = DecodeConfig(beam=1, max_len_b=12)
-    lines = [sources(1, V, seed=s, max_len=n) for s, n in ((7, 3), (8, 9), (9, 14))]
-    built = []
+    greedy, beam = DecodeConfig(beam=1, max_len_b=12), DecodeConfig(beam=3, max_len_b=12)
+    lines = [batch(sources(1, V, seed=s, max_len=n)) for s, n in ((7, 3), (8, 9), (9, 14))]
+    shortlist = Restriction(torch.tensor([0, 1, 2, 3, *range(12, 36)]))
+    built, steps_taken = [], []
     monkeypatch.setattr(exported, "build", _counting_build(exported.build, built))
 
-    def decode(states):
-        factory = compiled.static_steps(states, states.encode)
-        return [beam_search(model, batch(line), config, steps=factory).hypotheses[0] for line in lines]
+    def compiled_steps(states):
+        return compiled.static_steps(compiled.static_states, states.encode, states.best)
+
+    def decode(config, steps):
+        return [beam_search(model, src, config, steps=steps).hypotheses[0] for src in lines]
 
     with torch.inference_mode():
-        expected = [beam_search(model, batch(line), config, steps=make_step).hypotheses[0] for line in lines]
         first = compiled.Compiled()
         first.compiled = exported.ExportedStates(tmp_path)
-        found = decode(first)
+        package_best = first.compiled.best
+        first.compiled.best = lambda *args: steps_taken.append(1) or package_best(*args)
+        found = decode(greedy, compiled_steps(first))
+        _same(found, decode(greedy, make_step))
+        taken = len(steps_taken)
+        _same(decode(greedy, shortlist.steps(compiled_steps(first))), decode(greedy, shortlist.steps(make_step)))
+        assert taken > 0 and len(steps_taken) > taken  # the shortlist's steps went through the package too
+        _same(decode(beam, compiled_steps(first)), decode(beam, make_step))
         again = compiled.Compiled()
         again.compiled = exported.ExportedStates(tmp_path)
-        assert decode(again) == found
-        beam = DecodeConfig(beam=3, max_len_b=12)  # one sentence's beam: the compiled encoder, the steps eager
-        for line in lines:
-            src = batch(line)
-            (by_package,) = beam_search(model, src, beam, steps=compiled.static_steps(first, first.encode)).hypotheses
-            (by_eager,) = beam_search(model, src, beam, steps=make_step).hypotheses
-            assert [h.tokens for h in by_package] == [h.tokens for h in by_eager]
-            assert [h.score for h in by_package] == pytest.approx([h.score for h in by_eager], abs=1e-5)
+        assert decode(greedy, compiled_steps(again)) == found
     assert first.failed is None and again.failed is None
+    assert built == ["encoder", "greedy-step"]  # the encoder runs first
+    assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.pt2")) == ["encoder", "greedy"]
+    assert len(first.compiled.runners) == 2 and len(again.compiled.runners) == 2
+
+
+def _same(found, expected):
+    """The same outputs, and their scores up to fp32 rounding (the compiled kernels sum in another order)."""
     assert [[h.tokens for h in hs] for hs in found] == [[h.tokens for h in hs] for hs in expected]
     for hs, es in zip(found, expected):
         assert [h.score for h in hs] == pytest.approx([h.score for h in es], abs=1e-5)
-    assert built == ["decoder-step", "encoder"] or built == ["encoder", "decoder-step"]
-    assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.pt2")) == ["decoder", "encoder"]
-    assert len(first.compiled.runners) == 2 and len(again.compiled.runners) == 2
 
 
 def _counting_build(build, built):
