@@ -128,18 +128,18 @@ def revision_option() -> Any:
 
 
 def compile_option() -> Any:
-    """`--compile` of translate and serve: mtkit's decoder step compiled for one-sentence searches (an engine
+    """`--compile` of translate and serve: mtkit's encoder and greedy step compiled for one-sentence searches (an engine
     setting, not a search setting: no field of DecodeConfig, so no flag of calibrate or distill)."""
     return typer.Option(
         "off",
         "--compile",
         metavar="off|on|auto",
-        help="mtkit's engine: greedy search of one sentence at a time (a lone line or request; batches and beams "
-        "stay eager) with its decoder step over a static cache compiled by torch.compile, the same outputs. auto: "
-        "where that measured "
-        "at least 1.05x faster on this machine (timed once at start-up and kept per machine; fp32 on the CPU "
-        "only); on: always, eager again if compiling fails. Compiling takes seconds at start-up (inductor keeps "
-        "it on disk); see docs/benchmarks.md.",
+        help="mtkit's engine: a search of one sentence at a time (a lone line or request) with its encoder and "
+        "its greedy step compiled ahead of time (AOTInductor), the same outputs up to fp32 rounding; batches and "
+        "a beam's steps stay eager. auto: where that measured at least 1.05x faster on this machine (timed once at "
+        "start-up and kept per machine; fp32 on the CPU only); on: always, eager again if compiling fails. "
+        "Compiling takes seconds at the first start; the packages are kept in $MTKIT_CACHE/compiled; see "
+        "docs/decoding.md.",
     )
 
 
