@@ -501,3 +501,22 @@ def test_translate_speed_measures_every_setting_in_turns_into_a_record_a_page_re
         timeout=600,
     )
     assert refused.returncode == 1 and refused.stderr.strip().endswith("-o OUT)"), refused.stderr
+
+
+def test_startup_bench_times_fresh_processes_and_keeps_each_choice_with_its_cold_start(cli_model, tmp_path) -> None:
+    """bench/startup.py with the eager choice alone on a tiny model: an untimed cold start, then a timed start each
+    round, each a fresh process whose parts add up to its start; the record keeps every pass."""
+    path = tmp_path / "startup.json"
+    argv = ["--model", str(cli_model), "--choices", "off", "--rounds", "2", "--cache", str(tmp_path / "cache")]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "startup.py"), *argv, "--record", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(path.read_text())
+    (start, again) = data["passes"]["off"]
+    for one in (start, again):
+        assert one["start_s"] == pytest.approx(one["import_s"] + one["open_s"] + one["first_s"], abs=1e-6)
+    row = data["results"]["off"]
+    assert row["first_start_s"] > 0 and row["over_first_choice_paired_s"] == 0.0
+    assert row["start_s"] == round((start["start_s"] + again["start_s"]) / 2, 2)
