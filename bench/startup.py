@@ -55,7 +55,7 @@ def start(model: str, choice: str, threads: int, cache: str) -> dict[str, float]
     return parts
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--choices", default="off,on", help="comma-separated --compile choices; the first is the base")
@@ -63,7 +63,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", help="mtkit's cache directory for every start (default: a new temporary one)")
     ap.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     record = Record()
     choices = args.choices.split(",")
     cache = args.cache or tempfile.mkdtemp(prefix="mtkit-startup-")
