@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtkit.decode.encode import MAX_CHARS_PER_TOKEN
 from mtkit.decode.lengths import max_output_length
 
 logger = logging.getLogger(__name__)
@@ -119,21 +118,27 @@ class Pieces:
                 yield make(first + i, joined(parts[i], glue))
                 parts[i] = []
 
-    def losses(self, texts: Sequence[str], vocab: Any, config: Any, positions: int, first: int, into: Losses) -> None:
-        """Count this chunk's segments whose translation (`texts`, one a segment) is empty or as long as allowed."""
+    def losses(
+        self,
+        texts: Sequence[str],
+        lengths: Mapping[int, tuple[int, int]],
+        config: Any,
+        positions: int,
+        first: int,
+        into: Losses,
+    ) -> None:
+        """Count this chunk's segments whose translation (`texts`, one a segment) is empty or ran to its length
+        limit: `lengths[k]`, segment k's (source tokens as the model read them, its best output's tokens), the
+        search's own, so that the limit is the one the search had (mtkit/decode/lengths.py)."""
         sources = [s if isinstance(s, str) else s[0] for s in self.segments]
-        # Only as much of a source as the encoder read (decode/encode.py cuts the same way): a 1 MB line is
-        # never handed to SentencePiece whole, here either.
-        src = vocab.encode_batch([s[: positions * MAX_CHARS_PER_TOKEN] for s in sources])
-        src = [ids[:positions] for ids in src]
-        out = vocab.encode_target_batch(list(texts))
         for k, (source, text) in enumerate(zip(sources, texts)):
             if not source.strip():
                 continue
             into.segments += 1
+            read, written = lengths[k]
             if not text.strip():
                 into.empty.append(first + self.owner[k])
-            elif len(out[k]) >= max_output_length(len(src[k]), config, positions + 1):
+            elif written >= max_output_length(read, config, positions + 1):
                 into.cut.append(first + self.owner[k])
 
 

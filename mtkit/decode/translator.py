@@ -302,12 +302,13 @@ class Translator:
         languages = self.engine.languages or ("", "")
         pieces = Pieces.of(items, source_language(languages))
         numbers = [first + i for i in pieces.owner]
+        lengths: dict[int, tuple[int, int]] = {}
         found = list(
             self._translate_chunk(
-                first, pieces.segments, config, batch_tokens, sampling, target_lang, numbers, glossary
+                first, pieces.segments, config, batch_tokens, sampling, target_lang, numbers, glossary, lengths
             )
         )
-        pieces.losses([t.text for t in found], self.vocab, config, self.max_source_tokens, first, losses)
+        pieces.losses([t.text for t in found], lengths, config, self.max_source_tokens, first, losses)
         glue = joiner(target_lang or languages[1])
         if confidence is None:
             yield from pieces.join(found, first, glue, Translation)
@@ -329,7 +330,10 @@ class Translator:
         target_lang: str,
         numbers: list[int] | None = None,
         glossary: Glossary | None = None,
+        lengths: dict[int, tuple[int, int]] | None = None,
     ) -> Iterator[Translation]:
+        """The chunk's items translated, in order; `lengths`, when given, gets each item's (source tokens as the
+        model read them, its best output's tokens) by index, as its batch comes back."""
         limit = self.max_source_tokens
         texts = [s if isinstance(s, str) else s[0] for s in items]
         ids = source_ids(self.vocab, texts, numbers or first, limit, target_lang)
@@ -348,10 +352,16 @@ class Translator:
         jobs = [
             partial(search_batch, ids=s, prefixes=p, config=config, sampling=sampling, terms=t) for s, p, t in batches
         ]
-        found = (
-            {i: Translation(first + i, hypotheses) for i, hypotheses in zip(packed[k], result)}
-            for k, result in self._run(jobs)
-        )
+        if lengths is not None:
+            lengths.update((i, (0, 0)) for i in empty)
+
+        def translations(k: int, result: Searched) -> dict[int, Translation]:
+            hypotheses, outputs = result
+            if lengths is not None:
+                lengths.update((i, (len(ids[i]), n)) for i, n in zip(packed[k], outputs))
+            return {i: Translation(first + i, h) for i, h in zip(packed[k], hypotheses)}
+
+        found = (translations(k, result) for k, result in self._run(jobs))
         yield from in_order(itertools.chain([empty], found))
 
     def _score_chunk(
@@ -379,6 +389,10 @@ def line_means(owner: Sequence[int], rated: Sequence[Translation]) -> dict[int, 
 # The jobs: one batch's work each, run by `Translator._run` here or in a worker against the translator it inherited.
 
 
+# A batch's search: each sentence's hypotheses, best first, as (text, score), and its best output's length in tokens.
+Searched = tuple[list[list[tuple[str, float]]], list[int]]
+
+
 def search_batch(
     translator: Translator,
     *,
@@ -387,11 +401,13 @@ def search_batch(
     config: DecodeConfig,
     sampling: SamplingConfig | None,
     terms: Terms | None = None,
-) -> list[list[tuple[str, float]]]:
+) -> Searched:
     """Each sentence's hypotheses, best first, as (text, score): beam search, or sampling with `sampling`; each
-    output holding its sentence's glossary `terms`."""
+    output holding its sentence's glossary `terms`. With them, the length in tokens of each sentence's best output
+    (0 for none), which says whether it ran to its length limit without encoding its text again."""
     found = translator.engine.search(ids, prefixes, config, sampling, *([terms] if terms else []))
-    return [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
+    texts = [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
+    return texts, [len(hypotheses[0][0]) if hypotheses else 0 for hypotheses in found]
 
 
 def score_pairs(translator: Translator, *, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:

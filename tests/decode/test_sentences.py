@@ -102,3 +102,18 @@ def test_sentences_that_come_back_empty_or_cut_are_counted_on_stderr(cli, cli_mo
     )  # fmt: skip
     assert empty.returncode == 0, empty.stderr
     assert "3 of 3 sentences came back empty (lines 1, 2)" in empty.stderr, empty.stderr
+
+
+def test_a_segment_is_cut_when_its_best_output_reached_the_limit_the_search_had():
+    """The count of cut segments reads the search's own lengths (source tokens as the model read them, the best
+    output's tokens): a segment at its limit is said, one a token short is not, an empty one is said as empty, and
+    a blank source is not a segment."""
+    from mtkit.config import DecodeConfig
+    from mtkit.decode.sentences import Losses, Pieces
+
+    config = DecodeConfig(beam=1, max_len_a=1.0, max_len_b=2)  # limit: source tokens + 2
+    pieces = Pieces(segments=["a b c", "d e", "f", "  "], owner=[0, 1, 2, 3], count=4)
+    losses = Losses()
+    lengths = {0: (3, 5), 1: (2, 3), 2: (1, 0), 3: (0, 0)}
+    pieces.losses(["x y z w v", "x y z", "", ""], lengths, config, positions=64, first=10, into=losses)
+    assert (losses.segments, losses.cut, losses.empty) == (3, [10], [12])
