@@ -118,6 +118,13 @@ class Pieces:
                 yield make(first + i, joined(parts[i], glue))
                 parts[i] = []
 
+    def means(self, confidences: Sequence[float | None]) -> dict[int, float]:
+        """Per chunk line, the mean of its segments' `confidences` (one a segment; None counts as 1)."""
+        sums: dict[int, list[float]] = {}
+        for i, c in zip(self.owner, confidences):
+            sums.setdefault(i, []).append(1.0 if c is None else c)
+        return {i: sum(v) / len(v) for i, v in sums.items()}
+
     def losses(
         self,
         texts: Sequence[str],

@@ -2,7 +2,7 @@
 
 Input is read in chunks, so the first translations of a huge (or endless) stream come out
 before the end of it is read; within a chunk, sentences of similar length share a batch (batches.py).
-Each batch is one job, a call of `search_batch` (or `score_pairs`) with the translator as first argument:
+Each batch is one job, a call of `search_batch` (or `score_pairs`; mtkit/decode/jobs.py) with the translator first:
 run here, or with `workers` > 1 that many at a time: for mtkit's engine (CPU only) each in a forked process of one
 thread (pool.py), for CTranslate2 each from a thread of this process. Which engine searches is the loader's choice
 (mtkit/decode/loading.py), made once; the pipeline never asks.
@@ -26,6 +26,7 @@ from mtkit.decode.batches import balanced_batches, chunks, in_order
 from mtkit.decode.encode import prefix_ids, source_ids, target_ids, target_language
 from mtkit.decode.engine import Engine
 from mtkit.decode.glossary import Glossary, Terms, checked, joining_ids, term_ids
+from mtkit.decode.jobs import Searched, score_pairs, search_batch
 from mtkit.decode.pairs import PairScore
 from mtkit.decode.pool import WorkerPool
 from mtkit.decode.sentences import Losses, Pieces, joiner, source_language
@@ -314,7 +315,7 @@ class Translator:
             yield from pieces.join(found, first, glue, Translation)
             return
         rated = confidence.annotate(self, pieces.segments, found, config)
-        means = line_means(pieces.owner, rated)
+        means = pieces.means([t.confidence for t in rated])
         yield from (
             dataclasses.replace(t, confidence=means[t.line - first])
             for t in pieces.join(rated, first, glue, Translation)
@@ -376,40 +377,3 @@ class Translator:
             for k, result in self._run(jobs)
         )
         yield from in_order(found)
-
-
-def line_means(owner: Sequence[int], rated: Sequence[Translation]) -> dict[int, float]:
-    """Per chunk line (owner[k]: the line of segment k), the mean confidence of its segments."""
-    sums: dict[int, list[float]] = {}
-    for i, t in zip(owner, rated):
-        sums.setdefault(i, []).append(1.0 if t.confidence is None else t.confidence)
-    return {i: sum(v) / len(v) for i, v in sums.items()}
-
-
-# The jobs: one batch's work each, run by `Translator._run` here or in a worker against the translator it inherited.
-
-
-# A batch's search: each sentence's hypotheses, best first, as (text, score), and its best output's length in tokens.
-Searched = tuple[list[list[tuple[str, float]]], list[int]]
-
-
-def search_batch(
-    translator: Translator,
-    *,
-    ids: list[list[int]],
-    prefixes: list[list[int]],
-    config: DecodeConfig,
-    sampling: SamplingConfig | None,
-    terms: Terms | None = None,
-) -> Searched:
-    """Each sentence's hypotheses, best first, as (text, score): beam search, or sampling with `sampling`; each
-    output holding its sentence's glossary `terms`. With them, the length in tokens of each sentence's best output
-    (0 for none), which says whether it ran to its length limit without encoding its text again."""
-    found = translator.engine.search(ids, prefixes, config, sampling, *([terms] if terms else []))
-    texts = [[(translator.vocab.decode(tokens), score) for tokens, score in hypotheses] for hypotheses in found]
-    return texts, [len(hypotheses[0][0]) if hypotheses else 0 for hypotheses in found]
-
-
-def score_pairs(translator: Translator, *, src: list[list[int]], tgt: list[list[int]]) -> list[tuple[float, int]]:
-    """(log P(target + EOS | source), target length + 1) of each pair of the batch."""
-    return translator.engine.score(src, tgt)
