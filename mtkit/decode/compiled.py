@@ -1,13 +1,13 @@
 """The decoder step over a static cache, compiled: `--compile off | on | auto` for decoding with mtkit's engine.
 
 Not in the paper: an engineering choice of how a decoding step runs. `static_states` (mtkit/model/static.py) has
-the same shapes at every step of a sentence, so it is exported once per model with dynamic shapes (the cache's
-capacity, the window, the source length) and compiled ahead of time by AOTInductor into a C++ package kept on disk
-(mtkit/decode/exported.py: no Python between the kernels, nor around them; a second process loads the package
-instead of compiling). The search around the step, the output layer and its log-softmax stay eager (the
-shortlist's rows and int8's output layer are theirs). Only searches of one sentence take the static step
-(`one_sentence`), and only its steps of one row with an unpadded source the compiled package (greedy search): on
-more rows the compiled step measured slower (docs/benchmarks.md).
+the same shapes at every step of a sentence, so greedy search's whole step over it (`static_best`: the decoder, the
+output layer over the shortlist's rows, the log-softmax, the argmax) and the encoder are each exported once per
+model with dynamic shapes and compiled ahead of time by AOTInductor into a C++ package kept on disk
+(mtkit/decode/exported.py: no Python between the kernels; a second process loads the packages instead of
+compiling). The search's scores and end checks stay in Python. Only searches of one sentence take the static step
+(`one_sentence`), and only its greedy steps of one row over an unpadded source the compiled package: on more rows
+the compiled step measured slower (docs/benchmarks.md).
 
 - off: mtkit's eager step over its growing cache (the default).
 - on: the compiled step over a static cache; a failure to export, compile or run falls back to the same step run

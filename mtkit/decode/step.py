@@ -167,10 +167,10 @@ class StaticStep(ModelStep):
         return self.advance(last, self.states_fn)
 
     def best(self, last: Tensor) -> tuple[Tensor, Tensor] | None:
-        """Greedy search's step in one call where a `best_fn` was given (`static_best`, compiled: --compile): the
-        best column of each row (N,) that is not PAD or BOS and its log-probability (N,), what `log_probs(last)`
-        with those two columns at -inf gives to `max`; None (nothing done) without one, for a model whose output
-        layer is not a `Rows` (int8's, say), or where the log-probabilities are not fp32."""
+        """Greedy search's step in one call where a `best_fn` was given (`static_best`, compiled: --compile): each
+        row's (log-probability, column) of its best column that is not PAD or BOS, (N,) each, as `max` gives them
+        from `log_probs(last)` with those two columns at -inf; None (nothing done) without one, for a model whose
+        output layer is not a `Rows` (int8's, say), or where the log-probabilities are not fp32."""
         output = self.output
         if output is None and not self.model.cfg.output_bias:  # the whole vocabulary, the layer's own tensors
             layer = self.model.output_proj
