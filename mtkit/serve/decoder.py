@@ -58,9 +58,11 @@ def align(model: Model, pairs: list[tuple[list[str], list[str]]], target_lang: s
     return model.translator.align(pairs, target_lang)
 
 
-def check(translator: Translator, threads: int, compile: str) -> None:
-    """Whether this model can be searched in a forked process of one thread: mtkit's engine, on the CPU, on Linux,
-    without a compiled step (which is not carried into a forked process); one sentence each otherwise."""
+def check(translator: Translator, threads: int) -> None:
+    """Whether this model can be searched in a forked process of one thread: mtkit's engine, on the CPU, on Linux;
+    one sentence each otherwise. `--compile` goes along: its packages are compiled ahead of time and loaded by
+    the process that first needs them (mtkit/decode/exported.py), so the decoder process loads its own after the
+    fork (`auto`'s measurement at start-up leaves them on disk)."""
     if translator.engine.parallel != "processes":
         raise MtkitError("--decoder-process is for mtkit's own engine: CTranslate2 already searches outside "
                          "Python's lock, so serve it without --decoder-process.")  # fmt: skip
@@ -71,8 +73,6 @@ def check(translator: Translator, threads: int, compile: str) -> None:
     if threads > 1:
         raise MtkitError("--decoder-process runs one PyTorch thread (a forked process cannot start more): drop "
                          "--threads, or serve without --decoder-process.")  # fmt: skip
-    if compile != "off":
-        raise MtkitError("--compile is not carried into a forked process: drop --compile or --decoder-process.")
 
 
 class Searcher:

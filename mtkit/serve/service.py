@@ -181,7 +181,7 @@ class Service:
         self.defaults = translator.defaults  # the model's own under the command line's, as `mtkit translate` has them
         rater = self.rater = Confidence.open(translator, s.reverse_model, s.calibrator, s.device, s.precision)
         if s.decoder_process:  # forked here, from the thread that goes on to run the Batcher and outlives the process
-            decoder.check(translator, s.threads, s.compile)
+            decoder.check(translator, s.threads)
         model = decoder.Model(translator, rater, s.max_tokens)
         self.searcher = decoder.DecoderProcess(model) if s.decoder_process else decoder.Searcher(model)
         self.info = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -101,24 +102,46 @@ def engine(**kwargs: Any) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("translator", "threads", "compile", "said"),
+    ("translator", "threads", "said"),
     [
-        (engine(parallel="threads"), 0, "off", "CTranslate2 already searches outside Python's lock"),
-        (SimpleNamespace(engine=SimpleNamespace(parallel="processes"), device="cuda"), 0, "off", "on the CPU only"),
-        (engine(), 2, "off", "runs one PyTorch thread"),
-        (engine(), 0, "auto", "--compile is not carried into a forked process"),
+        (engine(parallel="threads"), 0, "CTranslate2 already searches outside Python's lock"),
+        (SimpleNamespace(engine=SimpleNamespace(parallel="processes"), device="cuda"), 0, "on the CPU only"),
+        (engine(), 2, "runs one PyTorch thread"),
     ],
 )
-def test_what_a_decoder_process_cannot_run_is_one_sentence(translator, threads, compile, said):
+def test_what_a_decoder_process_cannot_run_is_one_sentence(translator, threads, said):
     with pytest.raises(MtkitError, match=said):
-        decoder.check(translator, threads, compile)
-    decoder.check(engine(), 1, "off")  # one thread, mtkit's engine, on the CPU: runs
+        decoder.check(translator, threads)
+    decoder.check(engine(), 1)  # one thread, mtkit's engine, on the CPU: runs
 
 
 def test_a_decoder_process_off_linux_is_one_sentence(monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     with pytest.raises(MtkitError, match="needs Linux"):
-        decoder.check(engine(), 1, "off")
+        decoder.check(engine(), 1)
+
+
+@pytest.mark.skipif(
+    shutil.which(os.environ.get("CXX", "g++")) is None, reason="AOTInductor needs a C++ compiler (g++ or $CXX)"
+)
+def test_a_decoder_process_decodes_lone_lines_through_the_compiled_packages_it_loads_itself(
+    cli_model, in_thread, tmp_path, monkeypatch
+):
+    """`--compile on` with `--decoder-process`: each lone line's search runs in the forked process through the
+    packages that process built (they appear in the cache directory it inherited), with the thread's greedy
+    translations (scores up to fp32 rounding); the server's own copy of the model searches nothing."""
+    monkeypatch.setenv("MTKIT_CACHE", str(tmp_path))
+    service = loaded(str(cli_model), decoder_process=True, compile="on")
+    try:
+        assert service.translator is not None
+        service.translator.translate_stream = None  # type: ignore[assignment, method-assign]
+        found = [asyncio.run(service.translate([line], DecodeConfig(beam=1)))[0] for line in LINES]
+    finally:
+        service.close()
+    expected = in_thread[1][0]
+    assert [t.text for t in found] == [t.text for t in expected]
+    assert [t.score for t in found] == pytest.approx([t.score for t in expected], abs=1e-5)
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "compiled").glob("*.pt2")) == ["encoder", "greedy"]
 
 
 def test_a_server_asked_for_two_threads_in_its_decoder_process_stops_with_the_reason(cli_model):
