@@ -27,6 +27,8 @@ import os
 import shutil
 import tempfile
 import time
+import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,14 @@ def fingerprint(model: Transformer) -> str:
     return digest.hexdigest()[:32]
 
 
+@dataclass
+class Packages:
+    """A model's packages as loaded: their name's hash (`fingerprint`), and the runner of each kind loaded so far."""
+
+    fingerprint: str
+    runners: dict[str, Any] = field(default_factory=dict)
+
+
 class NotTaken(Exception):
     """A call the package does not take; its caller runs it eagerly."""
 
@@ -109,9 +119,9 @@ class ExportedStates:
 
     def __init__(self, folder: Path | None = None):
         self.folder = folder
-        self.runners: dict[tuple[str, int], Any] = {}  # (kind, id(model)) -> its package's runner
-        self.fingerprints: dict[int, str] = {}  # id(model) -> fingerprint(model)
-        self.spans: dict[int, Tensor] = {}  # span -> an empty tensor of that length, handed to the runner
+        # Per model (kept as long as it lives, never by an id a later model may reuse): its packages.
+        self.packages: weakref.WeakKeyDictionary[Transformer, Packages] = weakref.WeakKeyDictionary()
+        self.blanks: dict[int, Tensor] = {}  # n -> zeros (n,): a window's length as a shape, a bias of nothing
 
     def best(
         self,
@@ -131,11 +141,8 @@ class ExportedStates:
             raise NotTaken("the exported step takes dimensions of 2 and more, and rows past PAD's and BOS's")
         if weight.dtype != torch.float32:
             raise NotTaken("the exported step takes fp32")
-        marker = self.spans.get(span)
-        if marker is None:
-            marker = self.spans[span] = torch.empty(span)
-        bias = weight.new_zeros(weight.size(0)) if bias is None else bias  # x W^T + 0 is x W^T, bit for bit
-        args = [tokens, position, history, marker, weight, bias, *[t for pair in cross for t in pair]]
+        bias = self.blank(weight.size(0)) if bias is None else bias  # x W^T + 0 is x W^T, bit for bit
+        args = [tokens, position, history, self.blank(span), weight, bias, *[t for pair in cross for t in pair]]
         top, token = self.runner("greedy-step", model, tuple(args))(args)
         return top, token
 
@@ -145,15 +152,23 @@ class ExportedStates:
         flat = self.runner("encoder", model, (src,))([src])
         return None, [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
+    def blank(self, n: int) -> Tensor:
+        """Zeros (n,), made once for each n (read only, by the packages)."""
+        zeros = self.blanks.get(n)
+        if zeros is None:
+            zeros = self.blanks[n] = torch.zeros(n)
+        return zeros
+
     def runner(self, kind: str, model: Transformer, example: tuple[Tensor, ...]) -> Any:
         """The model's runner of `kind`: its package from the cache directory, built there first if missing."""
-        runner = self.runners.get((kind, id(model)))
+        packages = self.packages.get(model)
+        if packages is None:  # the model's hash, once for both of its packages
+            packages = self.packages[model] = Packages(fingerprint(model))
+        runner = packages.runners.get(kind)
         if runner is not None:
             return runner
-        if id(model) not in self.fingerprints:
-            self.fingerprints[id(model)] = fingerprint(model)
         folder = self.folder or default_cache_dir() / FOLDER
-        path = folder / f"{kind}-{self.fingerprints[id(model)]}.pt2"
+        path = folder / f"{kind}-{packages.fingerprint}.pt2"
         if not path.is_file():
             start = time.perf_counter()
             build(kind, model, example, path)
@@ -164,8 +179,7 @@ class ExportedStates:
         # spec (JSON) and flattens and unflattens with pytree in Python at every call: for the distilled student's
         # one-row greedy step, about an eighth of the call's time (an ad-hoc timing on an Intel Xeon, one thread).
         loader = getattr(package, "loader", None)
-        runner = loader.run if loader is not None else lambda flat: package(*flat)
-        self.runners[(kind, id(model))] = runner
+        runner = packages.runners[kind] = loader.run if loader is not None else lambda flat: package(*flat)
         return runner
 
 

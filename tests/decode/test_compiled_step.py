@@ -28,7 +28,7 @@ def timings(monkeypatch):
     """The compiled step's measured speed-up, scripted: each measurement takes the next answer and is counted."""
     answers, calls = [1.31, 0.97, 0.9], []
 
-    def measure(model):
+    def measure(model, *probe):
         calls.append(model.cfg.d_model)
         return answers[len(calls) - 1]
 
@@ -50,6 +50,16 @@ def test_auto_compiles_where_it_measured_faster_and_keeps_the_answer(timings):
     assert factory is not None and "1.31x eager" in why and "measured now" in why
     again, why = compiled.choose_steps("auto", [model], CPU)  # read, not timed: the 0.97x answer is never asked
     assert again is not None and "kept in" in why and len(timings) == 1
+
+
+def test_auto_hands_the_engine_the_steps_it_measured(monkeypatch):
+    """The packages the measurement built and loaded are the engine's: one set of compiled steps, not a second."""
+    made, probed = [], []
+    real = compiled.compiled_steps
+    monkeypatch.setattr(compiled, "compiled_steps", lambda: made.append(real()) or made[-1])
+    monkeypatch.setattr(compiled, "speedup", lambda model, factory, states: probed.append(states) or 1.31)
+    factory, _ = compiled.choose_steps("auto", [random_model(V, seed=1)], CPU)
+    assert factory is not None and len(made) == 1 and probed == [made[0][1]]
 
 
 def test_auto_stays_eager_where_it_did_not_measure_faster(timings, monkeypatch):
@@ -141,7 +151,7 @@ def test_the_packages_take_one_row_of_one_sentence_and_decline_the_rest_before_b
         step = StaticStep(model, several, 1, 8, best_fn=packages.best)
         with pytest.raises(exported.NotTaken, match="one row of an unpadded source"):
             step.best(torch.full((3,), BOS))
-    assert list(tmp_path.iterdir()) == [] and packages.runners == {}
+    assert list(tmp_path.iterdir()) == [] and dict(packages.packages) == {}
 
 
 def test_translate_compile_auto_decodes_lone_lines_through_the_chosen_step_with_the_same_output(
@@ -229,7 +239,7 @@ def test_the_exported_step_and_encoder_decode_as_eager_and_a_second_process_load
     assert first.failed is None and again.failed is None
     assert built == ["encoder", "greedy-step"]  # the encoder runs first
     assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.pt2")) == ["encoder", "greedy"]
-    assert len(first.compiled.runners) == 2 and len(again.compiled.runners) == 2
+    assert len(first.compiled.packages[model].runners) == 2 and len(again.compiled.packages[model].runners) == 2
 
 
 def _same(found, expected):
