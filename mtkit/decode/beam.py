@@ -308,8 +308,9 @@ def greedy(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     are looked at only once the shortest limit is reached; the step is reordered only when a sentence
     leaves (a `Step` keeps its rows as they are when not told otherwise). The step has one row per sentence, as
     `beam_search` and the shortlist make it. It takes about half the operations around each decoder step
-    (the same row). A step that has a `best` (a `StaticStep` given one: `--compile`) gives the step's best tokens
-    and their log-probabilities itself, except at the length limit and under a forced prefix.
+    (the same row). A step that has a `run` (a `StaticStep` given one: `--compile`) takes a lone sentence's steps
+    itself, several in one call (its loop compiled, no Python between them), with the same sums in the same order,
+    except at the length limit and under a forced prefix.
     """
     B, device, dtype = src.size(0), src.device, step.dtype
     limit = max_output_lengths(src.ne(PAD).sum(1) - 1, config, step.max_positions)  # (B,)
@@ -322,28 +323,33 @@ def greedy(step: Step, src: Tensor, config: DecodeConfig, prefix: Tensor | None 
     never = torch.tensor([PAD, BOS], device=device)  # tokens no hypothesis may emit
     scores = [NEG_INF] * B  # each sentence's length-penalised score, -inf for one that ended without an output
     done_at = [0] * B
-    best = getattr(step, "best", None) if prefix is None else None  # a step's own greedy step (a compiled one)
-    for t in range(steps):  # t tokens emitted so far
-        picked = best(last) if best is not None and t < soonest else None
-        if picked is None:
+    run = getattr(step, "run", None) if prefix is None and B == 1 else None  # a step's own loop (a compiled one)
+    t = 0  # tokens emitted so far
+    while t < steps:
+        ran = run(last, logp, soonest) if run is not None and t < soonest else None
+        if ran is not None and ran[0].numel():  # steps up to an ending, the shortest limit or the window's end
+            tokens, logp = ran
+            out[0, t : t + tokens.numel()] = tokens
+            t, token = t + tokens.numel(), tokens[-1:]
+        else:
             lprobs = step.log_probs(last).index_fill_(1, never, NEG_INF)  # (n, V)
             if t >= soonest:  # some sentence is at its length limit: it may only end
                 only_end(lprobs, live_limit <= t, step.forced_eos)
             if prefix is not None:
                 lprobs = force_prefix(lprobs, prefix[alive], t)
-            picked = lprobs.max(dim=1)
-        top, token = picked  # (n,) each
-        logp = logp + top
-        out[alive, t] = token
+            top, token = lprobs.max(dim=1)  # (n,) each
+            logp = logp + top
+            out[alive, t] = token
+            t += 1
         ended = token.eq(EOS) | ~torch.isfinite(logp)
         if not bool(ended.any()):
             last = token
             continue
         # Sentences that end leave the batch (those with a finite score keep their output); the last ones take
         # their places, as in `search`.
-        penalty = length_penalty(t + 1.0, config.alpha, config.lenpen)
+        penalty = length_penalty(float(t), config.alpha, config.lenpen)
         for b, score in zip(alive[ended].tolist(), (logp[ended] / penalty).tolist()):
-            done_at[b], scores[b] = t + 1, score
+            done_at[b], scores[b] = t, score
         keep = ~ended
         if not bool(keep.any()):
             break

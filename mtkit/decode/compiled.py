@@ -1,19 +1,20 @@
-"""The decoder step over a static cache, compiled: `--compile off | on | auto` for decoding with mtkit's engine.
+"""Greedy search over a static cache, compiled: `--compile off | on | auto` for decoding with mtkit's engine.
 
 Not in the paper: an engineering choice of how a decoding step runs. `static_states` (mtkit/model/static.py) has
-the same shapes at every step of a sentence, so greedy search's whole step over it (`static_best`: the decoder, the
-output layer over the shortlist's rows, the log-softmax, the argmax) and the encoder are each exported once per
-model with dynamic shapes and compiled ahead of time by AOTInductor into a C++ package kept on disk
-(mtkit/decode/exported.py: no Python between the kernels; a second process loads the packages instead of
-compiling). The search's scores and end checks stay in Python. Only searches of one sentence take the static step
-(`one_sentence`), and only its greedy steps of one row over an unpadded source the compiled package: on more rows
-the compiled step measured slower (docs/benchmarks.md).
+the same shapes at every step of a sentence, so greedy search's steps of one sentence over it (`static_run`: at
+each step the decoder, the output layer over the shortlist's rows, the log-softmax, the argmax, the sum of the
+log-probabilities and the end checks, in a loop until the sentence or its window of positions ends) and the
+encoder are each exported once per model with dynamic shapes and compiled ahead of time by AOTInductor into a C++
+package kept on disk (mtkit/decode/exported.py: no Python between the kernels or between the steps; a second
+process loads the packages instead of compiling). Only searches of one sentence take the static step
+(`one_sentence`), and only their greedy steps over an unpadded source the compiled package: on more rows the
+compiled step measured slower (docs/benchmarks.md).
 
 - off: mtkit's eager step over its growing cache (the default).
 - on: the compiled step over a static cache; a failure to export, compile or run falls back to the same step run
   eagerly, said in one sentence on the log.
-- auto: compiled where it measured faster on this machine: one sentence's greedy decoder steps with this model,
-  eager against compiled, in interleaved rounds, at start-up; the answer is kept per machine
+- auto: compiled where it measured faster on this machine: one sentence's greedy search with this model, eager
+  against compiled, in interleaved rounds, at start-up; the answer is kept per machine
   (mtkit/runtime/kept.py), so a later start reads it instead of timing (and compiles only if it said faster).
   Only fp32 on the CPU is measured; anything else stays eager (never measured there).
 """
@@ -21,7 +22,6 @@ the compiled step measured slower (docs/benchmarks.md).
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 import time
 from typing import Any
@@ -29,42 +29,44 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from mtkit.config import BOS, EOS, PAD
+from mtkit.config import EOS, DecodeConfig
 from mtkit.config_decode import COMPILE
+from mtkit.decode.beam import beam_search
 from mtkit.decode.ensemble import Ensemble, StepFactory, make_step, static_steps
 from mtkit.decode.exported import ExportedStates, NotTaken
-from mtkit.decode.step import StaticStep, Step, encode
+from mtkit.decode.step import Step, encode
 from mtkit.errors import MtkitError
-from mtkit.model.static import static_best, static_states
+from mtkit.model.static import static_states
 from mtkit.model.transformer import Transformer
 from mtkit.runtime.kept import remembered
 
 logger = logging.getLogger(__name__)
 
 MIN_SPEEDUP = 1.05  # how much faster the compiled step must decode a sentence for auto to choose it
-ROUNDS = 5  # auto's interleaved rounds of one sentence's decoder steps, each way
+ROUNDS = 5  # auto's interleaved rounds of one sentence's greedy search, each way
 PROBE = list(range(5, 17))  # auto's sentence: 12 token ids (a Multi30k sentence's length)
-PROBE_STEPS = 24  # decoder steps timed, each fed the last one's best token
+PROBE_STEPS = 24  # its output's length limit
 
 
 class Compiled:
-    """Greedy search's step of one row (`best`: `static_best`, the decoder step over the static cache with the
-    output layer, its log-softmax and the argmax) and the source's encoding (`encode`) through their compiled
-    packages (mtkit/decode/exported.py) where those take them: one sentence, unpadded, fp32. Everything else runs
-    eagerly: a beam's or a batch's rows (slower compiled: timing one sentence's steps with 1 row and with 4, the
-    lower measured 0.44x eager at start-up, where 1 row alone measured 1.19x), a step at the length limit or under
-    a forced prefix (greedy search takes those from `log_probs`). Its first failure (to export, compile or run) logs
-    one sentence and everything runs eagerly from then on (a step writes its position's keys and values in place,
-    so running it again eagerly writes the same)."""
+    """Greedy search's steps of one sentence (`run`: `static_run`, its loop over the decoder step over the static
+    cache, the output layer, its log-softmax and the argmax) and the source's encoding (`encode`) through their
+    compiled packages (mtkit/decode/exported.py) where those take them: one sentence, unpadded, fp32. Everything
+    else runs eagerly: a beam's or a batch's rows (slower compiled: timing one sentence's steps with 1 row and with 4,
+    the lower measured 0.44x eager at start-up, where 1 row alone measured 1.19x), a step at the length limit or
+    under a forced prefix (greedy search takes those from `log_probs`). Its first failure (to export, compile or
+    run) logs one sentence and everything runs eagerly from then on (the package writes nothing the search keeps
+    until it returns, so the steps it did not take are taken eagerly from where the search stands)."""
 
     def __init__(self) -> None:
         self.compiled: Any = ExportedStates()
         self.failed: str | None = None
 
-    def best(self, model: Transformer, tokens: Tensor, *rest: Any) -> tuple[Tensor, Tensor]:
-        """`static_best` through the compiled package where it takes the step, else eagerly."""
-        out = self.attempt(self.compiled.best, model, tokens, *rest)
-        return out if out is not None else static_best(model, tokens, *rest)
+    def run(self, model: Transformer, *args: Any) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
+        """`static_run` through the compiled package where it takes the steps, else None: greedy search then takes
+        them eagerly, one at a time."""
+        out: tuple[Tensor, Tensor, Tensor, Tensor] | None = self.attempt(self.compiled.run, model, *args)
+        return out
 
     def encode(self, model: Transformer, src: Tensor) -> tuple[Tensor | None, list[tuple[Tensor, Tensor]]]:
         """The source through the compiled encoder where it takes it (one unpadded sentence), else eagerly."""
@@ -88,7 +90,7 @@ class Compiled:
 def compiled_steps() -> tuple[StepFactory, Compiled]:
     """The steps a search makes over a static cache, compiled, and the compiled function (whose `failed` says)."""
     states = Compiled()
-    return static_steps(static_states, states.encode, states.best), states
+    return static_steps(static_states, states.encode, states.run), states
 
 
 def one_sentence(steps: StepFactory) -> StepFactory:
@@ -125,7 +127,7 @@ def choose_steps(choice: str, models: list[Transformer], device: torch.device) -
     # The steps a measurement times are the ones the engine gets: the packages it loads are loaded once.
     factory, states = compiled_steps()
     kept = remembered(
-        "decoding: eager / compiled greedy step time", shape, device, lambda: speedup(model, factory, states)
+        "decoding: eager / compiled greedy search time", shape, device, lambda: speedup(model, factory, states)
     )
     ratio = float(kept.value)
     if ratio >= MIN_SPEEDUP:
@@ -138,23 +140,17 @@ def is_int8(model: Transformer) -> bool:
 
 
 def speedup(model: Transformer, factory: StepFactory, compiled: Compiled) -> float:
-    """Eager time / compiled time (the steps `factory` makes, through `compiled`) of one sentence's (PROBE) encoding
-    and PROBE_STEPS greedy steps, each fed the last step's best token: the median of ROUNDS interleaved pairs after
-    one untimed run each (the compiled one compiles there); 0.0 where compiling failed."""
+    """Eager time / compiled time (the steps `factory` makes, through `compiled`) of one sentence's (PROBE) greedy
+    search, its output at most PROBE_STEPS tokens long: the median of ROUNDS interleaved pairs after one untimed run
+    each (the compiled one compiles there); 0.0 where compiling failed. Both searches take the same steps: a
+    compiled search's outputs are eager's."""
     src = torch.tensor([[*PROBE, EOS]])
+    config = DecodeConfig(beam=1, max_len_a=0.0, max_len_b=PROBE_STEPS)
 
     @torch.inference_mode()
     def run(steps: StepFactory) -> float:
         start = time.perf_counter()
-        step = steps(model, src, 1, PROBE_STEPS)
-        last = torch.tensor([BOS])
-        for _ in range(PROBE_STEPS):  # greedy search's step: `best` where the step has one
-            picked = step.best(last) if isinstance(step, StaticStep) else None
-            if picked is None:
-                lprobs = step.log_probs(last)
-                lprobs[:, [PAD, BOS]] = -math.inf
-                picked = lprobs.max(dim=-1)
-            last = picked[1]
+        beam_search(model, src, config, steps=steps)
         return time.perf_counter() - start
 
     run(make_step)

@@ -1,4 +1,5 @@
-"""Greedy search's step and the encoder, compiled ahead of time: torch.export, then AOTInductor, one package each.
+"""Greedy search of one sentence and the encoder, compiled ahead of time: torch.export, then AOTInductor, a package
+each.
 
 Not in the paper: an engineering choice of how `--compile` runs decoding. torch.compile wraps its compiled graph in
 TorchDynamo's guards and AOTAutograd's runtime wrappers, which run in Python at every call: for one row of the
@@ -7,10 +8,11 @@ compiled step measured level with eager. Exported and compiled ahead of time, a 
 runner (the model's weights its constants) with nothing in Python between its kernels (docs/benchmarks.md, "A
 static cache and a compiled step").
 
-Two packages a model: `greedy-step`, `static_best` (mtkit/model/static.py: the decoder step over the static cache,
-the output layer over the rows it is given, the log-softmax and the argmax) for one row, with the cache's
-capacity, the window a step attends over, the source length and the output rows as dynamic dimensions, so one
-package serves every step of every sentence; and `encoder`, an unpadded sentence's source to each decoder layer's
+Two packages a model: `greedy-run`, `static_run` (mtkit/model/static.py: greedy search's steps of one sentence,
+each the decoder step over the static cache, the output layer over the rows it is given, the log-softmax and the
+argmax, in a loop that runs inside the package until the sentence ends or its window of positions does), with the
+cache's capacity, the window, the source length and the output rows as dynamic dimensions, so one package serves
+every window of every sentence; and `encoder`, an unpadded sentence's source to each decoder layer's
 cross-attention keys and values, its length dynamic. They are kept on disk under mtkit's cache directory
 (`$MTKIT_CACHE`, see mtkit/data/fetch.py), named by a hash of what they were built from (the model's weights and
 shapes, the code they were traced from, torch's version, the CPU), so a later process loads them instead of
@@ -38,7 +40,7 @@ from torch import Tensor, nn
 from mtkit.config import BOS, PAD
 from mtkit.data.fetch import default_cache_dir
 from mtkit.device import cpu_flags, cpu_name
-from mtkit.model.static import static_best
+from mtkit.model.static import static_run
 from mtkit.model.transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -46,8 +48,8 @@ logger = logging.getLogger(__name__)
 FOLDER = "compiled"  # under mtkit's cache directory
 
 
-class _Greedy(nn.Module):
-    """`static_best` for one row and an unpadded source, with the window's length carried by a tensor's shape
+class _Run(nn.Module):
+    """`static_run` for one row and an unpadded source, with the window's length carried by a tensor's shape
     (`span`: any (span,) tensor) so that torch.export sees it as a dimension, not a constant."""
 
     def __init__(self, model: Transformer):
@@ -62,10 +64,14 @@ class _Greedy(nn.Module):
         span: Tensor,
         weight: Tensor,
         bias: Tensor,
+        ids: Tensor,
+        logp: Tensor,
+        stop: Tensor,
         *cross: Tensor,
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         pairs = [(cross[i], cross[i + 1]) for i in range(0, len(cross), 2)]
-        return static_best(self.model, tokens, position, history, pairs, None, span.size(0), weight, bias)
+        span_ = span.size(0)
+        return static_run(self.model, tokens, position, history, pairs, None, span_, weight, bias, ids, logp, stop)
 
 
 class _Encoder(nn.Module):
@@ -113,7 +119,7 @@ class NotTaken(Exception):
 
 
 class ExportedStates:
-    """A `BestFn` (mtkit/model/static.py) and an `EncodeFn` (mtkit/decode/step.py), each model's through its
+    """A `RunFn` (mtkit/model/static.py) and an `EncodeFn` (mtkit/decode/step.py), each model's through its
     AOTInductor packages, built or loaded on their first call. Calls they cannot take (more than one row, a padded
     source, a dimension under 2, which export specialises) raise NotTaken; the caller runs those eagerly."""
 
@@ -123,7 +129,7 @@ class ExportedStates:
         self.packages: weakref.WeakKeyDictionary[Transformer, Packages] = weakref.WeakKeyDictionary()
         self.blanks: dict[int, Tensor] = {}  # n -> zeros (n,): a window's length as a shape, a bias of nothing
 
-    def best(
+    def run(
         self,
         model: Transformer,
         tokens: Tensor,
@@ -134,17 +140,21 @@ class ExportedStates:
         span: int,
         weight: Tensor,
         bias: Tensor | None,
-    ) -> tuple[Tensor, Tensor]:
+        ids: Tensor,
+        logp: Tensor,
+        stop: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         if tokens.size(0) != 1 or history.size(2) != 1 or src_mask is not None:
-            raise NotTaken("the exported step takes one row of an unpadded source")
+            raise NotTaken("the exported search takes one row of an unpadded source")
         if min(span, history.size(1), cross[0][0].size(2)) < 2 or weight.size(0) < max(PAD, BOS) + 1:
-            raise NotTaken("the exported step takes dimensions of 2 and more, and rows past PAD's and BOS's")
+            raise NotTaken("the exported search takes dimensions of 2 and more, and rows past PAD's and BOS's")
         if weight.dtype != torch.float32:
-            raise NotTaken("the exported step takes fp32")
+            raise NotTaken("the exported search takes fp32")
         bias = self.blank(weight.size(0)) if bias is None else bias  # x W^T + 0 is x W^T, bit for bit
-        args = [tokens, position, history, self.blank(span), weight, bias, *[t for pair in cross for t in pair]]
-        top, token = self.runner("greedy-step", model, tuple(args))(args)
-        return top, token
+        args = [tokens, position, history, self.blank(span), weight, bias, ids, logp, stop]
+        args += [t for pair in cross for t in pair]
+        out, reached, total, written = self.runner("greedy-run", model, tuple(args))(args)
+        return out, reached, total, written
 
     def encode(self, model: Transformer, src: Tensor) -> tuple[Tensor | None, list[tuple[Tensor, Tensor]]]:
         if src.size(0) != 1 or src.size(1) < 2 or bool(src.eq(PAD).any()):
@@ -184,7 +194,7 @@ class ExportedStates:
 
 
 def build(kind: str, model: Transformer, example: tuple[Tensor, ...], path: Path) -> None:
-    """Export greedy search's step (`_Greedy`: dynamic capacity, window, source length and output rows) or the
+    """Export greedy search of one sentence (`_Run`: dynamic capacity, window, source length and output rows) or the
     encoder (`_Encoder`: dynamic source length) of `model`, compile it with AOTInductor into a package at `path`,
     written whole or not at all."""
     from torch._inductor import config as inductor
@@ -197,10 +207,11 @@ def build(kind: str, model: Transformer, example: tuple[Tensor, ...], path: Path
     else:
         capacity = torch.export.Dim("capacity", min=2, max=positions + 1)
         span = torch.export.Dim("span", min=2, max=positions + 1)
-        # The output rows hold the columns PAD and BOS that `static_best` masks: more than max(PAD, BOS) of them.
+        # The output rows hold the columns PAD and BOS that `best_column` masks: more than max(PAD, BOS) of them.
         rows = torch.export.Dim("rows", min=max(PAD, BOS) + 1, max=model.cfg.target_vocab_size)
-        cross = tuple({2: source} for _ in example[6:])  # *cross: one entry, as export groups a function's varargs
-        module, shapes = _Greedy(model), (None, None, {1: capacity}, {0: span}, {0: rows}, {0: rows}, cross)
+        cross = tuple({2: source} for _ in example[9:])  # *cross: one entry, as export groups a function's varargs
+        module = _Run(model)
+        shapes = (None, None, {1: capacity}, {0: span}, {0: rows}, {0: rows}, {0: rows}, None, None, cross)
     # Copies: an input that is one of the model's own tensors (the tied output layer's weight is the embedding
     # table) would be traced as that parameter, and the package would read the rows it is given as the table.
     example = tuple(t.clone() for t in example)

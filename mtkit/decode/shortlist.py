@@ -123,10 +123,10 @@ class ShortlistStep:
     def log_probs(self, last: Tensor) -> Tensor:
         return self.step.log_probs(self.ids[last])
 
-    def best(self, last: Tensor) -> tuple[Tensor, Tensor] | None:
-        """The wrapped step's greedy step (mtkit/decode/beam.py's `greedy`), where it has one: its columns are ours."""
-        best = getattr(self.step, "best", None)
-        return None if best is None else best(self.ids[last])  # type: ignore[no-any-return]
+    def run(self, last: Tensor, logp: Tensor, stop: int) -> tuple[Tensor, Tensor] | None:
+        """The wrapped step's greedy steps of one sentence (`StaticStep.run`), where it has them: columns in and out."""
+        run = getattr(self.step, "run", None)
+        return None if run is None else run(self.ids[last], logp, stop, self.ids)  # type: ignore[no-any-return]
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         self.step.reorder(rows, sentences)

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from mtkit.model.cache import DecoderCache
 from mtkit.model.linear import Rows
-from mtkit.model.static import BestFn, StatesFn, static_states, window
+from mtkit.model.static import RunFn, StatesFn, static_states, window
 from mtkit.model.transformer import Transformer
-
-T = TypeVar("T")
 
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs): blocks measured faster
 # than one product on many rows, even on fewer (docs/benchmarks.md, "Figures behind the code's choices": this module).
@@ -145,8 +143,9 @@ class StaticStep(ModelStep):
     The cache's positions not yet written are zeroed once per buffer (masked positions still enter attention's
     second product, with weight 0: their values must be finite), and the cache doubles when a step needs more
     (a new shape: a compiled function may trace again). `log_probs` keeps `ModelStep`'s output layer, shortlist
-    rows and log-softmax; `best` hands them, with the step, to `best_fn` (greedy search's whole step, compiled:
-    mtkit/decode/compiled.py). Decoding only (under torch.inference_mode, as the searches run): no autograd.
+    rows and log-softmax; `run` hands them, with the cache, to `run_fn` (greedy search's steps of one sentence,
+    compiled: mtkit/decode/compiled.py). Decoding only (under torch.inference_mode, as the searches run): no
+    autograd.
     """
 
     def __init__(
@@ -157,42 +156,70 @@ class StaticStep(ModelStep):
         capacity: int,
         states_fn: StatesFn = static_states,
         encoder: EncodeFn | None = None,
-        best_fn: BestFn | None = None,
+        run_fn: RunFn | None = None,
     ):
         super().__init__(model, src, beams, max(capacity, 1), encoder)
-        self.states_fn, self.best_fn = states_fn, best_fn
+        self.states_fn, self.run_fn = states_fn, run_fn
         self.zeroed: Tensor | None = None  # the cache buffer whose unwritten positions were zeroed
 
     def states(self, last: Tensor) -> Tensor:
-        return self.advance(last, self.states_fn)
+        """`states_fn` over the static cache at its next position, then one position on."""
+        t = self.cache.length
+        cache = self.room(self.cache, t)
+        assert cache.history is not None
+        cross = [(c.cross_k, c.cross_v) for c in cache.layers]
+        position = torch.tensor(t, device=last.device)
+        span = window(t, cache.history.size(1))
+        states = self.states_fn(self.model, last, position, cache.history, cross, cache.src_mask, span)
+        self.cache = dataclasses.replace(cache, length=t + 1)
+        return states
 
-    def best(self, last: Tensor) -> tuple[Tensor, Tensor] | None:
-        """Greedy search's step in one call where a `best_fn` was given (`static_best`, compiled: --compile): each
-        row's (log-probability, column) of its best column that is not PAD or BOS, (N,) each, as `max` gives them
-        from `log_probs(last)` with those two columns at -inf; None (nothing done) without one, for a model whose
-        output layer is not a `Rows` (int8's, say), or where the log-probabilities are not fp32."""
+    def run(self, last: Tensor, logp: Tensor, stop: int, ids: Tensor | None = None) -> tuple[Tensor, Tensor] | None:
+        """Greedy search's steps of one sentence in one call where a `run_fn` was given (`static_run`, compiled:
+        --compile), from the row's latest token `last` (1,) and its log-probability so far `logp` (1,): until a
+        step picks EOS, the log-probability stops being finite, or the cache's position reaches `stop` or the end of
+        its window. Returns the columns picked (k,) and the log-probability after them (1,); None (nothing done)
+        without a `run_fn`, for a model whose output layer is not a `Rows` (int8's, say), where the log-probabilities
+        are not fp32, and for more than one row. `ids`: the token id of each column (a shortlist's rows), else the
+        columns are token ids."""
+        rows, run_fn = self.rows(), self.run_fn
+        if run_fn is None or rows is None or last.size(0) != 1:
+            return None
+        t = self.cache.length
+        cache = self.room(self.cache, t)
+        history = cache.history
+        assert history is not None
+        if history.size(2) != 1:  # room for more rows than the one searched
+            return None
+        span = window(t, history.size(1))
+        ids = torch.arange(rows.weight.size(0), device=last.device) if ids is None else ids
+        cross = [(c.cross_k, c.cross_v) for c in cache.layers]
+        position, until = torch.tensor(t, device=last.device), torch.tensor(min(stop, span), device=last.device)
+        weight, bias = rows.weight, rows.bias
+        ran = run_fn(self.model, last, position, history, cross, cache.src_mask, span, weight, bias, ids, logp, until)
+        if ran is None:
+            return None
+        out, reached, total, written = ran
+        end = int(reached)
+        history[:, t:end] = written[:, t:end]  # the positions run, into the buffer the cache's layers view
+        self.cache = dataclasses.replace(cache, length=end)
+        return out[t:end], total
+
+    def rows(self) -> Rows | None:
+        """The output layer's rows `run` scores (a shortlist's, or the whole vocabulary's), or None where it cannot:
+        a layer that is not a `Rows` (int8's, say), log-probabilities not in fp32."""
         output = self.output
         if output is None and not self.model.cfg.output_bias:  # the whole vocabulary, the layer's own tensors
             layer = self.model.output_proj
             output = Rows(layer.weight, layer.bias)
-        if self.best_fn is None or not isinstance(output, Rows) or self.dtype != torch.float32:
-            return None
-        weight, bias, best_fn = output.weight, output.bias, self.best_fn
-        return self.advance(last, lambda *args: best_fn(*args, weight, bias))
+        return output if isinstance(output, Rows) and self.dtype == torch.float32 else None
 
-    def advance(self, last: Tensor, step: Callable[..., T]) -> T:
-        """`step(model, last, position, history, cross, src_mask, span)` over the static cache, then one position on."""
-        cache = self.cache
-        t = cache.length
+    def room(self, cache: DecoderCache, t: int) -> DecoderCache:
+        """`cache` with room for position `t`, its positions from `t` on zeroed once per buffer."""
         if cache.history is None or t + 1 > cache.history.size(1):
             cache = cache.with_room(t + 1)
         assert cache.history is not None  # a cache made with room (`capacity` > 0) outside autograd
         if cache.history is not self.zeroed:  # a new buffer (made, grown, gathered): nothing past `t` written yet
             cache.history[:, t:].zero_()
             self.zeroed = cache.history
-        cross = [(c.cross_k, c.cross_v) for c in cache.layers]
-        span = window(t, cache.history.size(1))
-        position = torch.tensor(t, device=last.device)
-        out = step(self.model, last, position, cache.history, cross, cache.src_mask, span)
-        self.cache = dataclasses.replace(cache, length=t + 1)
-        return out
+        return cache

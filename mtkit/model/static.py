@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mtkit.config import BOS, PAD
+from mtkit.config import BOS, EOS, PAD
 from mtkit.model.cache import LayerCache
 from mtkit.model.transformer import DecoderLayer, Transformer
 
@@ -25,10 +25,25 @@ WINDOW = 16  # the positions a step attends over are a multiple of this (fewer s
 
 # static_states' signature: (model, tokens, position, history, cross, src_mask, span) -> states; compiled or not.
 StatesFn = Callable[[Transformer, Tensor, Tensor, Tensor, list[tuple[Tensor, Tensor]], Tensor | None, int], Tensor]
-# static_best's: static_states' arguments, then the output layer's weight and bias -> (top (N,), token (N,)).
-BestFn = Callable[
-    [Transformer, Tensor, Tensor, Tensor, list[tuple[Tensor, Tensor]], Tensor | None, int, Tensor, Tensor | None],
-    tuple[Tensor, Tensor],
+# static_run's: static_states' arguments, then the output layer's weight and bias (its rows to score), the columns'
+# token ids, the log-probability so far and where to stop -> (the columns picked at each position (C,), the position
+# reached, the log-probability, the cache written), or None from a compiled form that does not take the call.
+RunFn = Callable[
+    [
+        Transformer,
+        Tensor,
+        Tensor,
+        Tensor,
+        list[tuple[Tensor, Tensor]],
+        Tensor | None,
+        int,
+        Tensor,
+        Tensor | None,
+        Tensor,
+        Tensor,
+        Tensor,
+    ],
+    tuple[Tensor, Tensor, Tensor, Tensor] | None,
 ]
 
 
@@ -51,27 +66,59 @@ def static_states(
 
     `cross`: each layer's cross-attention keys/values (n, H, S, d_k); `src_mask` (n, 1, 1, S) or None.
     """
+    return decoder_step(model, tokens, position, history, cross, src_mask, span)[0]
+
+
+def decoder_step(
+    model: Transformer,
+    tokens: Tensor,
+    position: Tensor,
+    history: Tensor,
+    cross: list[tuple[Tensor, Tensor]],
+    src_mask: Tensor | None,
+    span: int,
+    in_place: bool = True,
+) -> tuple[Tensor, list[Tensor]]:
+    """`static_states`, and with `in_place=False` each layer's keys and values (C, N, H, d_k) as new tensors with
+    the position written, `history` untouched (a compiled loop's body may not write into what it carries)."""
     N = tokens.size(0)
     embed = model.tgt_embed
     x = embed.table(tokens[:, None]) * embed.scale + embed.positions.pe.index_select(0, position)  # (N, 1, d)
     filled = (torch.arange(span, device=tokens.device) <= position)[None, None, None, :]  # (1, 1, 1, span)
     at = position.view(1)
+    written: list[Tensor] = []
     for i, (layer, (cross_k, cross_v)) in enumerate(zip(model.decoder, cross)):
         assert isinstance(layer, DecoderLayer)
         keys, values = history[2 * i, :, :N], history[2 * i + 1, :, :N]  # (C, N, H, d_k) views
         q, k, v = layer.self_attn.project_qkv(layer.res_self.before(x))  # (N, H, 1, d_k)
-        keys.index_copy_(0, at, k.permute(2, 0, 1, 3))
-        values.index_copy_(0, at, v.permute(2, 0, 1, 3))
+        k, v = k.permute(2, 0, 1, 3), v.permute(2, 0, 1, 3)  # (1, N, H, d_k)
+        if in_place:
+            keys.index_copy_(0, at, k)
+            values.index_copy_(0, at, v)
+        else:
+            keys, values = keys.index_copy(0, at, k), values.index_copy(0, at, v)
+            written += [keys, values]
         k, v = keys[:span].permute(1, 2, 0, 3), values[:span].permute(1, 2, 0, 3)  # (N, H, span, d_k)
         x = layer.res_self.after(x, layer.self_attn.attend(q, k, v, filled))
         memory = LayerCache(keys, values, cross_k, cross_v)
         x = layer.res_cross.after(x, layer.attend_memory(layer.res_cross.before(x), memory, src_mask))
         x = layer.res_ffn.after(x, layer.ffn(layer.res_ffn.before(x)))
     states: Tensor = model.decoder_norm(x)
-    return states[:, 0]
+    return states[:, 0], written
 
 
-def static_best(
+def best_column(states: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The output layer (`weight` (K, d_model) and `bias` (K,): a shortlist's rows or the whole vocabulary's) over
+    `states` (N, d_model) and its log-softmax in fp32: each row's best column that is not PAD or BOS and its
+    log-probability, (N,) each, as greedy search takes them from `Step.log_probs` (mtkit/decode/beam.py)."""
+    lprobs = torch.log_softmax(F.linear(states.to(weight.dtype), weight, bias), dim=-1, dtype=torch.float32)
+    columns = torch.arange(lprobs.size(1), device=lprobs.device)  # a mask, not a tensor constant: a compiled loop's
+    never = (columns == PAD) | (columns == BOS)  # body takes no constants
+    top, column = lprobs.masked_fill(never, -math.inf).max(dim=-1)
+    return top, column
+
+
+def static_run(
     model: Transformer,
     tokens: Tensor,
     position: Tensor,
@@ -81,14 +128,36 @@ def static_best(
     span: int,
     weight: Tensor,
     bias: Tensor | None,
-) -> tuple[Tensor, Tensor]:
-    """`static_states`, then the output layer (`weight` (K, d_model) and `bias` (K,): a shortlist's rows or the whole
-    vocabulary's) and its log-softmax in fp32: each row's best column that is not PAD or BOS, and its log-probability
-    (N,) each, as greedy search takes them from `Step.log_probs` (mtkit/decode/beam.py), in one function a compiler
-    can take whole."""
-    states = static_states(model, tokens, position, history, cross, src_mask, span)
-    lprobs = torch.log_softmax(F.linear(states.to(weight.dtype), weight, bias), dim=-1, dtype=torch.float32)
-    lprobs[:, PAD] = -math.inf
-    lprobs[:, BOS] = -math.inf
-    top, token = lprobs.max(dim=-1)
-    return top, token
+    ids: Tensor,
+    logp: Tensor,
+    stop: Tensor,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Greedy search's steps for one sentence (one row: `tokens` (1,), `history` (2L, C, 1, H, d_k)) from `position`
+    on, in one function a compiler can take whole, loop and all (no Python between its steps): at each position
+    the decoder step over the static cache and `best_column`, the log-probability so far `logp` (1,) plus the
+    step's, the next step fed the token of the column picked (`ids` (K,): each column's token id), until a step
+    picks EOS, the log-probability stops being finite, or the position reaches `stop` (a 0-d long, at most `span`:
+    the steps share one window). The same sums in the same order as greedy search's own loop
+    (mtkit/decode/beam.py), so the same outputs and scores as its steps over this cache, bit for bit.
+
+    Returns the columns picked (C,) (those at the positions run; zeros elsewhere), the position reached (0-d), the
+    log-probability (1,), and the cache with the positions run written: a new tensor, `history` as it was (the loop
+    carries it from step to step and may not write into its input). The loop is `torch.while_loop` (a prototype in
+    torch 2.13), which runs its body in Python when called eagerly and which torch.export keeps as one loop."""
+
+    def more(t: Tensor, last: Tensor, total: Tensor, out: Tensor, cache: Tensor, ended: Tensor) -> Tensor:
+        return (t < stop) & ~ended
+
+    def step(
+        t: Tensor, last: Tensor, total: Tensor, out: Tensor, cache: Tensor, ended: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+        states, written = decoder_step(model, last, t, cache, cross, src_mask, span, in_place=False)
+        top, column = best_column(states, weight, bias)
+        total = total + top
+        out = out.index_copy(0, t.view(1), column)
+        ended = (column.eq(EOS) | ~torch.isfinite(total)).any()
+        return t + 1, ids.index_select(0, column), total, out, torch.stack(written), ended
+
+    picked, ended = tokens.new_zeros(history.size(1)), position.new_zeros((), dtype=torch.bool)
+    t, _, total, out, cache, _ = torch.while_loop(more, step, (position, tokens, logp, picked, history, ended))  # type: ignore[no-untyped-call]
+    return out, t, total, cache

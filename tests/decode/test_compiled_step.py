@@ -3,6 +3,7 @@ compiled step that fails falls back to the same step run eagerly, said in one se
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -15,6 +16,7 @@ from mtkit.decode import compiled
 from mtkit.decode.beam import beam_search
 from mtkit.decode.ensemble import make_step
 from mtkit.errors import MtkitError
+from mtkit.model.static import static_run
 from mtkit.runtime import kept
 from mtkit.runtime.int8 import quantize_int8
 from tests.support.models import batch, random_model, sources
@@ -85,11 +87,11 @@ def test_a_compiled_step_that_fails_decodes_eagerly_and_says_so_once(monkeypatch
     calls = []
 
     class Broken:
-        def best(self, *args):
+        def run(self, *args):
             calls.append(1)
             raise RuntimeError("InductorError: no C++ compiler found\nthe rest of a long trace")
 
-        encode = best
+        encode = run
 
     states.compiled = Broken()
     with caplog.at_level(logging.WARNING, logger="mtkit.decode.compiled"):
@@ -104,15 +106,15 @@ def test_a_compiled_step_that_fails_decodes_eagerly_and_says_so_once(monkeypatch
 
 
 class Eager:
-    """A 'compiled' greedy step and encoder that are `static_best` and `encode` themselves, counting their calls: the
-    wiring runs end to end without seconds of compiling."""
+    """A 'compiled' greedy search and encoder that are `static_run` and `encode` themselves, counting their calls:
+    the wiring runs end to end without seconds of compiling."""
 
     def __init__(self):
         self.rows, self.sources = [], []
 
-    def best(self, *args):
+    def run(self, *args):
         self.rows.append(args[1].size(0))
-        return compiled.static_best(*args)
+        return static_run(*args)
 
     def encode(self, model, src):
         self.sources.append(src.size(0))
@@ -133,8 +135,32 @@ def test_greedy_searches_take_the_compiled_step_and_beams_do_not():
         beam_search(model, src, DecodeConfig(beam=1, max_len_b=6), steps=factory)
     greedy_rows = list(states.compiled.rows)
     beam_search(model, one, DecodeConfig(beam=3, max_len_b=6), steps=factory)
-    assert states.compiled.rows == greedy_rows and {1, 3} <= set(greedy_rows)  # a beam's steps never ask
+    assert states.compiled.rows == greedy_rows and set(greedy_rows) == {1}  # a batch's and a beam's steps never ask
     assert states.compiled.sources == [1, 3, 1]  # every source reaches the compiled encoder, which takes or declines
+
+
+def test_a_search_run_in_one_call_a_window_decodes_as_the_eager_search_over_windows_and_at_the_limit():
+    """`static_run` (the loop the package compiles) run eagerly: greedy search hands it a lone sentence's steps a
+    window at a time (WINDOW positions), takes the step at the length limit itself, and finds eager's outputs, over
+    the whole vocabulary and over a shortlist's rows (columns in, token ids fed back)."""
+    from mtkit.decode.shortlist import Restriction
+
+    model = random_model(V, seed=3, max_positions=64)
+    states = compiled.Compiled()
+    states.compiled = Eager()
+    factory = compiled.static_steps(compiled.static_states, states.encode, states.run)
+    shortlist = Restriction(torch.tensor([0, 1, 2, 3, *range(12, 36)]))
+    long = DecodeConfig(beam=1, max_len_a=0.0, max_len_b=40)  # this model runs to its limit: 41 steps, 3 windows
+    with torch.inference_mode():
+        for config in (DecodeConfig(beam=1, max_len_b=12), long):
+            for src in (batch(sources(1, V, seed=s, max_len=n)) for s, n in ((7, 3), (9, 14), (10, 20))):
+                for steps, eager in ((factory, make_step), (shortlist.steps(factory), shortlist.steps(make_step))):
+                    runs = len(states.compiled.rows)
+                    found, expected = (beam_search(model, src, config, steps=s) for s in (steps, eager))
+                    _same(found.hypotheses, expected.hypotheses)
+                    assert found.steps == expected.steps and len(states.compiled.rows) > runs
+        found = beam_search(model, batch(sources(1, V, seed=10, max_len=20)), long, steps=factory)
+    assert found.steps == [41] and states.compiled.rows[-3:] == [1, 1, 1]  # positions 0-15, 16-31, 32-39
 
 
 def test_the_packages_take_one_row_of_one_sentence_and_decline_the_rest_before_building(tmp_path):
@@ -148,9 +174,10 @@ def test_the_packages_take_one_row_of_one_sentence_and_decline_the_rest_before_b
     with torch.inference_mode():
         with pytest.raises(exported.NotTaken, match="one unpadded source"):
             packages.encode(model, several)
-        step = StaticStep(model, several, 1, 8, best_fn=packages.best)
+        step = StaticStep(model, several[:1].clone(), 1, 8, run_fn=packages.run)
+        step.cache = dataclasses.replace(step.cache, src_mask=torch.ones(1, 1, 1, several.size(1), dtype=torch.bool))
         with pytest.raises(exported.NotTaken, match="one row of an unpadded source"):
-            step.best(torch.full((3,), BOS))
+            step.run(torch.full((1,), BOS), torch.zeros(1), 4)
     assert list(tmp_path.iterdir()) == [] and dict(packages.packages) == {}
 
 
@@ -217,7 +244,7 @@ def test_the_exported_step_and_encoder_decode_as_eager_and_a_second_process_load
     monkeypatch.setattr(exported, "build", _counting_build(exported.build, built))
 
     def compiled_steps(states):
-        return compiled.static_steps(compiled.static_states, states.encode, states.best)
+        return compiled.static_steps(compiled.static_states, states.encode, states.run)
 
     def decode(config, steps):
         return [beam_search(model, src, config, steps=steps).hypotheses[0] for src in lines]
@@ -225,8 +252,8 @@ def test_the_exported_step_and_encoder_decode_as_eager_and_a_second_process_load
     with torch.inference_mode():
         first = compiled.Compiled()
         first.compiled = exported.ExportedStates(tmp_path)
-        package_best = first.compiled.best
-        first.compiled.best = lambda *args: steps_taken.append(1) or package_best(*args)
+        package_run = first.compiled.run
+        first.compiled.run = lambda *args: steps_taken.append(1) or package_run(*args)
         found = decode(greedy, compiled_steps(first))
         _same(found, decode(greedy, make_step))
         taken = len(steps_taken)
@@ -237,7 +264,7 @@ def test_the_exported_step_and_encoder_decode_as_eager_and_a_second_process_load
         again.compiled = exported.ExportedStates(tmp_path)
         assert decode(greedy, compiled_steps(again)) == found
     assert first.failed is None and again.failed is None
-    assert built == ["encoder", "greedy-step"]  # the encoder runs first
+    assert built == ["encoder", "greedy-run"]  # the encoder runs first
     assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.pt2")) == ["encoder", "greedy"]
     assert len(first.compiled.packages[model].runners) == 2 and len(again.compiled.packages[model].runners) == 2
 
