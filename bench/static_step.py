@@ -1,8 +1,8 @@
 """Ways of running a model's decoder step against eager fp32, as a user runs them through `mtkit.load_translator`:
 `compile="on"` (the encoder, and greedy search's steps over a static key/value cache, compiled ahead of time by
 AOTInductor for searches of one sentence: mtkit/decode/exported.py; in earlier records one step a call, and before
-that the step through torch.compile) and `precision="int8"`, paired and interleaved in one process, on one sentence at a time (what a
-server's lone request costs without the HTTP layer) and on batches.
+that the step through torch.compile) and `precision="int8"`, paired and interleaved in one process, on one
+sentence at a time (what a server's lone request costs without the HTTP layer) and on batches.
 
     python bench/static_step.py --model student.pt --src test.en --scenario one --limit 60 --rounds 2
     python bench/static_step.py --model student.pt --src test.en --steps eager,int8 --threads 2   # fp32 and int8
