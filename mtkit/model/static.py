@@ -60,39 +60,26 @@ def static_states(
     cross: list[tuple[Tensor, Tensor]],
     src_mask: Tensor | None,
     span: int,
+    written: list[Tensor] | None = None,
 ) -> Tensor:
     """The decoder's last states (N, d_model) for `tokens` (N,) at `position` (a 0-d long tensor), their keys and
     values written into `history` (2L, C, R, H, d_k) at that position, attention over its first `span` positions.
 
-    `cross`: each layer's cross-attention keys/values (n, H, S, d_k); `src_mask` (n, 1, 1, S) or None.
+    `cross`: each layer's cross-attention keys/values (n, H, S, d_k); `src_mask` (n, 1, 1, S) or None. Given a list
+    `written`, `history` is left as it is and each layer's keys and values (C, N, H, d_k), the position written, are
+    appended to it as new tensors (a compiled loop's body may not write into what it carries).
     """
-    return decoder_step(model, tokens, position, history, cross, src_mask, span)[0]
-
-
-def decoder_step(
-    model: Transformer,
-    tokens: Tensor,
-    position: Tensor,
-    history: Tensor,
-    cross: list[tuple[Tensor, Tensor]],
-    src_mask: Tensor | None,
-    span: int,
-    in_place: bool = True,
-) -> tuple[Tensor, list[Tensor]]:
-    """`static_states`, and with `in_place=False` each layer's keys and values (C, N, H, d_k) as new tensors with
-    the position written, `history` untouched (a compiled loop's body may not write into what it carries)."""
     N = tokens.size(0)
     embed = model.tgt_embed
     x = embed.table(tokens[:, None]) * embed.scale + embed.positions.pe.index_select(0, position)  # (N, 1, d)
     filled = (torch.arange(span, device=tokens.device) <= position)[None, None, None, :]  # (1, 1, 1, span)
     at = position.view(1)
-    written: list[Tensor] = []
     for i, (layer, (cross_k, cross_v)) in enumerate(zip(model.decoder, cross)):
         assert isinstance(layer, DecoderLayer)
         keys, values = history[2 * i, :, :N], history[2 * i + 1, :, :N]  # (C, N, H, d_k) views
         q, k, v = layer.self_attn.project_qkv(layer.res_self.before(x))  # (N, H, 1, d_k)
         k, v = k.permute(2, 0, 1, 3), v.permute(2, 0, 1, 3)  # (1, N, H, d_k)
-        if in_place:
+        if written is None:
             keys.index_copy_(0, at, k)
             values.index_copy_(0, at, v)
         else:
@@ -104,7 +91,7 @@ def decoder_step(
         x = layer.res_cross.after(x, layer.attend_memory(layer.res_cross.before(x), memory, src_mask))
         x = layer.res_ffn.after(x, layer.ffn(layer.res_ffn.before(x)))
     states: Tensor = model.decoder_norm(x)
-    return states[:, 0], written
+    return states[:, 0]
 
 
 def best_column(states: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -151,8 +138,8 @@ def static_run(
     def step(
         t: Tensor, last: Tensor, total: Tensor, out: Tensor, cache: Tensor, ended: Tensor
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-        states, written = decoder_step(model, last, t, cache, cross, src_mask, span, in_place=False)
-        top, column = best_column(states, weight, bias)
+        written: list[Tensor] = []
+        top, column = best_column(static_states(model, last, t, cache, cross, src_mask, span, written), weight, bias)
         total = total + top
         out = out.index_copy(0, t.view(1), column)
         ended = (column.eq(EOS) | ~torch.isfinite(total)).any()
