@@ -5,11 +5,13 @@
     python bench/serve_protocols.py --model M.pt --threads 2 --in-process --health --batch-wait-ms 0
 
 One server (the model's own decoding defaults) answers each line of test_2016_flickr (English, in order) through
-mtkit's API, OpenNMT-py's, LibreTranslate's, DeepL's and OpenAI's, one request at a time, --gap-ms apart, the
-order rotating each round. --in-process adds `Translator.translate` in this process (the model alone, same
-precision and threads), --health `GET /health` (nothing decoded); --decoder-process serves with it (its cost: the
-mtkit API's overhead over the in-process row, against a run without it); --compile serves (and translates in process)
-with that `--compile`. Every row must give mtkit's API's translation.
+mtkit's API, OpenNMT-py's, LibreTranslate's, DeepL's and OpenAI's, one request at a time, --gap-ms apart, in an
+order shuffled for each line (the same shuffle in every run), so that no row always follows another. (It was a
+rotation before, in which mtkit's API always came right after the in-process row, whose own copy of the weights
+pushes the server's out of the caches.) --in-process adds `Translator.translate` in this process (the model alone,
+same precision and threads), --health `GET /health` (nothing decoded); --decoder-process serves with it (its cost:
+the mtkit API's overhead over the in-process row, against a run without it); --compile serves (and translates in
+process) with that `--compile`. Every row must give mtkit's API's translation.
 Reported per row: p50, p90, p99 and mean in ms (the client's time), and the median over rounds of its difference
 to mtkit's API within a round (ms) and of the ratio. --record keeps the run (bench/harness.py).
 """
@@ -20,6 +22,7 @@ import argparse
 import gzip
 import json
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -107,8 +110,7 @@ def main() -> None:
             times: dict[str, list[float]] = {name: [] for name in send}
             for k, line in enumerate(lines):
                 found = {}
-                for j in range(len(send)):
-                    name = list(send)[(k + j) % len(send)]
+                for name in random.Random(k).sample(list(send), len(send)):
                     time.sleep(args.gap_ms / 1000)
                     t0 = time.perf_counter()
                     found[name] = send[name](line)
