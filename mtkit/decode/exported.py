@@ -187,7 +187,8 @@ class ExportedStates:
         package = torch._inductor.aoti_load_package(str(path))
         # Its loader's `run` takes and gives flat lists of tensors. The package's own __call__ parses its call
         # spec (JSON) and flattens and unflattens with pytree in Python at every call: for the distilled student's
-        # one-row greedy step, about an eighth of the call's time (an ad-hoc timing on an Intel Xeon, one thread).
+        # one-step package that came before `greedy-run`, about an eighth of a call's time (an ad-hoc timing on an
+        # Intel Xeon, one thread); a call now runs several steps, so less of it, but no call needs that work.
         loader = getattr(package, "loader", None)
         runner = packages.runners[kind] = loader.run if loader is not None else lambda flat: package(*flat)
         return runner
