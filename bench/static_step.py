@@ -12,7 +12,9 @@ sentence at a time (what a server's lone request costs without the HTTP layer) a
 Steps: `eager` (`compile="off"`, what `mtkit translate` runs by default), `compiled` (`compile="on"`; its
 compilation happens in the warm-up, whose seconds are printed) and `int8` (eager at `precision="int8"`; the others
 take --precision); `packed-any-rows`, a lever's check: eager with every weight packed for oneDNN read at any number
-of rows, as before `PackedWeight.min_rows` (mtkit/runtime/packing.py) kept products of few rows on MKL.
+of rows, as before `PackedWeight.min_rows` (mtkit/runtime/packing.py) kept products of few rows on MKL;
+`int8-256-rows`, another: int8 with its output layer in blocks of 256 rows (`PROJECT_ROWS`), as before
+`INT8_BLOCK_BYTES` (mtkit/decode/step.py) sized int8's blocks by the bytes of their logits.
 Scenarios: `one`, each sentence alone with the model's own decoding defaults at beam 1 (a student's: its
 shortlist), what a lone request costs; `batch`, --batch
 sentences a call at beam 4 over the whole vocabulary (which `--compile` leaves eager). The calls take turns (each
@@ -42,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness import Record, cpu_name  # noqa: E402  # bench/ is a script's sys.path[0]
 
-STEPS = ("eager", "compiled", "int8", "packed-any-rows")
+STEPS = ("eager", "compiled", "int8", "packed-any-rows", "int8-256-rows")
 SCENARIOS = ("one", "batch")
 # Profiler events that are products: oneDNN's and MKL's linear layers, attention's batched products, int8's.
 PRODUCTS = ("mkldnn", "addmm", "aten::mm", "aten::bmm", "linear_dynamic", "quantized", "fbgemm", "onednn")
@@ -61,7 +63,7 @@ def load(model: str, steps: list[str], precision: str, threads: int) -> dict[str
         name: mtkit.load_translator(
             model,
             device="cpu",
-            precision="int8" if name == "int8" else precision,
+            precision="int8" if name.startswith("int8") else precision,
             threads=threads,
             compile="on" if name == "compiled" else "off",
         )
@@ -71,6 +73,8 @@ def load(model: str, steps: list[str], precision: str, threads: int) -> dict[str
         for module in translators["packed-any-rows"].engine.model.modules():
             if getattr(module, "packed", None) is not None:
                 module.packed.min_rows = 1
+    if "int8-256-rows" in translators:  # its output layer's blocks as fp32's (ModelStep.block_rows)
+        translators["int8-256-rows"].engine.model.output_proj.quantizes_each_call = False
     return translators
 
 

@@ -21,6 +21,9 @@ from mtkit.model.transformer import Transformer
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs): blocks measured faster
 # than one product on many rows, even on fewer (docs/benchmarks.md, "Figures behind the code's choices": this module).
 PROJECT_ROWS = 256
+# An int8 output layer's blocks hold at most this many bytes of logits (64 rows of 8,000), in multiples of 16 rows:
+# smaller blocks measured faster for int8, not for fp32 (docs/benchmarks.md, "Figures behind the code's choices").
+INT8_BLOCK_BYTES = 2 * 2**20
 
 
 # (model, src (B, S)) -> (the source's padding mask or None, each decoder layer's cross-attention keys and values):
@@ -95,7 +98,7 @@ class ModelStep:
     def log_probs(self, last: Tensor) -> Tensor:
         """Valid until the next call: the step writes into the same buffer every time.
 
-        On the CPU the output layer and its softmax run on blocks of PROJECT_ROWS rows, each
+        On the CPU the output layer and its softmax run on blocks of `block_rows` rows, each
         block's logits read back while they are still in cache, and the logits of all rows never
         exist at once: a (rows x vocabulary) tensor of them per step is a fresh mapping of memory
         whose page faults cost a large batch's step a third of its time, and as much memory
@@ -105,12 +108,22 @@ class ModelStep:
         if torch.is_grad_enabled():  # autograd cannot follow an op written into a given tensor
             return torch.log_softmax(self.project(states), dim=-1, dtype=self.dtype)
         N = states.size(0)
-        out = self.scratch(N, self.model.cfg.target_vocab_size if self.restricted is None else self.restricted)
-        block = PROJECT_ROWS if states.device.type == "cpu" else N
+        width = self.model.cfg.target_vocab_size if self.restricted is None else self.restricted
+        out = self.scratch(N, width)
+        block = self.block_rows(width) if states.device.type == "cpu" else N
         for i in range(0, N, block):
             logits = self.project(states[i : i + block])
             torch.log_softmax(logits, dim=-1, dtype=self.dtype, out=out[i : i + block])
         return out
+
+    def block_rows(self, width: int) -> int:
+        """Rows of the output layer's blocks on the CPU, for `width` columns: PROJECT_ROWS; for an int8 layer, as
+        many as INT8_BLOCK_BYTES of logits hold (at least 16). int8 quantizes each call's rows with one scale
+        (`quantizes_each_call`), so the block's rows are also a quantization group: int8 log-probabilities depend
+        on the blocks (as on a batch's other sentences), fp32's do not."""
+        if not getattr(self.model.output_proj, "quantizes_each_call", False):
+            return PROJECT_ROWS
+        return max(16, min(PROJECT_ROWS, INT8_BLOCK_BYTES // (4 * width)) // 16 * 16)
 
     def states(self, last: Tensor) -> Tensor:
         """The decoder's states (N, d_model) after each row's latest token (N,); the cache moves on one position."""

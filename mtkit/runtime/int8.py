@@ -60,6 +60,7 @@ class Int8Linear(DynamicLinear):
     """
 
     fuses_relu = True  # mtkit.model.linear.linear_relu hands it relu=True
+    quantizes_each_call = True  # activations get one scale per call (mtkit/decode/step.py sizes its blocks by it)
 
     def forward(self, x: Tensor, relu: bool = False) -> Tensor:
         op = _LINEAR_RELU if relu else _LINEAR

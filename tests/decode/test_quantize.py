@@ -71,3 +71,22 @@ def test_mtkits_int8_layers_compute_exactly_what_torch_aos_do(make_model):
         assert torch.equal(linear_relu(layer, x), torch.relu(want))
     one = x[:1, :1]  # one row, as the step of a one-sentence request has
     assert torch.equal(layer(one), DynamicLinear.forward(layer, one))
+
+
+def test_an_int8_output_layer_runs_in_blocks_whose_logits_fit_int8_block_bytes(make_model, monkeypatch):
+    from mtkit.decode import step as step_module
+    from mtkit.decode.ensemble import make_step
+    from tests.support.models import batch, sources
+
+    src = batch(sources(6, 50, seed=2))
+    fp32 = make_step(make_model(50, seed=3), src, 4, 4)
+    step = make_step(quantize_int8(make_model(50, seed=3)), src, 4, 4)
+    assert [fp32.block_rows(w) for w in (2_000, 8_000, 50_000)] == [step_module.PROJECT_ROWS] * 3
+    assert [step.block_rows(w) for w in (2_000, 8_000, 50_000)] == [256, 64, 16]  # 2 MiB of logits, 16 rows at least
+    monkeypatch.setattr(step_module, "INT8_BLOCK_BYTES", 16 * 4 * 50)  # 16 rows of 50 columns
+    seen, project = [], step.project
+    monkeypatch.setattr(step, "project", lambda states: seen.append(states.size(0)) or project(states))
+    with torch.inference_mode():
+        lprobs = step.log_probs(torch.full((24,), BOS))
+    assert seen == [16, 8]  # 6 sentences x 4 beams
+    assert torch.allclose(lprobs.exp().sum(-1), torch.ones(24), atol=1e-5)
