@@ -56,6 +56,12 @@ setting in turn, reversing each round), CTranslate2 at its best of them being th
     python bench/translate_speed.py --model student.pt --beam 1 --shortlist --systems mtkit-int8,ct2-int8 \
         --settings 1x1,2x1,1x2 --rounds 3 --record docs/results/NAME.json
 
+On an AVX-512 CPU, `--isa avx2` caps each library's x86 instructions at AVX2 through its own variable (PyTorch's
+kernels, MKL, oneDNN, CTranslate2's dispatch; each mtkit row says which kernels PyTorch ran): the code an AVX2-only
+CPU runs, on this CPU's caches and clock, a proxy for one. fbgemm (mtkit int8) has no such cap, so compare fp32:
+
+    python bench/translate_speed.py --model M.pt --isa avx2 --systems mtkit-fp32,ct2-fp32 --settings 2x1 --rounds 3
+
 Speed is sentences/s and output words/s (whitespace-separated words: the same count for every system). The last
 line printed is one JSON object with every figure; `--record PATH` also writes it as a record (bench/harness.py),
 with `--settings` one a docs page renders (bench/best_setting.py's `table`): every system at every setting, and
@@ -155,6 +161,8 @@ def child(system: str, job_path: str, out_path: str) -> None:
         outputs, seconds = run_ct2(job, {"ct2-fp32": "float32", "ct2-int8": "int8"}[system])
     peak = peak_rss_mib() + workers
     result = {"outputs": outputs, "seconds": seconds, "peak_rss_mib": peak, "peak_gpu_mib": gpu, "peak_pss_mib": pss}
+    if system.startswith("mtkit") and "torch" in sys.modules:  # the instructions PyTorch's kernels run (--isa)
+        result["cpu_capability"] = sys.modules["torch"].backends.cpu.get_cpu_capability()
     if gpu is not None:
         import torch
 
@@ -177,18 +185,37 @@ def available(system: str, device: str) -> str | None:
     return None
 
 
-def export_model(model: str, directory: Path) -> str:
+# --isa: each library's x86 instructions capped through its own variable (PyTorch's kernels, MKL, oneDNN,
+# CTranslate2's own), so that an AVX-512 CPU runs the code an AVX2-only CPU runs: a proxy for one (its caches, clock
+# and memory stay its own). fbgemm (mtkit's int8 products) has no such variable: compare the fp32 rows.
+ISA_CAPS = {
+    "avx2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "CT2_FORCE_CPU_ISA": "AVX2",
+    }
+}
+
+
+def child_env(isa: str | None) -> dict[str, str]:
+    """A child's environment: this checkout first on PYTHONPATH, the --isa caps."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **ISA_CAPS.get(isa or "", {})}
+
+
+def export_model(model: str, directory: Path, isa: str | None = None) -> str:
     """The model exported once in fp32 by `mtkit export`; CTranslate2 quantizes to int8 on load (compute_type)."""
     out = directory / "ct2"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = child_env(isa)
     cmd = [sys.executable, "-m", "mtkit", "export", model, "--format", "ctranslate2", "-o", str(out)]
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     return str(out)
 
 
-def run_child(system: str, job_path: Path, tmp: Path) -> dict[str, Any]:
+def run_child(system: str, job_path: Path, tmp: Path, isa: str | None = None) -> dict[str, Any]:
     out_path = tmp / f"{system}.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = child_env(isa)
     subprocess.run(
         [sys.executable, __file__, "--child", system, "--job", str(job_path), "--out", str(out_path)],
         check=True,
@@ -215,6 +242,7 @@ def summarise(system: str, r: dict[str, Any], n: int, refs: list[str] | None) ->
         "peak_rss_mib": round(r["peak_rss_mib"], 1),
         **({"peak_gpu_mib": round(r["peak_gpu_mib"], 1), "gpu": r["gpu"]} if r.get("peak_gpu_mib") is not None else {}),
         **({"peak_pss_mib": round(r["peak_pss_mib"], 1)} if r.get("peak_pss_mib") is not None else {}),
+        **({"cpu_capability": r["cpu_capability"]} if "cpu_capability" in r else {}),
         "bleu": bleu(r["outputs"], refs),
         "outputs_sha256": hashlib.sha256("\n".join(r["outputs"]).encode()).hexdigest()[:16],
     }
@@ -265,6 +293,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "RSS, and give each ratio paired too (the median of the rounds' ratios): on a shared machine a slow spell "
         "then cannot fall on one system alone",
     )
+    parser.add_argument(
+        "--isa",
+        choices=sorted(ISA_CAPS),
+        help="cap every library's x86 instructions (avx2: what an AVX2-only CPU runs, on this CPU; not int8's)",
+    )
     parser.add_argument("--record", help="also write the figures as a record here, e.g. docs/results/NAME.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
@@ -303,7 +336,7 @@ def main() -> None:
             "model": args.model,
             "lines": lines,
             **search_settings(args),
-            "ct2_dir": export_model(args.model, tmp) if any("ct2" in s for s, _, _ in runs) else None,
+            "ct2_dir": export_model(args.model, tmp, args.isa) if any("ct2" in s for s, _, _ in runs) else None,
         }
         if args.shortlist and job["ct2_dir"] and not (Path(job["ct2_dir"]) / "vmap.txt").is_file():
             sys.exit(
@@ -313,7 +346,7 @@ def main() -> None:
             (tmp / f"job-{t}x{w}.json").write_text(json.dumps({**job, "threads": t, "workers": w}), encoding="utf-8")
         for turn in range(args.rounds):  # A B, then B A: neither system nor setting always runs first
             for system, t, w in runs if turn % 2 == 0 else runs[::-1]:
-                row = summarise(system, run_child(system, tmp / f"job-{t}x{w}.json", tmp), len(lines), refs)
+                row = summarise(system, run_child(system, tmp / f"job-{t}x{w}.json", tmp, args.isa), len(lines), refs)
                 row.update(name=key[system, t, w], threads=t, workers=w, setting=setting_name(t, w))
                 print(f"{row['name']}: {row['sentences_per_s']} sent/s", file=sys.stderr, flush=True)
                 rows[key[system, t, w]] = keep_best(rows.get(key[system, t, w]), row)
@@ -338,6 +371,7 @@ def main() -> None:
         "shortlist": args.shortlist,
         "rounds": args.rounds,
         "device": args.device,
+        **({"isa": f"capped at {args.isa}: {ISA_CAPS[args.isa]}"} if args.isa else {}),
     }
     results = {"rows": list(rows.values()), "notes": notes, **({"best": best} if best else {})}
     if args.record and args.settings:  # a table for a page: its rows, rendered by `table`

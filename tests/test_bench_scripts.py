@@ -386,6 +386,22 @@ def test_translate_speeds_shortlist_reaches_mtkit_and_ctranslate2_greedy(cli_mod
         assert any(set(line.split()) - {piece, "⁇"} for line in outputs[system, False]), system  # it can fail
 
 
+def test_translate_speeds_isa_cap_reaches_the_childs_kernels(cli_model: Path, tmp_path: Path) -> None:
+    """--isa avx2: a child runs PyTorch's AVX2 kernels on a CPU that has more, and says so in its row."""
+    import torch
+
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip(f"this CPU runs {torch.backends.cpu.get_cpu_capability()} kernels, below the cap")
+    bench = load_script("bench/translate_speed.py")
+    job = {"model": str(cli_model), "lines": ["a b c", "d e"], "beam": 1, "alpha": 0.6, "max_len_b": 3}
+    job.update(batch_tokens=4096, threads=1, workers=1, device="cpu", early_stop="patience", shortlist=False)
+    (tmp_path / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    capped = bench.run_child("mtkit-fp32", tmp_path / "job.json", tmp_path, "avx2")
+    assert capped["cpu_capability"] == "AVX2" and len(capped["outputs"]) == 2
+    assert bench.summarise("mtkit-fp32", capped, 2, None)["cpu_capability"] == "AVX2"
+    assert bench.child_env("avx2")["CT2_FORCE_CPU_ISA"] == "AVX2"  # CTranslate2's own cap, read as it loads
+
+
 def test_translate_speeds_settings_each_systems_best_and_the_table() -> None:
     """--settings THREADSxWORKERS: every system at each; each system's fastest setting (its best round) against its
     anchor's own fastest, best round over best round and paired over the rounds; the page's table marks the bests."""

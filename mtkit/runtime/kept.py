@@ -7,7 +7,8 @@ fall on the other side of its bar, and the two backends round differently: two i
 under different load took different kernels and ended with different weights. So, as autotuning caches do
 (Triton's, TVM's tuning logs, cuDNN's benchmark mode within a process), a measurement is taken once per
 machine and kept in a small JSON file, keyed by what it depends on: the CPU's model name and flags (or the
-GPU's name), the torch version, the CPU threads and ONEDNN_MAX_CPU_ISA. A later process with the same key
+GPU's name), the torch version, the CPU threads and the variables that cap the instructions used
+(ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS, ATEN_CPU_CAPABILITY). A later process with the same key
 reads the answer instead of timing again; a new torch, another thread count or another CPU measure anew.
 
 The file is `measured.json` in mtkit's cache directory (`$MTKIT_CACHE`, else the user's cache directory:
@@ -39,6 +40,8 @@ FILE = "measured.json"
 FORMAT, VERSION = "mtkit-measured", 1
 REMEASURE_ENV = "MTKIT_REMEASURE"  # 1: time again (and keep the new answer) instead of reading a kept one
 ISA_ENV = "ONEDNN_MAX_CPU_ISA"  # caps oneDNN's instructions, so it changes what a measurement finds
+# MKL's and PyTorch's own kernels' caps, likewise; in the key only where set (entries made without them stay valid).
+OTHER_ISA_ENVS = ("MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
 
 T = TypeVar("T")
 
@@ -71,6 +74,7 @@ def machine(device: torch.device) -> dict[str, Any]:
         "torch": str(torch.__version__),
         "threads": torch.get_num_threads(),
         "onednn_max_cpu_isa": os.environ.get(ISA_ENV, ""),
+        **{name.lower(): value for name in OTHER_ISA_ENVS if (value := os.environ.get(name))},
     }
     if device.type == "cuda":
         facts["gpu"] = torch.cuda.get_device_name(device)

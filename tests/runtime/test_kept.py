@@ -47,7 +47,7 @@ def test_another_key_measures_again(timings, monkeypatch):
     monkeypatch.undo()
 
 
-@pytest.mark.parametrize("change", ["torch", "threads", "flags", "isa"])
+@pytest.mark.parametrize("change", ["torch", "threads", "flags", "isa", "mkl", "aten"])
 def test_the_key_holds_the_cpu_flags_torch_threads_and_isa_cap(monkeypatch, change):
     before = kept.key("x", {}, CPU)[0]
     if change == "torch":
@@ -56,8 +56,10 @@ def test_the_key_holds_the_cpu_flags_torch_threads_and_isa_cap(monkeypatch, chan
         monkeypatch.setattr(torch, "get_num_threads", lambda: 97)
     elif change == "flags":
         monkeypatch.setattr(kept, "cpu_flags", lambda: frozenset({"avx2"}))
-    else:
+    elif change == "isa":
         monkeypatch.setenv(kept.ISA_ENV, "AVX2")
+    else:
+        monkeypatch.setenv({"mkl": "MKL_ENABLE_INSTRUCTIONS", "aten": "ATEN_CPU_CAPABILITY"}[change], "AVX2")
     assert kept.key("x", {}, CPU)[0] != before
 
 
