@@ -22,7 +22,7 @@ from mtkit.model.transformer import Transformer
 # than one product on many rows, even on fewer (docs/benchmarks.md, "Figures behind the code's choices": this module).
 PROJECT_ROWS = 256
 # An int8 output layer's blocks hold at most this many bytes of logits (64 rows of 8,000), in multiples of 16 rows:
-# smaller blocks measured faster for int8, not for fp32 (docs/benchmarks.md, "Figures behind the code's choices").
+# smaller blocks measured faster for int8, not for fp32 (docs/benchmarks.md, "Decoding against CTranslate2").
 INT8_BLOCK_BYTES = 2 * 2**20
 
 
