@@ -36,7 +36,6 @@ from mtkit.decode.ensemble import Ensemble, StepFactory, make_step, static_steps
 from mtkit.decode.exported import ExportedStates, NotTaken
 from mtkit.decode.step import Step, encode
 from mtkit.errors import MtkitError
-from mtkit.model.static import static_states
 from mtkit.model.transformer import Transformer
 from mtkit.runtime.kept import remembered
 
@@ -90,7 +89,7 @@ class Compiled:
 def compiled_steps() -> tuple[StepFactory, Compiled]:
     """The steps a search makes over a static cache, compiled, and the compiled function (whose `failed` says)."""
     states = Compiled()
-    return static_steps(static_states, states.encode, states.run), states
+    return static_steps(states.encode, states.run), states
 
 
 def one_sentence(steps: StepFactory) -> StepFactory:

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from mtkit.config import ModelConfig
 from mtkit.decode.step import EncodeFn, ModelStep, StaticStep, Step
-from mtkit.model.static import RunFn, StatesFn, static_states
+from mtkit.model.static import RunFn
 from mtkit.model.transformer import Encoded, Transformer
 
 
@@ -88,17 +88,15 @@ def make_step(model: Transformer | Ensemble, src: Tensor, rows_per_sentence: int
     return ModelStep(model, src, rows_per_sentence, capacity)
 
 
-def static_steps(
-    states_fn: StatesFn = static_states, encoder: EncodeFn | None = None, run_fn: RunFn | None = None
-) -> StepFactory:
-    """`make_step`'s Steps over a static cache (`StaticStep`), each model's decoder step run by `states_fn`, its
-    source encoded by `encoder`, and greedy search's steps of one sentence by `run_fn` where given (a lone
-    model's): `static_states` and `encode` themselves, or compiled (mtkit/decode/compiled.py)."""
+def static_steps(encoder: EncodeFn | None = None, run_fn: RunFn | None = None) -> StepFactory:
+    """`make_step`'s Steps over a static cache (`StaticStep`), each model's source encoded by `encoder`, and greedy
+    search's steps of one sentence by `run_fn` where given (a lone model's): `encode` itself and none, or compiled
+    (mtkit/decode/compiled.py)."""
 
     def make(model: Transformer | Ensemble, src: Tensor, rows_per_sentence: int, capacity: int) -> Step:
         models = model.models if isinstance(model, Ensemble) else [model]
         run = None if isinstance(model, Ensemble) else run_fn  # an ensemble's step averages several models'
-        steps = [StaticStep(m, src, rows_per_sentence, capacity, states_fn, encoder, run) for m in models]
+        steps = [StaticStep(m, src, rows_per_sentence, capacity, encoder, run) for m in models]
         return EnsembleStep(steps) if isinstance(model, Ensemble) else steps[0]
 
     return make

@@ -40,7 +40,8 @@ from torch import Tensor, nn
 from mtkit.config import BOS, PAD
 from mtkit.data.fetch import default_cache_dir
 from mtkit.device import cpu_flags, cpu_name
-from mtkit.model.static import static_run
+from mtkit.model.linear import Rows
+from mtkit.model.static import StaticCache, static_run
 from mtkit.model.transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -69,9 +70,8 @@ class _Run(nn.Module):
         stop: Tensor,
         *cross: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        pairs = [(cross[i], cross[i + 1]) for i in range(0, len(cross), 2)]
-        span_ = span.size(0)
-        return static_run(self.model, tokens, position, history, pairs, None, span_, weight, bias, ids, logp, stop)
+        cache = StaticCache(history, [(cross[i], cross[i + 1]) for i in range(0, len(cross), 2)], None, span.size(0))
+        return static_run(self.model, tokens, position, cache, Rows(weight, bias), ids, logp, stop)
 
 
 class _Encoder(nn.Module):
@@ -134,25 +134,22 @@ class ExportedStates:
         model: Transformer,
         tokens: Tensor,
         position: Tensor,
-        history: Tensor,
-        cross: list[tuple[Tensor, Tensor]],
-        src_mask: Tensor | None,
-        span: int,
-        weight: Tensor,
-        bias: Tensor | None,
+        cache: StaticCache,
+        rows: Rows,
         ids: Tensor,
         logp: Tensor,
         stop: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        if tokens.size(0) != 1 or history.size(2) != 1 or src_mask is not None:
+        history, span, weight = cache.history, cache.span, rows.weight
+        if tokens.size(0) != 1 or history.size(2) != 1 or cache.src_mask is not None:
             raise NotTaken("the exported search takes one row of an unpadded source")
-        if min(span, history.size(1), cross[0][0].size(2)) < 2 or weight.size(0) < max(PAD, BOS) + 1:
+        if min(span, history.size(1), cache.cross[0][0].size(2)) < 2 or weight.size(0) < max(PAD, BOS) + 1:
             raise NotTaken("the exported search takes dimensions of 2 and more, and rows past PAD's and BOS's")
         if weight.dtype != torch.float32:
             raise NotTaken("the exported search takes fp32")
-        bias = self.blank(weight.size(0)) if bias is None else bias  # x W^T + 0 is x W^T, bit for bit
+        bias = self.blank(weight.size(0)) if rows.bias is None else rows.bias  # x W^T + 0 is x W^T, bit for bit
         args = [tokens, position, history, self.blank(span), weight, bias, ids, logp, stop]
-        args += [t for pair in cross for t in pair]
+        args += [t for pair in cache.cross for t in pair]
         out, reached, total, written = self.runner("greedy-run", model, tuple(args))(args)
         return out, reached, total, written
 

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from mtkit.model.cache import DecoderCache
 from mtkit.model.linear import Rows
-from mtkit.model.static import RunFn, StatesFn, static_states, window
+from mtkit.model.static import RunFn, StaticCache, static_states, window
 from mtkit.model.transformer import Transformer
 
 # Rows of the output layer and softmax at a time on the CPU (see ModelStep.log_probs): blocks measured faster
@@ -150,8 +150,8 @@ class ModelStep:
 
 class StaticStep(ModelStep):
     """A `ModelStep` whose decoder attends over a static cache (mtkit/model/static.py): every step of a sentence has
-    the same shapes, so `states_fn` may be `static_states` compiled (mtkit/decode/compiled.py: `--compile`) as well
-    as itself (bench/static_step.py measures both against `ModelStep`).
+    the same shapes, so greedy search's steps over it can run compiled (`run_fn`, mtkit/decode/compiled.py:
+    `--compile`; bench/static_step.py measures it against `ModelStep`).
 
     The cache's positions not yet written are zeroed once per buffer (masked positions still enter attention's
     second product, with weight 0: their values must be finite), and the cache doubles when a step needs more
@@ -167,23 +167,18 @@ class StaticStep(ModelStep):
         src: Tensor,
         beams: int,
         capacity: int,
-        states_fn: StatesFn = static_states,
         encoder: EncodeFn | None = None,
         run_fn: RunFn | None = None,
     ):
         super().__init__(model, src, beams, max(capacity, 1), encoder)
-        self.states_fn, self.run_fn = states_fn, run_fn
+        self.run_fn = run_fn
         self.zeroed: Tensor | None = None  # the cache buffer whose unwritten positions were zeroed
 
     def states(self, last: Tensor) -> Tensor:
-        """`states_fn` over the static cache at its next position, then one position on."""
+        """`static_states` over the static cache at its next position, then one position on."""
         t = self.cache.length
         cache = self.room(self.cache, t)
-        assert cache.history is not None
-        cross = [(c.cross_k, c.cross_v) for c in cache.layers]
-        position = torch.tensor(t, device=last.device)
-        span = window(t, cache.history.size(1))
-        states = self.states_fn(self.model, last, position, cache.history, cross, cache.src_mask, span)
+        states = static_states(self.model, last, torch.tensor(t, device=last.device), static_at(cache, t))
         self.cache = dataclasses.replace(cache, length=t + 1)
         return states
 
@@ -204,12 +199,10 @@ class StaticStep(ModelStep):
         assert history is not None
         if history.size(2) != 1:  # room for more rows than the one searched
             return None
-        span = window(t, history.size(1))
+        at = static_at(cache, t)
         ids = torch.arange(rows.weight.size(0), device=last.device) if ids is None else ids
-        cross = [(c.cross_k, c.cross_v) for c in cache.layers]
-        position, until = torch.tensor(t, device=last.device), torch.tensor(min(stop, span), device=last.device)
-        weight, bias = rows.weight, rows.bias
-        ran = run_fn(self.model, last, position, history, cross, cache.src_mask, span, weight, bias, ids, logp, until)
+        position, until = torch.tensor(t, device=last.device), torch.tensor(min(stop, at.span), device=last.device)
+        ran = run_fn(self.model, last, position, at, rows, ids, logp, until)
         if ran is None:
             return None
         out, reached, total, written = ran
@@ -236,3 +229,11 @@ class StaticStep(ModelStep):
             cache.history[:, t:].zero_()
             self.zeroed = cache.history
         return cache
+
+
+def static_at(cache: DecoderCache, t: int) -> StaticCache:
+    """`cache` as a step at position `t` over the static cache reads it: its buffer, its cross-attention keys and
+    values, its source mask, and the window of positions attention reads."""
+    assert cache.history is not None  # a cache made with room, as `StaticStep.room` leaves it
+    cross = [(c.cross_k, c.cross_v) for c in cache.layers]
+    return StaticCache(cache.history, cross, cache.src_mask, window(t, cache.history.size(1)))

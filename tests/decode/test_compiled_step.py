@@ -148,7 +148,7 @@ def test_a_search_run_in_one_call_a_window_decodes_as_the_eager_search_over_wind
     model = random_model(V, seed=3, max_positions=64)
     states = compiled.Compiled()
     states.compiled = Eager()
-    factory = compiled.static_steps(compiled.static_states, states.encode, states.run)
+    factory = compiled.static_steps(states.encode, states.run)
     shortlist = Restriction(torch.tensor([0, 1, 2, 3, *range(12, 36)]))
     long = DecodeConfig(beam=1, max_len_a=0.0, max_len_b=40)  # this model runs to its limit: 41 steps, 3 windows
     with torch.inference_mode():
@@ -244,7 +244,7 @@ def test_the_exported_step_and_encoder_decode_as_eager_and_a_second_process_load
     monkeypatch.setattr(exported, "build", _counting_build(exported.build, built))
 
     def compiled_steps(states):
-        return compiled.static_steps(compiled.static_states, states.encode, states.run)
+        return compiled.static_steps(states.encode, states.run)
 
     def decode(config, steps):
         return [beam_search(model, src, config, steps=steps).hypotheses[0] for src in lines]
