@@ -1,15 +1,18 @@
 """Decoding benches at several thread and worker settings: the settings as the command line gives them
-(THREADSxWORKERS), each system's speed over its anchor's (mtkit's over CTranslate2's at the same precision) within
-a setting, each system at its own best setting against its anchor at the anchor's own best (the comparison with a
-peer at its best, as CTranslate2's own benchmark gives every system), and the table a page shows of it
-(docs/gen_figures.py renders a bench/translate_speed.py --settings record with `table`).
+(THREADSxWORKERS) and the instructions a child may use (--isa: `child_env`), each system's speed over its anchor's
+(mtkit's over CTranslate2's at the same precision) within a setting, each system at its own best setting against
+its anchor at the anchor's own best (the comparison with a peer at its best, as CTranslate2's own benchmark gives
+every system), and the table a page shows of it (docs/gen_figures.py renders a bench/translate_speed.py --settings
+record with `table`).
 
-from best_setting import ANCHORS, add_ratios, best_settings, setting_name, settings_list, table
+from best_setting import ANCHORS, ISA_CAPS, add_ratios, best_settings, child_env, setting_name, settings_list
+from best_setting import table
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,24 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: a script's sys.path[0], and a page renderer's
 
 from harness import paired_ratio  # noqa: E402
+
+# --isa: each library's x86 instructions capped through its own variable (PyTorch's kernels, MKL, oneDNN,
+# CTranslate2's own), so that an AVX-512 CPU runs the code an AVX2-only CPU runs: a proxy for one (its caches, clock
+# and memory stay its own). fbgemm (mtkit's int8 products) has no such variable: compare the fp32 rows.
+ISA_CAPS = {
+    "avx2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "CT2_FORCE_CPU_ISA": "AVX2",
+    }
+}
+
+
+def child_env(isa: str | None) -> dict[str, str]:
+    """A bench child's environment: this checkout first on PYTHONPATH, the --isa caps."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **ISA_CAPS.get(isa or "", {})}
 
 
 def settings_list(text: str) -> list[tuple[int, int]]:

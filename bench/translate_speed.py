@@ -84,7 +84,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: a script's sys.path[0], and a page renderer's
 
-from best_setting import add_ratios, best_settings, setting_name, settings_list  # noqa: E402
+from best_setting import ISA_CAPS, add_ratios, best_settings, child_env, setting_name, settings_list  # noqa: E402
 from harness import PeakPss, Record, cpu_name, keep_best, peak_rss_mib, workers_peak_rss_mib  # noqa: E402
 from searches import ct2_translate, decode_config, on_gpu, search_settings  # noqa: E402
 
@@ -183,25 +183,6 @@ def available(system: str, device: str) -> str | None:
         except ImportError:
             return "skipped: ctranslate2 is not installed (pip install 'mtkit[ct2]')"
     return None
-
-
-# --isa: each library's x86 instructions capped through its own variable (PyTorch's kernels, MKL, oneDNN,
-# CTranslate2's own), so that an AVX-512 CPU runs the code an AVX2-only CPU runs: a proxy for one (its caches, clock
-# and memory stay its own). fbgemm (mtkit's int8 products) has no such variable: compare the fp32 rows.
-ISA_CAPS = {
-    "avx2": {
-        "ATEN_CPU_CAPABILITY": "avx2",
-        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-        "ONEDNN_MAX_CPU_ISA": "AVX2",
-        "CT2_FORCE_CPU_ISA": "AVX2",
-    }
-}
-
-
-def child_env(isa: str | None) -> dict[str, str]:
-    """A child's environment: this checkout first on PYTHONPATH, the --isa caps."""
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path, **ISA_CAPS.get(isa or "", {})}
 
 
 def export_model(model: str, directory: Path, isa: str | None = None) -> str:
