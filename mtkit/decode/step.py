@@ -194,7 +194,7 @@ class StaticStep(ModelStep):
         if run_fn is None or rows is None or last.size(0) != 1:
             return None
         t = self.cache.length
-        cache = self.room(self.cache, t)
+        cache = self.cache = self.room(self.cache, t)  # kept when declined: the eager step then finds the room made
         history = cache.history
         assert history is not None
         if history.size(2) != 1:  # room for more rows than the one searched

@@ -282,3 +282,20 @@ def _counting_build(build, built):
         build(kind, *args)
 
     return counted
+
+
+def test_a_declined_run_keeps_the_room_it_made_for_the_eager_step():
+    """`StaticStep.run` makes room in the cache before the package answers; when it declines, the eager step that
+    follows finds that room instead of growing the cache again."""
+    from mtkit.config import BOS
+    from mtkit.decode.step import StaticStep
+
+    model = random_model(V, seed=4, max_positions=64)
+    last = torch.tensor([BOS])
+    with torch.inference_mode():
+        step = StaticStep(model, batch(sources(1, V, seed=8, max_len=5)), 1, 1, run_fn=lambda *args: None)
+        step.log_probs(last)  # position 0 fills the one position of room
+        assert step.run(last, torch.zeros(1), 10) is None  # the package declines at position 1: room made first
+        grown = step.cache.history
+        step.log_probs(last)
+    assert grown is not None and grown.size(1) >= 2 and step.cache.history is grown and step.cache.length == 2
